@@ -1,0 +1,5 @@
+"""`python -m qverify` is the `qverify` command."""
+
+from qverify.cli import main
+
+raise SystemExit(main())

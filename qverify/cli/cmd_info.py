@@ -1,0 +1,109 @@
+"""`qverify info NET [--ranges]`: what a network is, and how many integer bits it needs."""
+
+from __future__ import annotations
+
+import argparse
+
+from qverify.errors import RangeError
+from qverify.io import load_network
+from qverify.network import Network
+from qverify.quant import IntBitsProposal, propose_int_bits, real_bounds
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("info", help="print a network's layers, normalisation and ranges")
+    parser.add_argument("network", help="an .nnet or .onnx file")
+    parser.add_argument(
+        "--ranges",
+        action="store_true",
+        help="bound every neuron over the input domain and propose integer bits",
+    )
+    parser.add_argument(
+        "--frac-bits",
+        type=int,
+        default=16,
+        metavar="L",
+        help="fractional bits for the integer-bits proposal (default 16)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def describe_network(net: Network) -> list[str]:
+    n_parameters = sum(layer.weights.size + layer.bias.size for layer in net.layers)
+    lines = [
+        f"network {net.name}  ({net.source})  sha256:{net.digest()}",
+        f"sizes {' -> '.join(map(str, net.sizes))}  ({len(net.layers)} dense layers, {n_parameters} parameters)",
+    ]
+    for index, layer in enumerate(net.layers, start=1):
+        lines.append(
+            f"  layer {index}: {layer.n_in} -> {layer.n_out} {layer.activation.value:8s} "
+            f"weights [{_fmt(layer.weights.min())}, {_fmt(layer.weights.max())}]  "
+            f"biases [{_fmt(layer.bias.min())}, {_fmt(layer.bias.max())}]"
+        )
+    norm = net.input_norm
+    if norm is None:
+        lines.append("input normalisation: none (inputs are used as given)")
+    else:
+        lines.append("input normalisation: x_norm = (clip(x, min, max) - mean) / range")
+        for i in range(norm.size):
+            lines.append(
+                f"  x{i}: min {_fmt(norm.minimum[i])} max {_fmt(norm.maximum[i])} "
+                f"mean {_fmt(norm.mean[i])} range {_fmt(norm.range[i])}"
+            )
+    if net.output_norm is not None:
+        lines.append(
+            f"output de-normalisation: y = y_norm * {_fmt(net.output_norm.range[0])} + "
+            f"{_fmt(net.output_norm.mean[0])}"
+        )
+    return lines
+
+
+def describe_ranges(net: Network, frac_bits: int) -> list[str]:
+    lo, hi = net.default_input_box()
+    lines = [
+        "input domain (normalised): " + " ".join(f"[{_fmt(a)}, {_fmt(b)}]" for a, b in zip(lo, hi)),
+        "neuron bounds (interval bound propagation, sound for the real network):",
+    ]
+    for index, bounds in enumerate(real_bounds(net, lo, hi), start=1):
+        lines.append(
+            f"  layer {index}: pre-activation [{_fmt(bounds.pre_lo.min())}, "
+            f"{_fmt(bounds.pre_hi.max())}]  post-activation [{_fmt(bounds.post_lo.min())}, "
+            f"{_fmt(bounds.post_hi.max())}]"
+        )
+    try:
+        proposal = propose_int_bits(net, lo, hi, frac_bits)
+    except RangeError as error:
+        lines.append(f"with l = {frac_bits}: {error}")
+        proposal = _widest_fitting(net, lo, hi, frac_bits)
+        if proposal is None:
+            return lines
+    lines.append(f"largest |value|: {_fmt(proposal.max_magnitude)} at {proposal.binding}")
+    lines.append(f"integer bits needed by the real network: k = {proposal.real_int_bits}")
+    lines.append(
+        f"minimal integer bits with l = {proposal.frac_bits} (the implementation cannot overflow): "
+        f"k = {proposal.int_bits}  -> format <{proposal.int_bits},{proposal.frac_bits}>"
+    )
+    return lines
+
+
+def _widest_fitting(net: Network, lo, hi, frac_bits: int) -> IntBitsProposal | None:
+    """The proposal with the most fractional bits below `frac_bits` that fits a 32-bit word."""
+    for fewer in range(frac_bits - 1, -1, -1):
+        try:
+            return propose_int_bits(net, lo, hi, fewer)
+        except RangeError:
+            continue
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    net = load_network(args.network)
+    lines = describe_network(net)
+    if args.ranges:
+        lines += describe_ranges(net, args.frac_bits)
+    print("\n".join(lines))
+    return 0

@@ -1,0 +1,63 @@
+"""C literals that mean exactly the values qverify computed (no decimal rounding on the way)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+INT32_MIN = -(1 << 31)
+
+
+def int_literal(value: int) -> str:
+    """An integer literal; INT32_MIN is written as an expression (2147483648 has type long)."""
+    value = int(value)
+    if value == INT32_MIN:
+        return "(-2147483647 - 1)"
+    return str(value)
+
+
+def float_literal(value: float, c_type: str) -> str:
+    """A hexadecimal floating literal (C99): exact, e.g. 0x1.8p+1f for 3.0f."""
+    value = float(value)
+    if not np.isfinite(value):
+        raise ValueError(f"cannot write {value} as a C literal")
+    if c_type == "float":
+        value = float(np.float32(value))
+        return value.hex() + "f"
+    return value.hex()
+
+
+def number_literal(value: float, c_type: str) -> str:
+    if c_type in ("float", "double"):
+        return float_literal(value, c_type)
+    return int_literal(int(value))
+
+
+def array_rows(values: np.ndarray, c_type: str, per_line: int = 8) -> list[str]:
+    """The initialiser lines of a 1-D array, `per_line` values to a line."""
+    literals = [number_literal(v, c_type) for v in np.asarray(values).ravel()]
+    return [", ".join(literals[i : i + per_line]) for i in range(0, len(literals), per_line)]
+
+
+def matrix_rows(values: np.ndarray, c_type: str) -> list[str]:
+    """One `{...}` initialiser per row of a 2-D array."""
+    return ["{" + ", ".join(number_literal(v, c_type) for v in row) + "}" for row in np.asarray(values)]
+
+
+def join_lines(lines: Iterable[str], indent: str = "    ") -> str:
+    return (",\n" + indent).join(lines)
+
+
+def c_string(text: str) -> str:
+    """A C string literal body (escaped), for assertion messages."""
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+
+
+def comment_safe(text: str) -> str:
+    """Text that cannot end a C block comment early."""
+    return text.replace("*/", "* /")
+
+
+def describe_vector(values: Sequence[float]) -> str:
+    return " ".join(f"{float(v):.9g}" for v in values)

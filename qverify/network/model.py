@@ -1,0 +1,198 @@
+"""The network IR: a feed-forward stack of dense layers with NNet-style normalisation.
+
+Conventions (shared by every stage):
+- `Dense.weights` has shape (n_out, n_in): row i holds the weights into neuron i, so y = W x + b
+  (the NNet convention; ONNX MatMul weights are transposed by the loader).
+- The *core* network maps normalised inputs to normalised outputs. VNN-LIB `X_i`/`Y_j` and the
+  generated C both talk about the core; `InputNormalisation`/`OutputNormalisation` convert raw
+  units at the edges, exactly as the NNet reference evaluation does.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from qverify.errors import InputError
+
+
+class Activation(enum.Enum):
+    """Activation applied after a dense layer's affine map."""
+
+    RELU = "relu"
+    SIGMOID = "sigmoid"
+    TANH = "tanh"
+    IDENTITY = "identity"
+
+
+def frozen_array(values: object, dtype: type = np.float64, ndim: int | None = None) -> np.ndarray:
+    """A read-only copy of `values`, so frozen dataclasses really are immutable."""
+    array = np.array(values, dtype=dtype, copy=True)
+    if ndim is not None and array.ndim != ndim:
+        raise InputError(f"expected a {ndim}-dimensional array, got shape {array.shape}")
+    array.flags.writeable = False
+    return array
+
+
+def _require_finite(array: np.ndarray, what: str) -> None:
+    if not np.all(np.isfinite(array)):
+        bad = np.argwhere(~np.isfinite(array))[0]
+        raise InputError(f"{what} holds a non-finite value at index {tuple(int(i) for i in bad)}")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Dense:
+    """An affine layer followed by an activation: act(W x + b)."""
+
+    weights: np.ndarray
+    bias: np.ndarray
+    activation: Activation
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "weights", frozen_array(self.weights, ndim=2))
+        object.__setattr__(self, "bias", frozen_array(self.bias, ndim=1))
+        if self.weights.shape[0] != self.bias.shape[0]:
+            raise InputError(f"layer has {self.weights.shape[0]} weight rows but {self.bias.shape[0]} biases")
+        _require_finite(self.weights, "weight matrix")
+        _require_finite(self.bias, "bias vector")
+
+    @property
+    def n_in(self) -> int:
+        return int(self.weights.shape[1])
+
+    @property
+    def n_out(self) -> int:
+        return int(self.weights.shape[0])
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class InputNormalisation:
+    """NNet input scaling: x_norm = (clip(x, minimum, maximum) - mean) / range."""
+
+    minimum: np.ndarray
+    maximum: np.ndarray
+    mean: np.ndarray
+    range: np.ndarray
+
+    def __post_init__(self) -> None:
+        for name in ("minimum", "maximum", "mean", "range"):
+            object.__setattr__(self, name, frozen_array(getattr(self, name), ndim=1))
+        sizes = {self.minimum.size, self.maximum.size, self.mean.size, self.range.size}
+        if len(sizes) != 1:
+            raise InputError("input normalisation vectors have different lengths")
+        _require_finite(self.mean, "input mean")
+        _require_finite(self.range, "input range")
+        if np.any(self.range == 0):
+            raise InputError(f"input range is zero for input {int(np.argmax(self.range == 0))}")
+        if np.any(np.isnan(self.minimum)) or np.any(np.isnan(self.maximum)):
+            raise InputError("input minimum/maximum holds NaN")
+        if np.any(self.minimum > self.maximum):
+            i = int(np.argmax(self.minimum > self.maximum))
+            raise InputError(f"input {i}: minimum {self.minimum[i]} > maximum {self.maximum[i]}")
+
+    @property
+    def size(self) -> int:
+        return int(self.mean.size)
+
+    def apply(self, x_raw: np.ndarray) -> np.ndarray:
+        """Raw inputs (..., n) to normalised inputs, clipping first as NNet does."""
+        return (np.clip(x_raw, self.minimum, self.maximum) - self.mean) / self.range
+
+    def to_raw(self, x_norm: np.ndarray) -> np.ndarray:
+        """Normalised inputs back to raw units (no clipping: the inverse on the clipped domain)."""
+        return np.asarray(x_norm) * self.range + self.mean
+
+    def normalised_domain(self) -> tuple[np.ndarray, np.ndarray]:
+        """The normalised image of [minimum, maximum]: the default input box."""
+        return (self.minimum - self.mean) / self.range, (self.maximum - self.mean) / self.range
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class OutputNormalisation:
+    """NNet output scaling: y_raw = y_norm * range + mean (one mean/range per output)."""
+
+    mean: np.ndarray
+    range: np.ndarray
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mean", frozen_array(self.mean, ndim=1))
+        object.__setattr__(self, "range", frozen_array(self.range, ndim=1))
+        if self.mean.size != self.range.size:
+            raise InputError("output mean and range have different lengths")
+        _require_finite(self.mean, "output mean")
+        _require_finite(self.range, "output range")
+        if np.any(self.range == 0):
+            raise InputError("output range is zero")
+
+    def apply(self, y_norm: np.ndarray) -> np.ndarray:
+        return np.asarray(y_norm) * self.range + self.mean
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Network:
+    """A feed-forward network: layers, optional normalisation, and where it came from."""
+
+    layers: tuple[Dense, ...]
+    input_norm: InputNormalisation | None = None
+    output_norm: OutputNormalisation | None = None
+    name: str = "network"
+    source: str = ""
+    image_shape: tuple[int, ...] | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layers", tuple(self.layers))
+        if not self.layers:
+            raise InputError("network has no layers")
+        for index, (before, after) in enumerate(zip(self.layers, self.layers[1:]), start=1):
+            if before.n_out != after.n_in:
+                raise InputError(
+                    f"layer {index} has {before.n_out} outputs but layer {index + 1} "
+                    f"expects {after.n_in} inputs"
+                )
+        if self.input_norm is not None and self.input_norm.size != self.n_inputs:
+            raise InputError(
+                f"input normalisation has {self.input_norm.size} entries for {self.n_inputs} inputs"
+            )
+        if self.output_norm is not None and self.output_norm.mean.size not in (1, self.n_outputs):
+            raise InputError("output normalisation does not match the number of outputs")
+
+    @property
+    def n_inputs(self) -> int:
+        return self.layers[0].n_in
+
+    @property
+    def n_outputs(self) -> int:
+        return self.layers[-1].n_out
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return (self.n_inputs,) + tuple(layer.n_out for layer in self.layers)
+
+    def digest(self) -> str:
+        """A SHA-256 of the weights, biases, activations and normalisation (hex, 16 chars).
+
+        Generated C records it, so a file can be traced back to the exact network.
+        """
+        sha = hashlib.sha256()
+        for layer in self.layers:
+            sha.update(layer.activation.value.encode())
+            sha.update(np.ascontiguousarray(layer.weights).tobytes())
+            sha.update(np.ascontiguousarray(layer.bias).tobytes())
+        for norm in (self.input_norm, self.output_norm):
+            if norm is not None:
+                for name in norm.__slots__:
+                    sha.update(np.ascontiguousarray(getattr(norm, name)).tobytes())
+        return sha.hexdigest()[:16]
+
+    def default_input_box(self) -> tuple[np.ndarray, np.ndarray]:
+        """The normalised input domain: NNet min/max when known, else [0, 1] per input."""
+        if (
+            self.input_norm is not None
+            and np.all(np.isfinite(self.input_norm.minimum))
+            and np.all(np.isfinite(self.input_norm.maximum))
+        ):
+            return self.input_norm.normalised_domain()
+        return np.zeros(self.n_inputs), np.ones(self.n_inputs)

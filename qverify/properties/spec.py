@@ -1,0 +1,423 @@
+"""qverify's own spec file: one verification task in TOML (`qverify verify --spec task.toml`).
+
+A spec names the network, the property, how the network is implemented and how to verify it.
+Paths are relative to the spec file. The full reference, with every key and default, is
+`docs/spec-format.md`; in short:
+
+    name = "acas-1-1-phi1"                  # optional (default: the spec file's stem)
+    network = "../acasxu/nnet/ACASXU_run2a_1_1_batch_2000.nnet"
+    image_shape = [5, 5]                    # optional: counterexample pictures; product = n_inputs
+
+    [property]                              # exactly one of `vnnlib` and `kind`
+    vnnlib = "prop_1.vnnlib"
+    units = "normalised"                    # or "raw" (NNet units; converted exactly on reading)
+    # kind = "robustness" (eps) | "hyperrectangle" (percent) | "hypercube" (side)
+    # center = [0.1, 0.2, ...] or "center.txt"; label = 3; target = 5 (optional)
+    # domain = "network" (default) | "none" | [[lo, ...], [hi, ...]]
+
+    [implementation]                        # optional; these are the defaults
+    format = "16.16"                        # "K.L" fixed point, or "float" / "double"
+    rounding = "nearest"                    # floor        (fixed point only)
+    overflow = "saturate"                   # wrap | detect (fixed point only)
+    accumulate = "per-op"                   # wide
+    layout = "sequential"                   # balanced
+    lut_res = 2                             # or lut_eps = 0.01; lut_range = 6 (optional)
+
+    [verify]                                # optional; passed to the back end, validated here
+    backend = "internal"                    # esbmc
+    timeout = 60                            # seconds
+    memory_mb = 4096
+    intervals = "auto"                      # framac | builtin | none
+    solver = "milp"                         # bitwuzla | z3
+    certify = false
+    esbmc = "/path/to/esbmc"                # optional (relative paths: to the spec file)
+    esbmc_args = []
+
+`Spec.property` is always in normalised units (a raw property is converted with
+`to_normalised`), so later stages never see raw numbers. Every problem is an InputError of the
+form `spec.toml: [section] key: what is wrong`.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from qverify.errors import InputError, QverifyError
+from qverify.io import load_network
+from qverify.network.model import Network
+from qverify.properties.builders import (
+    default_domain,
+    exact,
+    hyper_rectangle,
+    hypercube,
+    read_center,
+    robustness,
+    to_normalised,
+)
+from qverify.properties.model import Property, Units
+from qverify.properties.vnnlib import read_vnnlib
+from qverify.quant import (
+    Accumulation,
+    FixedFormat,
+    FloatFormat,
+    FloatKind,
+    ImplementationOptions,
+    Layout,
+    LutDesign,
+    Overflow,
+    Rounding,
+)
+
+__all__ = ["Spec", "read_spec"]
+
+_TOP_KEYS = ("name", "network", "image_shape", "property", "implementation", "verify")
+_RADIUS_KEY = {"robustness": "eps", "hyperrectangle": "percent", "hypercube": "side"}
+_BUILDERS = {"robustness": robustness, "hyperrectangle": hyper_rectangle, "hypercube": hypercube}
+_BUILDER_KEYS = ("kind", "center", "label", "target", "units", "domain")
+_IMPLEMENTATION_KEYS = (
+    "format",
+    "rounding",
+    "overflow",
+    "accumulate",
+    "layout",
+    "lut_res",
+    "lut_eps",
+    "lut_range",
+)
+_FLOAT_FORMATS = {"float": FloatKind.FLOAT, "double": FloatKind.DOUBLE}
+_VERIFY_CHOICES = {
+    "backend": ("internal", "esbmc"),
+    "intervals": ("auto", "framac", "builtin", "none"),
+    "solver": ("milp", "bitwuzla", "z3"),
+}
+VERIFY_DEFAULTS: Mapping[str, Any] = MappingProxyType(
+    {
+        "backend": "internal",
+        "timeout": 60,
+        "memory_mb": 4096,
+        "intervals": "auto",
+        "solver": "milp",
+        "certify": False,
+        "esbmc": None,
+        "esbmc_args": (),
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    """One verification task, read and validated from a spec file."""
+
+    name: str
+    network_path: Path
+    property: Property  # always normalised units
+    implementation: ImplementationOptions
+    verify: Mapping[str, Any] = field(default_factory=lambda: VERIFY_DEFAULTS)
+    image_shape: tuple[int, ...] | None = None
+    source: str = ""  # the spec file
+
+
+class _Table:
+    """One TOML table with its place in the spec, for typed look-ups and `file: [section] key:` errors."""
+
+    def __init__(self, spec: str, section: str, values: Mapping[str, Any]) -> None:
+        self.spec = spec
+        self.section = section
+        self.values = values
+
+    def error(self, key: str, message: str) -> InputError:
+        where = f"[{self.section}] {key}" if self.section else key
+        return InputError(f"{self.spec}: {where}: {message}")
+
+    def check_keys(self, allowed: tuple[str, ...], context: str = "") -> None:
+        for key in self.values:
+            if key not in allowed:
+                raise self.error(key, f"unknown key{context} (allowed: {', '.join(allowed)})")
+
+    def get(self, key: str, kind: type | tuple[type, ...], what: str, default: Any = None) -> Any:
+        """The value of `key` if it has the TOML type `kind` (booleans are never numbers)."""
+        if key not in self.values:
+            return default
+        value = self.values[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+            raise self.error(key, f"expected {what}, got {_show(value)}")
+        return value
+
+    def require(self, key: str, kind: type | tuple[type, ...], what: str) -> Any:
+        if key not in self.values:
+            raise self.error(key, f"missing: expected {what}")
+        return self.get(key, kind, what)
+
+    def choice(self, key: str, choices: tuple[str, ...], default: str) -> str:
+        value = self.get(key, str, "one of " + " | ".join(choices), default)
+        if value not in choices:
+            raise self.error(key, f"'{value}' is not one of {' | '.join(choices)}")
+        return value
+
+    def number(self, key: str, default: Any = None, required: bool = False) -> Fraction | None:
+        """An int, float or exact decimal string ("1/255", "0.1") as a Fraction."""
+        what = 'a number (or an exact decimal string like "0.1")'
+        value = (
+            self.require(key, (int, float, str), what) if required else self.get(key, (int, float, str), what)
+        )
+        if value is None:
+            return default
+        try:
+            return exact(value, key)
+        except InputError as error:
+            raise self.error(key, str(error).removeprefix(f"{key}: ")) from None
+
+    def table(self, key: str) -> _Table:
+        values = self.get(key, dict, f"a table [{key}]", {})
+        return _Table(self.spec, key, values)
+
+    def path(self, key: str, base: Path) -> Path:
+        """A file named relative to the spec file; it must exist."""
+        text = self.require(key, str, "a file path (relative to the spec file)")
+        path = Path(text).expanduser()
+        path = (path if path.is_absolute() else base / path).resolve()
+        if not path.is_file():
+            raise self.error(key, f"no such file: {path}")
+        return path
+
+
+def _show(value: Any) -> str:
+    """A value and its TOML type for messages: `0.8 (float)`."""
+    names = {bool: "boolean", int: "integer", float: "float", str: "string", list: "array", dict: "table"}
+    return f"{value!r} ({names.get(type(value), type(value).__name__)})"
+
+
+def _wrapped(table: _Table, key: str, error: QverifyError) -> QverifyError:
+    """The same error type, prefixed with where in the spec it came from."""
+    return type(error)(str(table.error(key, str(error))))
+
+
+# ---------------------------------------------------------------- top level
+
+
+def read_spec(path: str | Path) -> Spec:
+    """Read, validate and build a spec (the network is loaded to check shapes and size builders).
+
+    :raises InputError: unreadable file, TOML syntax error (with tomllib's line and column), an
+        unknown key, a value of the wrong type or outside its choices, a missing file, a property
+        that does not fit the network. Messages read `spec.toml: [section] key: what is wrong`.
+    :raises UnsupportedError: the network or property uses constructs qverify does not handle.
+    """
+    spec = str(path)
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{spec}: no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(f"{spec}: cannot read: {error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise InputError(f"{spec}: TOML syntax error: {error}") from None
+    top = _Table(spec, "", data)
+    top.check_keys(_TOP_KEYS)
+    base = Path(path).resolve().parent
+    name = top.get("name", str, "a string", Path(path).stem)
+    network_path = top.path("network", base)
+    try:
+        net = load_network(network_path)
+    except QverifyError as error:
+        raise _wrapped(top, "network", error) from None
+    if "property" not in data:
+        raise top.error("property", "missing: expected a [property] table with `vnnlib` or `kind`")
+    prop = _property(top.table("property"), net, base)
+    return Spec(
+        name=name,
+        network_path=network_path,
+        property=prop,
+        implementation=_implementation(top.table("implementation")),
+        verify=_verify(top.table("verify"), base),
+        image_shape=_image_shape(top, net),
+        source=spec,
+    )
+
+
+def _image_shape(top: _Table, net: Network) -> tuple[int, ...] | None:
+    shape = top.get("image_shape", list, "an array of positive integers, e.g. [28, 28]")
+    if shape is None:
+        return None
+    if not shape or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in shape):
+        raise top.error("image_shape", f"expected an array of positive integers, got {shape!r}")
+    if math.prod(shape) != net.n_inputs:
+        raise top.error(
+            "image_shape", f"{shape} holds {math.prod(shape)} pixels, the network has {net.n_inputs} inputs"
+        )
+    return tuple(shape)
+
+
+# ---------------------------------------------------------------- [property]
+
+
+def _property(table: _Table, net: Network, base: Path) -> Property:
+    """A VNN-LIB file or a builder, checked against the network, in normalised units."""
+    if ("vnnlib" in table.values) == ("kind" in table.values):
+        raise table.error(
+            "vnnlib, kind",
+            "give exactly one of 'vnnlib' (a VNN-LIB file) and 'kind' (robustness | hyperrectangle | hypercube)",
+        )
+    units = Units(table.choice("units", tuple(u.value for u in Units), Units.NORMALISED.value))
+    if "vnnlib" in table.values:
+        table.check_keys(("vnnlib", "units"), " with vnnlib")
+        vnnlib_path = table.path("vnnlib", base)
+        try:
+            prop = read_vnnlib(vnnlib_path, units=units)
+        except QverifyError as error:
+            raise _wrapped(table, "vnnlib", error) from None
+    else:
+        prop = _built_property(table, net, base, units)
+    try:
+        prop.check_against(net.n_inputs, net.n_outputs)
+        return to_normalised(prop, net)
+    except InputError as error:
+        raise table.error("vnnlib" if "vnnlib" in table.values else "kind", str(error)) from None
+
+
+def _built_property(table: _Table, net: Network, base: Path, units: Units) -> Property:
+    kind = table.choice("kind", tuple(_BUILDERS), "robustness")
+    radius_key = _RADIUS_KEY[kind]
+    table.check_keys(_BUILDER_KEYS + (radius_key,), f" for kind '{kind}'")
+    center = _center(table, net, base)
+    label = table.require("label", int, "an output index (integer)")
+    target = table.get("target", int, "an output index (integer)")
+    radius = table.number(radius_key, required=True)
+    domain = _builder_domain(table, net, units)
+    try:
+        return _BUILDERS[kind](
+            center, radius, label, net.n_outputs, domain=domain, target=target, name=None, units=units
+        )
+    except InputError as error:
+        raise table.error(
+            _key_of(str(error), (radius_key, "label", "target", "domain", "center")), str(error)
+        ) from None
+
+
+def _key_of(message: str, keys: tuple[str, ...]) -> str:
+    """The key a builder's message is about: "eps -1 is negative" -> "eps"; "input 3: centre ..." -> "center"."""
+    for key in keys:
+        if message.startswith(key):
+            return key
+    return "center" if message.startswith("input") else "kind"
+
+
+def _center(table: _Table, net: Network, base: Path) -> tuple[Fraction, ...]:
+    """`center = [..]` inline, or `center = "file"` (.txt/.csv/.npy, relative to the spec)."""
+    value = table.require("center", (list, str), "an array of numbers or a file name")
+    try:
+        if isinstance(value, str):
+            return read_center(table.path("center", base), net.n_inputs)
+        if not all(isinstance(v, (int, float, str)) and not isinstance(v, bool) for v in value):
+            raise InputError("expected numbers only")
+        center = tuple(exact(v, f"value {i}") for i, v in enumerate(value))
+    except InputError as error:
+        raise table.error("center", str(error)) from None
+    if len(center) != net.n_inputs:
+        raise table.error("center", f"{len(center)} values, the network has {net.n_inputs} inputs")
+    return center
+
+
+def _builder_domain(table: _Table, net: Network, units: Units) -> tuple[tuple, tuple] | None:
+    """ "network" (default): the net's input domain in the property's units; "none": no clipping;
+    or explicit [[lo...], [hi...]]."""
+    value = table.get("domain", (str, list), '"network", "none" or [[lo, ...], [hi, ...]]', "network")
+    if isinstance(value, list):
+        if len(value) != 2 or not all(isinstance(row, list) and len(row) == net.n_inputs for row in value):
+            raise table.error("domain", f"expected [[lo, ...], [hi, ...]] with {net.n_inputs} values each")
+        try:
+            return tuple(tuple(exact(v, "domain") for v in row) for row in value)  # type: ignore[return-value]
+        except InputError as error:
+            raise table.error("domain", str(error)) from None
+    if value not in ("network", "none"):
+        raise table.error("domain", f"'{value}' is not one of network | none | [[lo, ...], [hi, ...]]")
+    if value == "none":
+        return None
+    if units is Units.NORMALISED:
+        return default_domain(net)
+    norm = net.input_norm
+    if norm is None or not (np.all(np.isfinite(norm.minimum)) and np.all(np.isfinite(norm.maximum))):
+        return None
+    return tuple(Fraction(float(v)) for v in norm.minimum), tuple(Fraction(float(v)) for v in norm.maximum)
+
+
+# ---------------------------------------------------------------- [implementation]
+
+
+def _implementation(table: _Table) -> ImplementationOptions:
+    table.check_keys(_IMPLEMENTATION_KEYS)
+    text = table.get("format", str, 'a string: "K.L" (e.g. "16.16"), "float" or "double"', "16.16")
+    rounding = Rounding(table.choice("rounding", tuple(r.value for r in Rounding), Rounding.NEAREST.value))
+    overflow = Overflow(table.choice("overflow", tuple(o.value for o in Overflow), Overflow.SATURATE.value))
+    if text in _FLOAT_FORMATS:
+        for key in ("rounding", "overflow"):
+            if key in table.values:
+                raise table.error(key, f"applies to fixed-point formats only, not '{text}'")
+        number: FixedFormat | FloatFormat = FloatFormat(_FLOAT_FORMATS[text])
+    else:
+        try:
+            number = FixedFormat.parse(text, rounding, overflow)
+        except InputError as error:
+            message = str(error) if f"'{text}'" in str(error) else f"'{text}': {error}"
+            raise table.error("format", message) from None
+    accumulation = Accumulation(table.choice("accumulate", tuple(a.value for a in Accumulation), "per-op"))
+    layout = Layout(table.choice("layout", tuple(v.value for v in Layout), "sequential"))
+    try:
+        options = ImplementationOptions(number, accumulation, layout, _lut(table))
+    except InputError as error:
+        raise table.error("accumulate", str(error)) from None
+    return options
+
+
+def _lut(table: _Table) -> LutDesign:
+    resolution = table.get("lut_res", int, "an integer number of decimal places (0..5)")
+    eps = table.get("lut_eps", (int, float), "a number in (0, 1)")
+    half_range = table.get("lut_range", (int, float), "a number in (0, 64]")
+    if resolution is not None and eps is not None:
+        raise table.error("lut_res, lut_eps", "give at most one of lut_res and lut_eps")
+    key = "lut_eps" if eps is not None else "lut_res" if resolution is not None else "lut_range"
+    try:
+        return LutDesign(
+            eps=None if eps is None else float(eps),
+            resolution=None if eps is not None else (2 if resolution is None else resolution),
+            half_range=None if half_range is None else float(half_range),
+        )
+    except InputError as error:
+        raise table.error(key if "range" not in str(error) else "lut_range", str(error)) from None
+
+
+# ---------------------------------------------------------------- [verify]
+
+
+def _verify(table: _Table, base: Path) -> Mapping[str, Any]:
+    table.check_keys(tuple(VERIFY_DEFAULTS))
+    values = dict(VERIFY_DEFAULTS)
+    for key, choices in _VERIFY_CHOICES.items():
+        values[key] = table.choice(key, choices, VERIFY_DEFAULTS[key])
+    timeout = table.get("timeout", (int, float), "a number of seconds", VERIFY_DEFAULTS["timeout"])
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise table.error("timeout", f"must be a positive number of seconds, got {timeout}")
+    memory = table.get("memory_mb", int, "an integer number of MiB", VERIFY_DEFAULTS["memory_mb"])
+    if memory <= 0:
+        raise table.error("memory_mb", f"must be positive, got {memory}")
+    values.update(
+        timeout=timeout, memory_mb=memory, certify=table.get("certify", bool, "true or false", False)
+    )
+    esbmc = table.get("esbmc", str, "a path or command name")
+    if esbmc is not None and "/" in esbmc and not Path(esbmc).expanduser().is_absolute():
+        esbmc = str(base / esbmc)
+    arguments = table.get("esbmc_args", list, "an array of strings", [])
+    if not all(isinstance(argument, str) for argument in arguments):
+        raise table.error("esbmc_args", f"expected an array of strings, got {arguments!r}")
+    values.update(esbmc=esbmc, esbmc_args=tuple(arguments))
+    return MappingProxyType(values)

@@ -1,0 +1,167 @@
+"""Sound interval bounds of every neuron: of the real network, and of the implemented one.
+
+- `real_bounds`: interval bound propagation over float64 with a rigorous margin for the float64
+  rounding of the bound computation itself, so the bounds hold for the exact real network.
+- `implementation_bounds`: the same propagation over the implemented arithmetic. Every operation
+  of the C is monotone in each operand once the overflow mode is applied (rounding, saturation,
+  ReLU, the tables, IEEE round-to-nearest), so applying the operation to interval endpoints gives
+  sound (and per-operation exact) bounds; a wrap that may happen widens to the whole word range.
+  Partial sums follow the layout's order through `reduce_terms`, as in the C.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from qverify.errors import InputError
+from qverify.network import Activation, Network, apply_activation
+from qverify.quant.fixed import FixedFormat, Overflow, round_shift
+from qverify.quant.lut import lut_fixed, lut_float
+from qverify.quant.mac import reduce_terms
+from qverify.quant.network import Accumulation, Layout, QuantizedLayer, QuantizedNetwork
+
+EPS64 = 2.0**-52
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class LayerBounds:
+    """Inclusive bounds of one layer's neurons: `pre` (accumulated) and `post` (activated).
+
+    `may_overflow[j]` (implementation bounds of fixed formats only) says that some operation of
+    neuron j can leave the word range for an input in the box.
+    """
+
+    pre_lo: np.ndarray
+    pre_hi: np.ndarray
+    post_lo: np.ndarray
+    post_hi: np.ndarray
+    may_overflow: np.ndarray
+
+
+def _outward(lo: np.ndarray, hi: np.ndarray, ulps: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """Widen float64 bounds by a few ulps (for library functions such as tanh)."""
+    return lo - ulps * np.spacing(np.abs(lo)) - 1e-300, hi + ulps * np.spacing(np.abs(hi)) + 1e-300
+
+
+def real_bounds(net: Network, lo: np.ndarray, hi: np.ndarray) -> tuple[LayerBounds, ...]:
+    """Bounds of the exact real network's neurons over the normalised input box [lo, hi]."""
+    lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+    if lo.shape != (net.n_inputs,) or hi.shape != (net.n_inputs,) or np.any(lo > hi):
+        raise InputError(f"input box must give {net.n_inputs} intervals with lo <= hi")
+    result = []
+    for layer in net.layers:
+        positive, negative = np.maximum(layer.weights, 0), np.minimum(layer.weights, 0)
+        pre_hi = positive @ hi + negative @ lo + layer.bias
+        pre_lo = positive @ lo + negative @ hi + layer.bias
+        magnitude = np.abs(layer.weights) @ np.maximum(np.abs(lo), np.abs(hi)) + np.abs(layer.bias)
+        slack = (layer.n_in + 3) * EPS64 * magnitude + 1e-300  # float64 dot-product error bound
+        pre_lo, pre_hi = pre_lo - slack, pre_hi + slack
+        post_lo, post_hi = _outward(
+            apply_activation(layer.activation, pre_lo), apply_activation(layer.activation, pre_hi)
+        )
+        if layer.activation in (Activation.RELU, Activation.IDENTITY):
+            post_lo, post_hi = (
+                apply_activation(layer.activation, pre_lo),
+                apply_activation(layer.activation, pre_hi),
+            )
+        result.append(LayerBounds(pre_lo, pre_hi, post_lo, post_hi, np.zeros(layer.n_out, dtype=bool)))
+        lo, hi = post_lo, post_hi
+    return tuple(result)
+
+
+class _FixedIntervalArithmetic:
+    """Interval versions of fxp_mult / fxp_add / the overflow mode, recording possible overflows."""
+
+    def __init__(self, fmt: FixedFormat, n_out: int) -> None:
+        self.fmt = fmt
+        self.may_overflow = np.zeros(n_out, dtype=bool)
+
+    def overflow(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        fmt = self.fmt
+        outside = (lo < fmt.min_q) | (hi > fmt.max_q)
+        self.may_overflow |= outside
+        if fmt.overflow is Overflow.WRAP:
+            return np.where(outside, fmt.min_q, lo), np.where(outside, fmt.max_q, hi)
+        # saturate clamps; under detect, executions that overflow stop, the others are in range
+        return np.clip(lo, fmt.min_q, fmt.max_q), np.clip(hi, fmt.min_q, fmt.max_q)
+
+    def mult(self, w: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        a = round_shift(w * lo, self.fmt.frac_bits, self.fmt.rounding)
+        b = round_shift(w * hi, self.fmt.frac_bits, self.fmt.rounding)
+        return self.overflow(np.minimum(a, b), np.maximum(a, b))
+
+    def add(self, x: tuple, y: tuple) -> tuple[np.ndarray, np.ndarray]:
+        return self.overflow(x[0] + y[0], x[1] + y[1])
+
+
+def _fixed_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: QuantizedNetwork):
+    fmt: FixedFormat = qnet.number  # type: ignore[assignment]
+    arith = _FixedIntervalArithmetic(fmt, layer.n_out)
+    weights, bias = layer.weights.astype(np.int64), layer.bias.astype(np.int64)
+    if qnet.options.accumulation is Accumulation.WIDE:
+        positive, negative = np.maximum(weights, 0), np.minimum(weights, 0)
+        exact_hi = bias * fmt.scale + positive @ hi + negative @ lo
+        exact_lo = bias * fmt.scale + positive @ lo + negative @ hi
+        pre = arith.overflow(
+            round_shift(exact_lo, fmt.frac_bits, fmt.rounding),
+            round_shift(exact_hi, fmt.frac_bits, fmt.rounding),
+        )
+    else:
+        pre = reduce_terms(
+            layer.n_in,
+            (bias, bias),
+            lambda i: arith.mult(weights[:, i], lo[i], hi[i]),
+            arith.add,
+            qnet.options.layout is Layout.BALANCED,
+        )
+    return pre, arith.may_overflow
+
+
+def _float_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: QuantizedNetwork):
+    dtype = qnet.number.dtype  # type: ignore[union-attr]
+    weights, bias = layer.weights.astype(dtype), layer.bias.astype(dtype)
+
+    def product(i: int) -> tuple[np.ndarray, np.ndarray]:
+        a, b = (weights[:, i] * lo[i]).astype(dtype), (weights[:, i] * hi[i]).astype(dtype)
+        return np.minimum(a, b), np.maximum(a, b)
+
+    def plus(x: tuple, y: tuple) -> tuple[np.ndarray, np.ndarray]:
+        low, high = (x[0] + y[0]).astype(dtype), (x[1] + y[1]).astype(dtype)
+        unknown = np.isnan(low) | np.isnan(high)
+        return np.where(unknown, -np.inf, low).astype(dtype), np.where(unknown, np.inf, high).astype(dtype)
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        pre = reduce_terms(layer.n_in, (bias, bias), product, plus, qnet.options.layout is Layout.BALANCED)
+    return pre, np.zeros(layer.n_out, dtype=bool)
+
+
+def _activate_bounds(qnet: QuantizedNetwork, activation: Activation, lo, hi):
+    if activation is Activation.RELU:
+        return np.maximum(lo, 0), np.maximum(hi, 0)
+    if activation is Activation.IDENTITY:
+        return lo, hi
+    lut = qnet.lut_for(activation)
+    if qnet.is_fixed:
+        return lut_fixed(lut, lo), lut_fixed(lut, hi)
+    return lut_float(lut, lo, qnet.number), lut_float(lut, hi, qnet.number)  # type: ignore[arg-type]
+
+
+def implementation_bounds(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) -> tuple[LayerBounds, ...]:
+    """Bounds of the C's neuron values for inputs in [lo, hi] (words for fixed, values for float)."""
+    if qnet.is_fixed:
+        lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
+        layer_bounds = _fixed_layer
+    else:
+        dtype = qnet.number.dtype  # type: ignore[union-attr]
+        lo, hi = np.asarray(lo, dtype=dtype), np.asarray(hi, dtype=dtype)
+        layer_bounds = _float_layer
+    if lo.shape != (qnet.n_inputs,) or np.any(lo > hi):
+        raise InputError(f"input box must give {qnet.n_inputs} intervals with lo <= hi")
+    result = []
+    for layer in qnet.layers:
+        (pre_lo, pre_hi), may_overflow = layer_bounds(layer, lo, hi, qnet)
+        lo, hi = _activate_bounds(qnet, layer.activation, pre_lo, pre_hi)
+        result.append(LayerBounds(pre_lo, pre_hi, lo, hi, may_overflow))
+    return tuple(result)

@@ -1,0 +1,131 @@
+"""Range analysis: how many integer bits a network needs, and which neurons can overflow.
+
+The thesis' rule picks the smallest k such that no value of the network can leave the word range.
+qverify starts from the real network's bounds (neurons, weights, biases, inputs) and then confirms
+the choice on the implemented arithmetic itself (partial sums in the layout's order, rounding of
+each product, the tables): k grows until the implementation bounds prove that nothing overflows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from qverify.errors import RangeError
+from qverify.network import Network
+from qverify.quant.fixed import MAX_WORD_BITS, FixedFormat, Overflow, quantize_real
+from qverify.quant.intervals import implementation_bounds, real_bounds
+from qverify.quant.network import ImplementationOptions, QuantizedNetwork, quantize_network
+from qverify.quant.simulate import neuron_name
+
+
+@dataclass(frozen=True, slots=True)
+class IntBitsProposal:
+    """The smallest safe k for a given l, with the value that needs it."""
+
+    int_bits: int
+    frac_bits: int
+    real_int_bits: int  # what the real network's bounds alone require
+    max_magnitude: float  # the largest |value| of the real network over the box
+    binding: str  # where that value occurs, e.g. "layer 3, neuron 17 (pre-activation)"
+
+
+def bits_for_magnitude(magnitude: float, frac_bits: int) -> int:
+    """Smallest k such that [-magnitude, magnitude] fits <k,l> (sign bit included)."""
+    k = 1
+    while magnitude > (1 << (k - 1)) - 2.0**-frac_bits and k < 64:
+        k += 1
+    return k
+
+
+def largest_real_value(net: Network, lo: np.ndarray, hi: np.ndarray) -> tuple[float, str]:
+    """max |value| over inputs, weights, biases and every neuron's bounds, and where it occurs."""
+    candidates = [(float(np.max(np.abs(np.concatenate([lo, hi])))), "input box")]
+    for index, (layer, bounds) in enumerate(zip(net.layers, real_bounds(net, lo, hi)), start=1):
+        candidates.append((float(np.max(np.abs(layer.weights))), f"layer {index} weights"))
+        candidates.append((float(np.max(np.abs(layer.bias))), f"layer {index} biases"))
+        for kind, values in (
+            ("pre-activation", (bounds.pre_lo, bounds.pre_hi)),
+            ("post-activation", (bounds.post_lo, bounds.post_hi)),
+        ):
+            magnitude = np.maximum(np.abs(values[0]), np.abs(values[1]))
+            neuron = int(np.argmax(magnitude))
+            candidates.append((float(magnitude[neuron]), f"layer {index}, neuron {neuron} ({kind})"))
+    return max(candidates, key=lambda item: item[0])
+
+
+def input_box_words(lo: np.ndarray, hi: np.ndarray, fmt: FixedFormat) -> tuple[np.ndarray, np.ndarray]:
+    """The integer box [ceil(lo*2^l), floor(hi*2^l)] intersected with the word range."""
+    lo_q = np.ceil(np.ldexp(np.asarray(lo, dtype=np.float64), fmt.frac_bits))
+    hi_q = np.floor(np.ldexp(np.asarray(hi, dtype=np.float64), fmt.frac_bits))
+    return (
+        np.clip(lo_q, fmt.min_q, fmt.max_q).astype(np.int64),
+        np.clip(hi_q, fmt.min_q, fmt.max_q).astype(np.int64),
+    )
+
+
+def overflow_sites(qnet: QuantizedNetwork, lo_q: np.ndarray, hi_q: np.ndarray) -> list[str]:
+    """Names of the neurons whose computation may overflow for inputs in the integer box."""
+    sites, offset = [], 0
+    for bounds in implementation_bounds(qnet, lo_q, hi_q):
+        sites.extend(neuron_name(qnet, offset + int(j)) for j in np.flatnonzero(bounds.may_overflow))
+        offset += bounds.may_overflow.size
+    return sites
+
+
+def overflow_warnings(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) -> list[str]:
+    """One warning per neuron that can overflow over the real input box [lo, hi] (fixed formats)."""
+    if not qnet.is_fixed:
+        return []
+    fmt: FixedFormat = qnet.number  # type: ignore[assignment]
+    messages = []
+    _, outside = quantize_real(np.concatenate([lo, hi]), replace(fmt, overflow=Overflow.SATURATE))
+    if outside.any():
+        messages.append(f"the input box exceeds the range of {fmt}; inputs are limited to the word range")
+    lo_q, hi_q = input_box_words(lo, hi, fmt)
+    sites = overflow_sites(qnet, lo_q, hi_q)
+    for site in sites[:10]:
+        messages.append(f"{site} can overflow {fmt} ({fmt.overflow.value} applies)")
+    if len(sites) > 10:
+        messages.append(f"... and {len(sites) - 10} more neurons can overflow {fmt}")
+    return messages
+
+
+def propose_int_bits(
+    net: Network, lo: np.ndarray, hi: np.ndarray, frac_bits: int, options: ImplementationOptions | None = None
+) -> IntBitsProposal:
+    """The smallest k such that <k, frac_bits> cannot overflow anywhere for inputs in [lo, hi].
+
+    Raises RangeError if even a 32-bit word cannot hold the network at this l.
+    """
+    magnitude, where = largest_real_value(net, np.asarray(lo, float), np.asarray(hi, float))
+    real_k = bits_for_magnitude(magnitude, frac_bits)
+    options = options or ImplementationOptions()
+    base = options.number if isinstance(options.number, FixedFormat) else FixedFormat(16, 16)
+    for k in range(max(1, real_k - 1), MAX_WORD_BITS - frac_bits + 1):
+        if k + frac_bits < 2:
+            continue
+        fmt = FixedFormat(k, frac_bits, base.rounding, Overflow.DETECT)
+        try:
+            qnet = quantize_network(net, replace(options, number=fmt))
+        except RangeError:
+            continue  # a constant does not fit yet
+        lo_q, hi_q = input_box_words(lo, hi, fmt)
+        if not overflow_sites(qnet, lo_q, hi_q) and np.all(lo_q <= hi_q):
+            return IntBitsProposal(k, frac_bits, real_k, magnitude, where)
+    raise RangeError(
+        f"no format with {frac_bits} fractional bits and at most {MAX_WORD_BITS} bits holds this network "
+        f"({where} reaches |{magnitude:.6g}|, needing {real_k} integer bits)"
+    )
+
+
+__all__ = [
+    "IntBitsProposal",
+    "bits_for_magnitude",
+    "input_box_words",
+    "largest_real_value",
+    "overflow_sites",
+    "overflow_warnings",
+    "propose_int_bits",
+]

@@ -1,0 +1,39 @@
+"""Shared fixtures: repository paths, the hypothesis profile, tiny networks."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import settings
+
+from qverify.network import Activation, Dense, Network
+
+ROOT = Path(__file__).resolve().parents[1]
+ACAS = ROOT / "benchmarks" / "acasxu"
+ACAS_NNETS = sorted((ACAS / "nnet").glob("*.nnet"))
+ACAS_ONNX = sorted((ACAS / "onnx").glob("*.onnx"))
+ACAS_1_1 = ACAS / "nnet" / "ACASXU_run2a_1_1_batch_2000.nnet"
+
+settings.register_profile("ci", max_examples=200, deadline=None)
+settings.register_profile("dev", max_examples=60, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def random_network(
+    rng: np.random.Generator, sizes: tuple[int, ...], hidden: Activation, scale: float = 1.0
+) -> Network:
+    """A dense network with `hidden` activations and an identity output layer."""
+    layers = []
+    for index, (n_in, n_out) in enumerate(itertools.pairwise(sizes)):
+        activation = hidden if index < len(sizes) - 2 else Activation.IDENTITY
+        layers.append(Dense(rng.normal(0, scale, (n_out, n_in)), rng.normal(0, scale, n_out), activation))
+    return Network(tuple(layers), name=f"random-{hidden.value}")
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(20261121)
