@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml scripts/setup.sh
 	touch $(STAMP)
 
 demo: setup
-	$(QV) info $(ACAS)/nnet/ACASXU_run2a_1_1_batch_2000.nnet --ranges
+	QV=$(QV) ./scripts/demo.sh
 
 test: setup
 	$(PY) -m pytest -q

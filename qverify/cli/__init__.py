@@ -19,9 +19,18 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def _subcommand_modules() -> list:
-    from qverify.cli import cmd_codegen, cmd_convert, cmd_info
+    from qverify.cli import (
+        cmd_codegen,
+        cmd_convert,
+        cmd_harness,
+        cmd_info,
+        cmd_show,
+        cmd_suite,
+        cmd_sweep,
+        cmd_verify,
+    )
 
-    return [cmd_info, cmd_convert, cmd_codegen]
+    return [cmd_info, cmd_convert, cmd_codegen, cmd_harness, cmd_verify, cmd_show, cmd_suite, cmd_sweep]
 
 
 def build_parser() -> argparse.ArgumentParser:

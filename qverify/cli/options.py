@@ -4,6 +4,24 @@ from __future__ import annotations
 
 import argparse
 
+import numpy as np
+
+from qverify.backends import BACKEND_NAMES, InternalOptions, Limits
+from qverify.errors import InputError
+from qverify.invariants import IntervalMethod
+from qverify.network import Network
+from qverify.properties import (
+    Property,
+    Units,
+    default_domain,
+    hyper_rectangle,
+    hypercube,
+    read_center,
+    read_vnnlib,
+    robustness,
+    to_normalised,
+)
+from qverify.properties.builders import exact
 from qverify.quant import (
     Accumulation,
     FixedFormat,
@@ -15,6 +33,7 @@ from qverify.quant import (
     Overflow,
     Rounding,
 )
+from qverify.verification import VerifyOptions
 
 DEFAULT_FORMAT = "16.16"
 
@@ -93,3 +112,178 @@ def implementation_from_args(args: argparse.Namespace) -> ImplementationOptions:
         layout=Layout(args.layout),
         lut=design,
     )
+
+
+def add_property_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("property (a VNN-LIB file, or one built around a centre)")
+    group.add_argument(
+        "--property", metavar="FILE", help="a VNN-LIB 1.0 file (asserts describe the unsafe set)"
+    )
+    group.add_argument(
+        "--center", metavar="FILE|VALUES", help="centre point: a file or comma-separated values"
+    )
+    group.add_argument("--label", type=int, help="the class the centre must keep")
+    group.add_argument("--target", type=int, help="targeted variant: only this class must not win")
+    radius = group.add_mutually_exclusive_group()
+    radius.add_argument("--eps", metavar="E", help="L-inf robustness: box [c - E, c + E]")
+    radius.add_argument("--rect", metavar="S", help="hyper-rectangle R_S: S%% of each input's range around c")
+    radius.add_argument("--cube", metavar="S", help="hypercube L_S: side S (in the centre's units) around c")
+    group.add_argument(
+        "--units",
+        choices=[u.value for u in Units],
+        default=Units.NORMALISED.value,
+        help="units of the property's inputs/outputs (default normalised, as VNN-LIB)",
+    )
+
+
+def property_from_args(args: argparse.Namespace, net: Network) -> Property:
+    """The property the flags describe, checked against the network and in normalised units."""
+    units = Units(args.units)
+    if args.property is not None:
+        if args.center is not None:
+            raise InputError("give either --property FILE or --center/--label with --eps/--rect/--cube")
+        prop = read_vnnlib(args.property, units=units)
+    else:
+        prop = _built_property(args, net, units)
+    prop.check_against(net.n_inputs, net.n_outputs)
+    return to_normalised(prop, net)
+
+
+def _built_property(args: argparse.Namespace, net: Network, units: Units) -> Property:
+    if args.center is None or args.label is None:
+        raise InputError(
+            "no property: give --property FILE, or --center, --label and one of --eps/--rect/--cube"
+        )
+    center = read_center(args.center, net.n_inputs)
+    domain = _domain(net, units)
+    if args.eps is not None:
+        return robustness(
+            center,
+            exact(args.eps, "--eps"),
+            args.label,
+            net.n_outputs,
+            domain=domain,
+            target=args.target,
+            units=units,
+        )
+    if args.rect is not None:
+        if domain is None:
+            raise InputError("--rect needs the input domain: the network has no finite min/max")
+        return hyper_rectangle(
+            center,
+            exact(args.rect, "--rect"),
+            args.label,
+            net.n_outputs,
+            domain=domain,
+            target=args.target,
+            units=units,
+        )
+    if args.cube is not None:
+        return hypercube(
+            center,
+            exact(args.cube, "--cube"),
+            args.label,
+            net.n_outputs,
+            domain=domain,
+            target=args.target,
+            units=units,
+        )
+    raise InputError("a property around --center needs one of --eps, --rect, --cube")
+
+
+def _domain(net: Network, units: Units):
+    """The input domain in the property's units (raw: NNet min/max; normalised: their image)."""
+    if units is Units.RAW:
+        norm = net.input_norm
+        if norm is None or not (np.all(np.isfinite(norm.minimum)) and np.all(np.isfinite(norm.maximum))):
+            return None
+        return norm.minimum, norm.maximum
+    return default_domain(net)
+
+
+def add_verify_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("verification")
+    group.add_argument(
+        "--backend",
+        choices=BACKEND_NAMES,
+        default="internal",
+        help="internal engine (default) or ESBMC (when installed)",
+    )
+    group.add_argument(
+        "--timeout", type=float, default=60.0, metavar="S", help="seconds per property (default 60)"
+    )
+    group.add_argument(
+        "--memory", type=int, default=4096, metavar="MB", help="memory limit (default 4096 MB)"
+    )
+    group.add_argument(
+        "--intervals",
+        choices=[m.value for m in IntervalMethod],
+        default="auto",
+        help="invariants injected as assumes: Frama-C EVA, built-in, none, or auto (default)",
+    )
+    group.add_argument(
+        "--solver",
+        choices=("milp", "bitwuzla", "z3"),
+        default="milp",
+        help="internal engine's exact procedure for fixed point (default milp)",
+    )
+    group.add_argument(
+        "--semantics",
+        choices=("ieee", "real"),
+        default="ieee",
+        help="float harnesses: IEEE (default) or ideal real arithmetic",
+    )
+    group.add_argument("--certify", action="store_true", help="re-check SAFE verdicts with exact SMT")
+    group.add_argument("--seed", type=int, default=0, help="random seed of the engine's attack")
+    esbmc = parser.add_argument_group("ESBMC back end")
+    esbmc.add_argument("--esbmc", metavar="PATH", help="the esbmc executable (default: from PATH)")
+    esbmc.add_argument(
+        "--esbmc-solver", default="yices", choices=("yices", "z3", "bitwuzla", "boolector", "cvc5", "mathsat")
+    )
+    esbmc.add_argument("--esbmc-arg", action="append", default=[], metavar="ARG", help="extra esbmc argument")
+    esbmc.add_argument("--no-slice", action="store_true", help="esbmc without slicing (ablation)")
+    esbmc.add_argument("--no-simplify", action="store_true", help="esbmc without simplification (ablation)")
+    esbmc.add_argument(
+        "--no-interval-analysis", action="store_true", help="esbmc without --interval-analysis"
+    )
+
+
+def verify_options_from_args(args: argparse.Namespace, workdir=None, image_shape=None) -> VerifyOptions:
+    esbmc = None
+    if args.backend == "esbmc":
+        from qverify.backends.esbmc import EsbmcOptions
+
+        esbmc = EsbmcOptions(
+            executable=args.esbmc,
+            solver=args.esbmc_solver,
+            extra_args=tuple(args.esbmc_arg),
+            slicing=not args.no_slice,
+            simplify=not args.no_simplify,
+            interval_analysis=not args.no_interval_analysis,
+        )
+    if args.timeout <= 0 or args.memory <= 0:
+        raise InputError("--timeout and --memory must be positive")
+    return VerifyOptions(
+        backend=args.backend,
+        limits=Limits(timeout_s=args.timeout, memory_mb=args.memory),
+        intervals=IntervalMethod(args.intervals),
+        internal=InternalOptions(
+            solver=args.solver, semantics=args.semantics, certify=args.certify, seed=args.seed
+        ),
+        esbmc=esbmc,
+        workdir=workdir,
+        image_shape=image_shape,
+    )
+
+
+def parse_image_shape(text: str | None, n_inputs: int) -> tuple[int, ...] | None:
+    """`5x5` / `28,28` to a shape whose product is the number of inputs."""
+    if text is None:
+        return None
+    try:
+        shape = tuple(int(part) for part in text.replace(",", "x").split("x"))
+    except ValueError:
+        raise InputError(f"--image-shape '{text}': expected e.g. 5x5 or 28x28") from None
+    if not shape or any(v <= 0 for v in shape) or int(np.prod(shape)) != n_inputs:
+        raise InputError(f"--image-shape '{text}' does not hold the network's {n_inputs} inputs")
+    return shape

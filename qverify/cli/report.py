@@ -8,3 +8,28 @@ import sys
 def warn(message: str) -> None:
     """One `warning: ...` line on stderr, so stdout stays machine-readable."""
     print(f"warning: {message}", file=sys.stderr)
+
+
+def _vector(values) -> str:
+    return "[" + ", ".join(f"{float(v):.6g}" for v in values) + "]"
+
+
+def describe_example(record) -> str:
+    """A counterexample, in the units a user reads: words, normalised reals, raw units, outputs."""
+    example = record.counterexample
+    lines = [f"counterexample ({example.violated}):"]
+    lines.append(f"  input words/values : {list(example.inputs_word)}")
+    lines.append(f"  input (normalised) : {_vector(example.inputs_real)}")
+    if example.inputs_raw is not None:
+        lines.append(f"  input (raw units)  : {_vector(example.inputs_raw)}")
+    lines.append(f"  outputs, C ({record.number_format}) : {_vector(example.outputs_c)}")
+    lines.append(f"  outputs, float network : {_vector(example.outputs_float)}")
+    if example.label is not None:
+        lines.append(
+            f"  label {example.label}" + (f", target {example.target}" if example.target is not None else "")
+        )
+    if example.quantization_induced:
+        lines.append("  quantization-induced: the float network does not violate the property at this input")
+    else:
+        lines.append("  the float network violates the property at this input too")
+    return "\n".join(lines)

@@ -161,3 +161,9 @@ def float_box(box: Box, number: FloatFormat) -> CBox:
         False,
         pairs,
     )
+
+
+def box_is_empty(qnet, box: Box) -> bool:
+    """Does the box hold no representable input of the network's number format?"""
+    number = qnet.number
+    return (fixed_box(box, number) if isinstance(number, FixedFormat) else float_box(box, number)).empty

@@ -421,3 +421,30 @@ def _verify(table: _Table, base: Path) -> Mapping[str, Any]:
         raise table.error("esbmc_args", f"expected an array of strings, got {arguments!r}")
     values.update(esbmc=esbmc, esbmc_args=tuple(arguments))
     return MappingProxyType(values)
+
+
+# ---------------------------------------------------------------- shared with suite files
+
+
+def property_from_table(
+    values: Mapping[str, Any], net: Network, base: Path, source: str, section: str = "property"
+) -> Property:
+    """A `[property]`-style table (spec files, suite files' tasks) as a normalised Property.
+
+    :raises InputError: as `read_spec`, with `source: [section] key:` messages.
+    """
+    return _property(_Table(source, section, values), net, base)
+
+
+def implementation_from_table(
+    values: Mapping[str, Any], source: str, section: str = "implementation"
+) -> ImplementationOptions:
+    """An `[implementation]` table as ImplementationOptions (same keys and checks as spec files)."""
+    return _implementation(_Table(source, section, values))
+
+
+def verify_from_table(
+    values: Mapping[str, Any], base: Path, source: str, section: str = "verify"
+) -> Mapping[str, Any]:
+    """A `[verify]` table, validated, defaults filled."""
+    return _verify(_Table(source, section, values), base)

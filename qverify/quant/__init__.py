@@ -26,6 +26,7 @@ from qverify.quant.network import (
 )
 from qverify.quant.ranges import (
     IntBitsProposal,
+    choose_format,
     input_box_words,
     overflow_sites,
     overflow_warnings,
@@ -54,6 +55,7 @@ __all__ = [
     "add",
     "apply_overflow",
     "balanced_tree",
+    "choose_format",
     "design_lut",
     "implementation_bounds",
     "input_box_words",

@@ -84,6 +84,10 @@ def overflow_warnings(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) ->
     if outside.any():
         messages.append(f"the input box exceeds the range of {fmt}; inputs are limited to the word range")
     lo_q, hi_q = input_box_words(lo, hi, fmt)
+    if np.any(lo_q > hi_q):
+        return messages + [
+            f"the input box holds no representable input of {fmt}: the property holds vacuously"
+        ]
     sites = overflow_sites(qnet, lo_q, hi_q)
     for site in sites[:10]:
         messages.append(f"{site} can overflow {fmt} ({fmt.overflow.value} applies)")
@@ -112,7 +116,7 @@ def propose_int_bits(
         except RangeError:
             continue  # a constant does not fit yet
         lo_q, hi_q = input_box_words(lo, hi, fmt)
-        if not overflow_sites(qnet, lo_q, hi_q) and np.all(lo_q <= hi_q):
+        if np.any(lo_q > hi_q) or not overflow_sites(qnet, lo_q, hi_q):  # an empty box cannot overflow
             return IntBitsProposal(k, frac_bits, real_k, magnitude, where)
     raise RangeError(
         f"no format with {frac_bits} fractional bits and at most {MAX_WORD_BITS} bits holds this network "
@@ -120,9 +124,38 @@ def propose_int_bits(
     )
 
 
+def choose_format(
+    net: Network, word_bits: int, lo: np.ndarray, hi: np.ndarray, options: ImplementationOptions | None = None
+) -> tuple[FixedFormat, str]:
+    """The `word_bits`-bit format with the most fractional bits that cannot overflow on [lo, hi].
+
+    This is the thesis' rule ("integer bits from the range analysis") for a given word length. When
+    no split of the word is overflow-free, the integer bits are those the real network needs, capped
+    at word_bits - 1, and the returned note says that overflow handling will apply.
+    Rounding and overflow mode come from `options.number` when it is fixed point.
+    """
+    options = options or ImplementationOptions()
+    base = options.number if isinstance(options.number, FixedFormat) else FixedFormat(16, 16)
+    for frac_bits in range(word_bits - 1, -1, -1):
+        try:
+            proposal = propose_int_bits(net, lo, hi, frac_bits, options)
+        except RangeError:
+            continue
+        if proposal.int_bits + frac_bits <= word_bits:
+            return FixedFormat(word_bits - frac_bits, frac_bits, base.rounding, base.overflow), ""
+    magnitude, where = largest_real_value(net, np.asarray(lo, float), np.asarray(hi, float))
+    int_bits = min(bits_for_magnitude(magnitude, 0), word_bits - 1)
+    fmt = FixedFormat(int_bits, word_bits - int_bits, base.rounding, base.overflow)
+    return fmt, (
+        f"no {word_bits}-bit format avoids overflow ({where} reaches |{magnitude:.6g}|): "
+        f"using {fmt}, where {base.overflow.value} applies"
+    )
+
+
 __all__ = [
     "IntBitsProposal",
     "bits_for_magnitude",
+    "choose_format",
     "input_box_words",
     "largest_real_value",
     "overflow_sites",

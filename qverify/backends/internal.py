@@ -1,0 +1,93 @@
+"""The built-in engine as a back end: `python -m qverify.engine` in a child process under limits.
+
+The engine stops itself at its own budget (the task's timeout minus a start-up margin) and answers
+UNKNOWN with a reason; the child-process limits are the backstop that also bounds memory.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from qverify.backends.base import Backend, HarnessJob, Limits, Status, Verdict
+from qverify.backends.process import run_limited
+
+STARTUP_MARGIN_S = 3.0  # interpreter start and imports, left out of the engine's own budget
+HARD_GRACE_S = 10.0  # after the engine's budget, before the child is killed
+
+
+@dataclass(frozen=True, slots=True)
+class InternalOptions:
+    solver: str = "milp"  # milp | bitwuzla | z3
+    semantics: str = "ieee"  # ieee | real (float harnesses)
+    certify: bool = False
+    seed: int = 0
+
+
+def engine_command(job: HarnessJob, options: InternalOptions, budget_s: float) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "qverify.engine",
+        str(job.harness),
+        "-I",
+        str(job.include_dir),
+        "--solver",
+        options.solver,
+        "--semantics",
+        options.semantics,
+        "--timeout",
+        f"{budget_s:.3f}",
+        "--seed",
+        str(options.seed),
+        "--json",
+        *(["--certify"] if options.certify else []),
+    ]
+
+
+class InternalBackend(Backend):
+    """qverify's own bounded model checker (qverify.engine)."""
+
+    name = "internal"
+
+    def __init__(self, options: InternalOptions | None = None) -> None:
+        self.options = options or InternalOptions()
+
+    def check(self, job: HarnessJob, limits: Limits) -> Verdict:
+        budget = max(1.0, limits.timeout_s - STARTUP_MARGIN_S)
+        hard = Limits(timeout_s=limits.timeout_s + HARD_GRACE_S, memory_mb=limits.memory_mb)
+        outcome = run_limited(engine_command(job, self.options, budget), hard)
+        if outcome.limit_reason:
+            return self._verdict(Status.UNKNOWN, outcome.limit_reason, outcome.peak_memory_mb)
+        try:
+            data = json.loads(outcome.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            stderr_tail = outcome.stderr.strip().splitlines()[-3:]
+            return self._verdict(
+                Status.ERROR,
+                f"the engine exited with {outcome.returncode} and no result: " + " | ".join(stderr_tail),
+                outcome.peak_memory_mb,
+            )
+        return self._from_engine(data, outcome.peak_memory_mb)
+
+    def _verdict(self, status: Status, reason: str, peak: float) -> Verdict:
+        return Verdict(
+            status=status, backend=self.name, solver=self.options.solver, reason=reason, peak_memory_mb=peak
+        )
+
+    def _from_engine(self, data: dict, peak: float) -> Verdict:
+        counterexample = data.get("counterexample")
+        return Verdict(
+            status=Status(data["status"]),
+            backend=self.name,
+            solver=data.get("solver") or self.options.solver,
+            reason=data.get("reason", ""),
+            counterexample=tuple(counterexample) if counterexample is not None else None,
+            violated=data.get("violated", ""),
+            decided_by=data.get("decided_by", ""),
+            times_s=MappingProxyType(dict(data.get("times_s", {}))),
+            counts=MappingProxyType(dict(data.get("counts", {}))),
+            peak_memory_mb=peak,
+        )

@@ -1,0 +1,156 @@
+"""Run a child process under a wall-clock timeout and a memory limit, leaving nothing behind.
+
+The child gets its own session (process group). Memory is watched two ways: RLIMIT_AS at twice the
+limit (a hard backstop the kernel enforces, set with prlimit just after the start) and the resident set of the whole group, polled every
+50 ms (the limit users mean). On timeout or memory excess the whole group is killed (SIGTERM, then
+SIGKILL), so no solver started by the child survives.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from qverify.backends.base import Limits
+
+POLL_S = 0.05
+GRACE_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessOutcome:
+    """What happened to the child: its exit code (None if killed by us), output and resource use."""
+
+    returncode: int | None
+    stdout: str
+    stderr: str
+    wall_s: float
+    peak_memory_mb: float
+    timed_out: bool
+    memory_exceeded: bool
+    limits: Limits
+
+    @property
+    def limit_reason(self) -> str:
+        if self.timed_out:
+            return f"timeout: {self.limits.timeout_s:g} s wall-clock limit reached"
+        if self.memory_exceeded:
+            return f"memory limit of {self.limits.memory_mb} MB exceeded (peak seen {self.peak_memory_mb:.0f} MB)"
+        return ""
+
+
+def _limit_address_space(pid: int, memory_mb: int) -> None:
+    """RLIMIT_AS on the running child (prlimit: no preexec_fn, which is unsafe with threads)."""
+    limit = memory_mb * 2 * 1024 * 1024
+    try:
+        resource.prlimit(pid, resource.RLIMIT_AS, (limit, limit))
+    except (ProcessLookupError, PermissionError, OSError):
+        pass  # the child already exited, or the platform refuses: RSS polling still applies
+
+
+def _group_rss_mb(process: psutil.Process) -> float:
+    try:
+        members = [process, *process.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    total = 0
+    for member in members:
+        try:
+            total += member.memory_info().rss
+        except psutil.Error:
+            continue
+    return total / (1024 * 1024)
+
+
+def _kill_group(child: subprocess.Popen) -> None:
+    """SIGTERM then SIGKILL to the child's whole process group; reaps the child."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(child.pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + GRACE_S
+        while time.monotonic() < deadline:
+            if child.poll() is not None and not _group_alive(child.pid):
+                return
+            time.sleep(POLL_S / 5)
+    child.wait()
+
+
+def _group_alive(pgid: int) -> bool:
+    for process in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(process.info["pid"]) == pgid and process.status() != psutil.STATUS_ZOMBIE:
+                return True
+        except (ProcessLookupError, psutil.Error, OSError):
+            continue
+    return False
+
+
+OUT_OF_MEMORY_SIGNS = ("MemoryError", "bad_alloc", "Cannot allocate memory", "out of memory", "Out of memory")
+
+
+def run_limited(
+    command: Sequence[str],
+    limits: Limits,
+    stdin_text: str = "",
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> ProcessOutcome:
+    """Run `command` to completion or until a limit is hit; never raises for the child's failures."""
+    with (
+        tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as out,
+        tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as err,
+        tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as stdin,
+    ):
+        stdin.write(stdin_text)
+        stdin.seek(0)
+        start = time.monotonic()
+        child = subprocess.Popen(
+            list(command),
+            stdin=stdin,
+            stdout=out,
+            stderr=err,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+        _limit_address_space(child.pid, limits.memory_mb)
+        watched = psutil.Process(child.pid)
+        peak, timed_out, memory_exceeded = 0.0, False, False
+        while child.poll() is None:
+            peak = max(peak, _group_rss_mb(watched))
+            if peak > limits.memory_mb:
+                memory_exceeded = True
+            elif time.monotonic() - start > limits.timeout_s:
+                timed_out = True
+            if timed_out or memory_exceeded:
+                break
+            time.sleep(POLL_S)
+        wall = time.monotonic() - start
+        _kill_group(child)  # on a limit, and also whatever the child started and left running
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+        killed = timed_out or memory_exceeded
+        if not killed and child.returncode != 0 and any(sign in stderr for sign in OUT_OF_MEMORY_SIGNS):
+            memory_exceeded = True  # the address-space limit made an allocation fail
+        return ProcessOutcome(
+            None if killed else child.returncode,
+            stdout,
+            stderr,
+            wall,
+            peak,
+            timed_out,
+            memory_exceeded,
+            limits,
+        )

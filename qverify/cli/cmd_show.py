@@ -1,0 +1,59 @@
+"""`qverify show RESULT.json [--png OUT] [--open]`: print a verification record and its picture."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from qverify.cli.report import describe_example
+from qverify.counterexample.image import open_image
+from qverify.counterexample.picture import write_example_png
+from qverify.errors import InputError
+from qverify.verification import VerificationRecord
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "show", help="print a verification record (and picture its counterexample)"
+    )
+    parser.add_argument("result", help="a JSON record written by `qverify verify --json`")
+    parser.add_argument("--png", metavar="OUT", help="where to write the picture (default: next to the JSON)")
+    parser.add_argument("--open", action="store_true", help="open the picture with the desktop's viewer")
+    parser.set_defaults(handler=run)
+
+
+def read_record(path: Path) -> VerificationRecord:
+    try:
+        return VerificationRecord.from_json(json.loads(path.read_text()))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise InputError(f"{path}: not a qverify result record ({type(error).__name__}: {error})") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    path = Path(args.result)
+    record = read_record(path)
+    print(f"{record.name}: {record.summary_line()}")
+    print(f"  network {record.network} (sha256:{record.network_digest}), property {record.property}")
+    print(f"  implementation {record.implementation}, LUT error bound {record.lut_eps:.3g}")
+    if record.verdict is not None:
+        print(
+            f"  back end {record.verdict.backend} ({record.verdict.solver}), decided by {record.verdict.decided_by}"
+        )
+    total = record.times_s.get("total")
+    if total is not None:
+        print(f"  time {total:.2f} s, peak memory {record.peak_memory_mb:.0f} MB")
+    example = record.counterexample
+    if example is None:
+        return 0
+    print(describe_example(record))
+    if example.image_shape is not None:
+        png = write_example_png(
+            example, Path(args.png) if args.png else path.with_suffix(".png"), title=record.name
+        )
+        print(f"image: {png}")
+        if args.open and not open_image(png):
+            print("  (no display to open it on)")
+    return 0

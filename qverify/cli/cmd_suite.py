@@ -1,0 +1,92 @@
+"""`qverify suite run NAME|FILE [...]` and `qverify suite list`: whole benchmark suites."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from qverify.cli.options import add_verify_options, verify_options_from_args
+from qverify.errors import EXIT_CODES_HELP
+from qverify.suites import make_executor, read_suite, run_suite
+from qverify.suites.suite_file import BENCHMARKS, check_format_label
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("suite", help="run benchmark suites (parallel, journaled, resumable)")
+    commands = parser.add_subparsers(dest="suite_command", metavar="COMMAND", required=True)
+    run = commands.add_parser("run", help="run a suite", epilog=EXIT_CODES_HELP)
+    run.add_argument(
+        "suite", help="a suite name under benchmarks/ (iris, vocalic, digits, acasxu, tiny) or a suite.toml"
+    )
+    run.add_argument(
+        "--format",
+        dest="formats",
+        action="append",
+        metavar="F",
+        help="word length W (integer bits from range analysis), K.L, float or double; repeatable "
+        "(default: the suite's formats)",
+    )
+    run.add_argument("--jobs", type=int, default=2, metavar="N", help="tasks in parallel (default 2)")
+    run.add_argument(
+        "--executor",
+        choices=("local", "dask"),
+        default="local",
+        help="local processes (default) or a dask.distributed cluster",
+    )
+    run.add_argument(
+        "--scheduler", metavar="ADDRESS", help="Dask scheduler (default: a LocalCluster of --jobs workers)"
+    )
+    run.add_argument("--out", metavar="DIR", help="output folder (default results/<suite>)")
+    run.add_argument("--resume", action="store_true", help="continue a killed run: skip journaled tasks")
+    run.add_argument("--overwrite", action="store_true", help="discard a previous run in --out")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_verify_options(run)
+    run.set_defaults(handler=run_command, timeout=None)
+    listing = commands.add_parser("list", help="list the shipped suites")
+    listing.set_defaults(handler=list_command)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    suite = read_suite(args.suite)
+    formats = (
+        tuple(check_format_label(f, "--format") for f in args.formats) if args.formats else suite.formats
+    )
+    if args.timeout is not None and args.timeout <= 0:
+        args.timeout = None
+    options = verify_options_from_args(_with_default_timeout(args, suite.timeout_s))
+    out = Path(args.out) if args.out else Path("results") / suite.name
+    executor = make_executor(args.executor, args.jobs, args.scheduler)
+    result = run_suite(
+        suite,
+        formats,
+        options,
+        executor,
+        out,
+        timeout_s=args.timeout,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        progress=not args.no_progress,
+    )
+    counts = result.counts
+    print(
+        f"{suite.name}: {len(result.entries)} tasks ({result.ran} run now): SAFE {counts['SAFE']}, "
+        f"UNSAFE {counts['UNSAFE']}, UNKNOWN {counts['UNKNOWN']}, ERROR {counts['ERROR']}"
+    )
+    print(f"summary: {result.summary}")
+    return 0
+
+
+def _with_default_timeout(args: argparse.Namespace, suite_timeout: float) -> argparse.Namespace:
+    """verify_options_from_args wants a timeout; per-task timeouts from the suite apply otherwise."""
+    copy = argparse.Namespace(**vars(args))
+    copy.timeout = args.timeout if args.timeout is not None else suite_timeout
+    return copy
+
+
+def list_command(args: argparse.Namespace) -> int:
+    for path in sorted(BENCHMARKS.glob("*/suite.toml")):
+        suite = read_suite(path)
+        print(
+            f"{suite.name:10s} {len(suite.tasks):4d} tasks  formats {', '.join(suite.formats):20s} {suite.description}"
+        )
+    return 0

@@ -1,0 +1,96 @@
+"""Confirm a back end's counterexample: replay it in the compiled harness and in the simulator.
+
+A back end's model is only a candidate. It becomes an UNSAFE verdict when
+1. the gcc-compiled harness (replay mode) prints `VIOLATED <assertion>` for the nondet values, and
+2. the bit-exact simulator, run on the same input words/values, violates the same thing: the same
+   unsafe clause (exact rational evaluation) or, under overflow mode detect, an overflow.
+Anything else is an ERROR naming the disagreement: never an UNSAFE.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from qverify.codegen import VIOLATION_PREFIX, compile_replay, format_inputs, run_lines
+from qverify.errors import QverifyError
+from qverify.properties import Property
+from qverify.quant import QuantizedNetwork, neuron_name, simulate
+
+OVERFLOW_MESSAGE = "fixed-point overflow"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    """What the C and the simulator said about one candidate input."""
+
+    confirmed: bool
+    c_outcome: str  # the harness replay's line: HOLDS, ASSUME-FAILED or VIOLATED <text>
+    simulator_outcome: str  # the same vocabulary, from the simulator and exact evaluation
+    problem: str = ""  # why it was not confirmed
+
+    @property
+    def violated(self) -> str:
+        return self.c_outcome.removeprefix("VIOLATED ").strip()
+
+
+def inputs_from_values(qnet: QuantizedNetwork, values: tuple) -> np.ndarray:
+    """The network input vector (int64 words or float values) of the nondet values."""
+    if qnet.is_fixed:
+        return np.array([int(v) for v in values], dtype=np.int64)
+    return qnet.number.round(np.array([float(v) for v in values]))  # type: ignore[union-attr]
+
+
+def exact_reals(qnet: QuantizedNetwork, vector: np.ndarray) -> list[Fraction]:
+    """Words or float values as exact rationals."""
+    if qnet.is_fixed:
+        return [Fraction(int(v), qnet.number.scale) for v in vector]  # type: ignore[union-attr]
+    return [Fraction(float(v)) for v in vector]
+
+
+def simulator_outcome(qnet: QuantizedNetwork, prop: Property, x: np.ndarray) -> str:
+    """HOLDS / ASSUME-FAILED / VIOLATED <clause or overflow>, computed without the C."""
+    inputs = exact_reals(qnet, x)
+    if not any(all(lo <= v <= hi for v, lo, hi in zip(inputs, box.lo, box.hi)) for box in prop.boxes):
+        return "ASSUME-FAILED"
+    result = simulate(qnet, x[None, :])
+    if result.detected[0]:
+        return f"VIOLATED {OVERFLOW_MESSAGE} ({neuron_name(qnet, int(result.overflow_site[0]))})"
+    clause = prop.unsafe.violated_clause_exact(exact_reals(qnet, result.outputs[0]))
+    if clause < 0:
+        return "HOLDS"
+    return f"VIOLATED {VIOLATION_PREFIX} {clause + 1}: {prop.unsafe.clauses[clause].text()}"
+
+
+def _same_violation(c_line: str, simulated: str) -> bool:
+    if not (c_line.startswith("VIOLATED") and simulated.startswith("VIOLATED")):
+        return False
+    c_text, sim_text = c_line.removeprefix("VIOLATED "), simulated.removeprefix("VIOLATED ")
+    if c_text.startswith(OVERFLOW_MESSAGE):
+        return sim_text.startswith(OVERFLOW_MESSAGE)
+    return c_text.split(":")[0] == sim_text.split(":")[0]  # "unsafe clause N"
+
+
+def replay_candidate(qnet: QuantizedNetwork, prop: Property, harness: Path, values: tuple) -> ReplayResult:
+    """Replay nondet `values` in the compiled `harness` and in the simulator (see module doc)."""
+    if len(values) != qnet.n_inputs:
+        return ReplayResult(
+            False, "", "", f"the counterexample has {len(values)} values for {qnet.n_inputs} inputs"
+        )
+    x = inputs_from_values(qnet, values)
+    try:
+        executable = compile_replay(harness, harness.with_name("harness_replay"))
+        (c_line,) = run_lines(executable, format_inputs(x[None, :], exact_float=True))
+    except QverifyError as error:
+        return ReplayResult(False, "", "", f"replay in gcc failed: {error}")
+    simulated = simulator_outcome(qnet, prop, x)
+    if not c_line.startswith("VIOLATED"):
+        return ReplayResult(False, c_line, simulated, f"the compiled harness prints {c_line} for this input")
+    if not _same_violation(c_line, simulated):
+        return ReplayResult(
+            False, c_line, simulated, f"the C prints '{c_line}' but the simulator gives '{simulated}'"
+        )
+    return ReplayResult(True, c_line, simulated)

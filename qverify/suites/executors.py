@@ -1,0 +1,113 @@
+"""Where suite tasks run: in this process, in local worker processes, or on a Dask cluster.
+
+All three share one interface, `map_unordered(function, items)`, yielding (item, result) pairs as
+tasks finish, so the runner has one code path. The in-process executor serves `--jobs 1` and tests.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from typing import Any, Protocol
+
+from qverify.errors import InputError, ToolMissingError
+
+
+class Executor(Protocol):
+    name: str
+
+    def map_unordered(
+        self, function: Callable[[Any], Any], items: Iterable[Any]
+    ) -> Iterator[tuple[Any, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+class InProcessExecutor:
+    name = "in-process"
+
+    def map_unordered(self, function, items):
+        for item in items:
+            yield item, function(item)
+
+    def close(self) -> None:
+        pass
+
+
+class LocalExecutor:
+    """A pool of `jobs` worker processes (spawned: no inherited threads or locks)."""
+
+    name = "local"
+
+    def __init__(self, jobs: int) -> None:
+        self.pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+        self.jobs = jobs
+
+    def map_unordered(self, function, items):
+        pending_items = iter(items)
+        running: dict = {}
+
+        def refill() -> None:
+            while len(running) < 2 * self.jobs:
+                item = next(pending_items, None)
+                if item is None:
+                    return
+                running[self.pool.submit(function, item)] = item
+
+        refill()
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                yield running.pop(future), future.result()
+            refill()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+class DaskExecutor:
+    """Tasks submitted to a `dask.distributed` Client: a scheduler address, or a LocalCluster."""
+
+    name = "dask"
+
+    def __init__(self, jobs: int, scheduler: str | None = None) -> None:
+        try:
+            from dask.distributed import Client, LocalCluster
+        except ImportError:
+            raise ToolMissingError(
+                "dask[distributed] is not installed (pip install 'dask[distributed]')"
+            ) from None
+        self.cluster = None
+        try:
+            if scheduler:
+                self.client = Client(scheduler, timeout="20s")
+            else:
+                self.cluster = LocalCluster(
+                    n_workers=jobs, threads_per_worker=1, processes=True, dashboard_address=None
+                )
+                self.client = Client(self.cluster)
+        except OSError as error:
+            raise InputError(f"cannot reach the Dask scheduler {scheduler}: {error}") from None
+
+    def map_unordered(self, function, items):
+        from dask.distributed import as_completed
+
+        futures = {}
+        for item in items:
+            futures[self.client.submit(function, item, pure=False)] = item
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+
+    def close(self) -> None:
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+
+def make_executor(kind: str, jobs: int, scheduler: str | None = None) -> Executor:
+    if kind == "dask":
+        return DaskExecutor(jobs, scheduler)
+    if kind != "local":
+        raise InputError(f"unknown executor '{kind}' (local | dask)")
+    return InProcessExecutor() if jobs <= 1 else LocalExecutor(jobs)

@@ -1,0 +1,200 @@
+"""Suite outputs: results.jsonl, results.csv, summary.md (thesis-style tables) and plots."""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+LEGEND = (
+    "S = SAFE, F = UNSAFE (counterexample replayed; F* = quantization-induced: the float network does "
+    "not violate it), TO = UNKNOWN (timeout or solver gave up), E = ERROR; times are wall-clock per task."
+)
+STATUS_ORDER = ("SAFE", "UNSAFE", "UNKNOWN", "ERROR")
+CELL = {"SAFE": "S", "UNSAFE": "F", "UNKNOWN": "TO", "ERROR": "E"}
+CSV_COLUMNS = (
+    "suite",
+    "task",
+    "format",
+    "number_format",
+    "status",
+    "time_s",
+    "backend_s",
+    "decided_by",
+    "backend",
+    "solver",
+    "quantization_induced",
+    "lut_eps",
+    "peak_memory_mb",
+    "reason",
+    "network",
+    "property",
+)
+
+
+def record_row(entry: dict[str, Any]) -> dict[str, Any]:
+    """One flat CSV row of a journal entry."""
+    record = entry["record"]
+    cex = record.get("counterexample") or {}
+    return {
+        "suite": entry["suite"],
+        "task": entry["task"],
+        "format": entry["format"],
+        "number_format": record.get("format", ""),
+        "status": record["status"],
+        "time_s": round(record.get("times_s", {}).get("total", 0.0), 3),
+        "backend_s": round(record.get("times_s", {}).get("backend", 0.0), 3),
+        "decided_by": record.get("decided_by", ""),
+        "backend": record.get("backend", ""),
+        "solver": record.get("solver", ""),
+        "quantization_induced": cex.get("quantization_induced", "") if cex else "",
+        "lut_eps": record.get("lut_eps", 0.0),
+        "peak_memory_mb": round(record.get("peak_memory_mb", 0.0), 1),
+        "reason": record.get("reason", ""),
+        "network": record.get("network", ""),
+        "property": record.get("property", ""),
+    }
+
+
+def write_results(entries: Sequence[dict[str, Any]], out: Path) -> None:
+    with (out / "results.jsonl").open("w") as handle:
+        for entry in entries:
+            handle.write(json.dumps(entry, sort_keys=True) + "\n")
+    with (out / "results.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        for entry in entries:
+            writer.writerow(record_row(entry))
+
+
+def _cell(entry: dict[str, Any]) -> str:
+    record = entry["record"]
+    status = record["status"]
+    mark = CELL[status]
+    cex = record.get("counterexample")
+    if status == "UNSAFE" and cex and cex.get("quantization_induced"):
+        mark += "*"
+    seconds = record.get("times_s", {}).get("total", 0.0)
+    return f"{mark} {seconds:.1f}s" if status in ("SAFE", "UNSAFE") else mark
+
+
+def _counts_table(entries: Sequence[dict[str, Any]], formats: Sequence[str]) -> list[str]:
+    lines = [
+        "| suite | format | tasks | SAFE | UNSAFE | UNKNOWN | ERROR | total time (s) | median time (s) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for entry in entries:
+        groups[(entry["suite"], entry["format"])].append(entry)
+    for (suite, label), group in sorted(
+        groups.items(),
+        key=lambda item: (item[0][0], formats.index(item[0][1]) if item[0][1] in formats else 99),
+    ):
+        counts = {status: sum(e["record"]["status"] == status for e in group) for status in STATUS_ORDER}
+        times = [e["record"].get("times_s", {}).get("total", 0.0) for e in group]
+        number = group[0]["record"].get("format", label)
+        lines.append(
+            f"| {suite} | {label} ({number}) | {len(group)} | {counts['SAFE']} | {counts['UNSAFE']} | "
+            f"{counts['UNKNOWN']} | {counts['ERROR']} | {sum(times):.1f} | {statistics.median(times):.2f} |"
+        )
+    return lines
+
+
+def _outcome_table(entries: Sequence[dict[str, Any]], formats: Sequence[str]) -> list[str]:
+    by_task: dict[str, dict[str, dict]] = defaultdict(dict)
+    for entry in entries:
+        by_task[entry["task"]][entry["format"]] = entry
+    lines = ["| property | " + " | ".join(formats) + " |", "|---|" + "---|" * len(formats)]
+    for task, cells in by_task.items():
+        lines.append(
+            f"| {task} | " + " | ".join(_cell(cells[f]) if f in cells else "" for f in formats) + " |"
+        )
+    return lines
+
+
+def write_summary(
+    entries: Sequence[dict[str, Any]], formats: Sequence[str], out: Path, header: Sequence[str]
+) -> Path:
+    lines = [
+        "# qverify suite results",
+        "",
+        *header,
+        "",
+        "## Counts per suite and format",
+        "",
+        *_counts_table(entries, formats),
+        "",
+        "## Outcome per property and format",
+        "",
+        LEGEND,
+        "",
+        *_outcome_table(entries, formats),
+        "",
+    ]
+    problems = [e for e in entries if e["record"]["status"] in ("UNKNOWN", "ERROR")]
+    if problems:
+        lines += ["## Unknown and errors", ""]
+        lines += [
+            f"- {e['task']} @ {e['format']}: {e['record']['status']}: {e['record'].get('reason', '')}"
+            for e in problems
+        ]
+        lines.append("")
+    examples = [e for e in entries if e.get("cex_png") or e.get("cex_json")]
+    if examples:
+        lines += ["## Counterexamples", ""]
+        lines += [
+            f"- {e['task']} @ {e['format']}: {e.get('cex_json', '')} {e.get('cex_png', '')}".rstrip()
+            for e in examples
+        ]
+        lines.append("")
+    path = out / "summary.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def configuration(entry: dict[str, Any]) -> str:
+    record = entry["record"]
+    return f"{entry['format']} {record.get('backend', '')}".strip()
+
+
+def write_plots(entries: Sequence[dict[str, Any]], out: Path) -> list[Path]:
+    """time_per_task.png always; cactus.png when more than one configuration is compared."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for entry in entries:
+        groups[configuration(entry)].append(entry)
+    figure, axes = plt.subplots(figsize=(9, 4.5))
+    for name, group in groups.items():
+        times = [max(e["record"].get("times_s", {}).get("total", 0.0), 1e-3) for e in group]
+        axes.plot(range(1, len(times) + 1), times, marker="o", linestyle="", markersize=4, label=name)
+    axes.set(xlabel="task", ylabel="wall-clock time (s)", yscale="log", title="time per task and format")
+    axes.legend(fontsize="small")
+    figure.tight_layout()
+    paths.append(out / "time_per_task.png")
+    figure.savefig(paths[-1], dpi=120)
+    plt.close(figure)
+    if len(groups) > 1:
+        figure, axes = plt.subplots(figsize=(7, 4.5))
+        for name, group in groups.items():
+            solved = sorted(
+                e["record"].get("times_s", {}).get("total", 0.0)
+                for e in group
+                if e["record"]["status"] in ("SAFE", "UNSAFE")
+            )
+            axes.plot(range(1, len(solved) + 1), solved, marker=".", label=f"{name} ({len(solved)} solved)")
+        axes.set(xlabel="instances solved", ylabel="time (s)", yscale="log", title="cactus plot")
+        axes.legend(fontsize="small")
+        figure.tight_layout()
+        paths.append(out / "cactus.png")
+        figure.savefig(paths[-1], dpi=120)
+        plt.close(figure)
+    return paths

@@ -1,0 +1,134 @@
+"""Run a suite: expand tasks x formats, skip what the journal holds, run the rest in parallel,
+journal each result as it arrives, write counterexamples, then the reports."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from qverify import __version__
+from qverify.counterexample import AdversarialExample
+from qverify.counterexample.picture import write_example_png
+from qverify.errors import InputError, QverifyError
+from qverify.suites.executors import Executor
+from qverify.suites.journal import Journal
+from qverify.suites.report import write_plots, write_results, write_summary
+from qverify.suites.suite_file import Suite
+from qverify.suites.tasks import TaskSpec, expand, run_task
+from qverify.verification import VerifyOptions
+
+PROGRESS_KEYS = {"SAFE": "S", "UNSAFE": "F", "UNKNOWN": "TO", "ERROR": "E"}
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteRunResult:
+    out: Path
+    summary: Path
+    entries: tuple[dict[str, Any], ...]
+    ran: int  # tasks run now (the others came from the journal)
+
+    @property
+    def counts(self) -> Counter:
+        return Counter(entry["record"]["status"] for entry in self.entries)
+
+
+def _safe_name(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+
+
+def _write_counterexample(entry: dict[str, Any], out: Path) -> None:
+    """cex/<task>@<format>.json (the record) and .png when the input is an image."""
+    record = entry["record"]
+    if not record.get("counterexample"):
+        return
+    stem = out / "cex" / _safe_name(f"{entry['task']}@{entry['format']}")
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    stem.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
+    entry["cex_json"] = str(stem.with_suffix(".json").relative_to(out))
+    example = AdversarialExample.from_json(record["counterexample"])
+    if example.image_shape is not None:
+        try:
+            png = write_example_png(
+                example, stem.with_suffix(".png"), title=f"{entry['task']} @ {entry['format']}"
+            )
+            entry["cex_png"] = str(png.relative_to(out))
+        except QverifyError as error:
+            record.setdefault("warnings", []).append(f"no picture: {error}")
+
+
+def _entry(spec: TaskSpec, record: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "key": spec.key,
+        "suite": spec.suite,
+        "task": spec.task,
+        "format": spec.format_label,
+        "record": record,
+    }
+
+
+def _progress_text(counts: Counter) -> str:
+    return " ".join(f"{PROGRESS_KEYS[status]}={counts.get(status, 0)}" for status in PROGRESS_KEYS)
+
+
+def run_suite(
+    suite: Suite,
+    formats: tuple[str, ...],
+    options: VerifyOptions,
+    executor: Executor,
+    out: Path,
+    timeout_s: float | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> SuiteRunResult:
+    """Run (or resume) the suite into `out`; returns the entries in suite order."""
+    journal = Journal(out / "journal.jsonl")
+    if journal.path.exists() and not (resume or overwrite):
+        raise InputError(
+            f"{out} already holds a run: add --resume to continue it or --overwrite to start over"
+        )
+    if overwrite:
+        journal.reset()
+    specs = expand(suite, formats, options, timeout_s)
+    done = {entry["key"]: entry for entry in journal.load()} if resume else {}
+    todo = [spec for spec in specs if spec.key not in done]
+    counts = Counter(entry["record"]["status"] for key, entry in done.items())
+    bar = tqdm(
+        total=len(specs),
+        initial=len(specs) - len(todo),
+        desc=suite.name,
+        unit="task",
+        disable=not progress,
+        file=sys.stderr,
+        dynamic_ncols=True,
+    )
+    bar.set_postfix_str(_progress_text(counts))
+    try:
+        for spec, record in executor.map_unordered(run_task, todo):
+            entry = _entry(spec, record)
+            _write_counterexample(entry, out)
+            journal.append(entry)
+            done[spec.key] = entry
+            counts[record["status"]] += 1
+            bar.set_postfix_str(_progress_text(counts))
+            bar.update()
+    finally:
+        bar.close()
+        executor.close()
+    entries = tuple(done[spec.key] for spec in specs if spec.key in done)
+    write_results(entries, out)
+    started = time.strftime("%Y-%m-%d %H:%M")
+    header = [
+        f"suite `{suite.name}` ({suite.description}) — qverify {__version__}, {started}",
+        f"options: `{options.key()}`, executor {executor.name}",
+    ]
+    summary = write_summary(entries, formats, out, header)
+    write_plots(entries, out)
+    return SuiteRunResult(out, summary, entries, len(todo))

@@ -1,0 +1,225 @@
+"""Suite files: many verification tasks (network x property) to run at several formats.
+
+`benchmarks/<name>/suite.toml`:
+
+    name = "iris"
+    description = "Iris 4x7x3 (tanh), hyper-rectangles R_s around class medoids"
+    formats = ["8", "16", "32", "float"]   # "W": a W-bit word, integer bits from the range analysis
+                                           # (qverify.quant.choose_format); "K.L"; "float"; "double"
+    timeout = 60                           # seconds per task (command line --timeout overrides)
+    image_shape = [5, 5]                   # optional, for counterexample pictures
+    instances = "instances.csv"            # optional: VNN-COMP list (network,property,timeout) rows
+
+    [implementation]                       # optional defaults, keys as in a spec's [implementation]
+    rounding = "nearest"
+
+    [[task]]                               # any number of tasks
+    name = "setosa-R1"
+    network = "iris.onnx"
+    [task.property]                        # keys as in a spec's [property] table
+    kind = "hyperrectangle"
+    ...
+
+Paths are relative to the suite file. A suite is named by its folder under `benchmarks/` or by the
+path of its suite file.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from qverify.errors import InputError, QverifyError
+from qverify.io import load_network
+from qverify.network import Network
+from qverify.properties import Property, read_vnnlib, to_normalised
+from qverify.properties.spec import implementation_from_table, property_from_table
+from qverify.quant import FloatFormat, FloatKind, ImplementationOptions
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+_TOP_KEYS = (
+    "name",
+    "description",
+    "formats",
+    "timeout",
+    "image_shape",
+    "instances",
+    "implementation",
+    "task",
+)
+_TASK_KEYS = ("name", "network", "property", "timeout", "image_shape")
+FLOAT_LABELS = {"float": FloatKind.FLOAT, "double": FloatKind.DOUBLE}
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteTask:
+    """One network x property of a suite (the format is chosen when the suite runs)."""
+
+    name: str
+    network_path: Path
+    property: Property  # normalised units
+    timeout_s: float
+    image_shape: tuple[int, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Suite:
+    name: str
+    description: str
+    path: Path
+    formats: tuple[str, ...]
+    tasks: tuple[SuiteTask, ...]
+    implementation: ImplementationOptions  # defaults; the number format is replaced per run
+    timeout_s: float
+
+
+def suite_path(name_or_path: str | Path) -> Path:
+    """`iris` -> benchmarks/iris/suite.toml; a folder -> its suite.toml; a file as given."""
+    candidate = Path(name_or_path)
+    if candidate.is_file():
+        return candidate
+    if candidate.is_dir() and (candidate / "suite.toml").is_file():
+        return candidate / "suite.toml"
+    named = BENCHMARKS / str(name_or_path) / "suite.toml"
+    if named.is_file():
+        return named
+    known = sorted(p.parent.name for p in BENCHMARKS.glob("*/suite.toml"))
+    raise InputError(f"no suite '{name_or_path}': give a suite file or one of {', '.join(known) or '(none)'}")
+
+
+def check_format_label(label: str, source: str) -> str:
+    """'8', '16.16', 'float' ... (InputError otherwise)."""
+    if label in FLOAT_LABELS or label.isdigit() and 2 <= int(label) <= 32:
+        return label
+    parts = label.split(".")
+    if len(parts) == 2 and all(part.isdigit() for part in parts):
+        return label
+    raise InputError(f"{source}: formats: '{label}' is not a word length (2..32), K.L, float or double")
+
+
+class _NetworkCache:
+    """Each network file is loaded once per suite."""
+
+    def __init__(self) -> None:
+        self.loaded: dict[Path, Network] = {}
+
+    def get(self, path: Path, source: str) -> Network:
+        if path not in self.loaded:
+            try:
+                self.loaded[path] = load_network(path)
+            except QverifyError as error:
+                raise type(error)(f"{source}: network {path}: {error}") from None
+        return self.loaded[path]
+
+
+def _image_shape(value: Any, source: str) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or not all(isinstance(v, int) and v > 0 for v in value):
+        raise InputError(f"{source}: image_shape: expected an array of positive integers, got {value!r}")
+    return tuple(value)
+
+
+def _resolve(base: Path, text: Any, source: str, key: str) -> Path:
+    if not isinstance(text, str):
+        raise InputError(f"{source}: {key}: expected a file path, got {text!r}")
+    path = (base / text).resolve()
+    if not path.is_file():
+        raise InputError(f"{source}: {key}: no such file: {path}")
+    return path
+
+
+def _task(
+    entry: Mapping[str, Any],
+    index: int,
+    base: Path,
+    cache: _NetworkCache,
+    source: str,
+    timeout_s: float,
+    shape: tuple[int, ...] | None,
+) -> SuiteTask:
+    where = f"{source}: [[task]] #{index}"
+    unknown = sorted(set(entry) - set(_TASK_KEYS))
+    if unknown:
+        raise InputError(f"{where}: unknown key {unknown[0]} (allowed: {', '.join(_TASK_KEYS)})")
+    network_path = _resolve(base, entry.get("network"), where, "network")
+    net = cache.get(network_path, where)
+    prop = property_from_table(entry.get("property", {}), net, base, f"{where}", "task.property")
+    name = entry.get("name") or f"{network_path.stem}-{prop.name}"
+    task_shape = _image_shape(entry.get("image_shape"), where) or shape
+    if task_shape is not None and math.prod(task_shape) != net.n_inputs:
+        raise InputError(f"{where}: image_shape {task_shape} does not match {net.n_inputs} inputs")
+    return SuiteTask(str(name), network_path, prop, float(entry.get("timeout", timeout_s)), task_shape)
+
+
+def _instances(csv_path: Path, cache: _NetworkCache, source: str, shape) -> list[SuiteTask]:
+    """VNN-COMP `instances.csv` rows: network, vnnlib property, timeout (seconds)."""
+    tasks = []
+    with csv_path.open(newline="") as handle:
+        for line_number, row in enumerate(csv.reader(handle), start=1):
+            if not row or row[0].startswith("#"):
+                continue
+            where = f"{csv_path}:{line_number}"
+            if len(row) != 3:
+                raise InputError(f"{where}: expected network,vnnlib,timeout")
+            network_path = _resolve(csv_path.parent, row[0].strip(), where, "network")
+            vnnlib_path = _resolve(csv_path.parent, row[1].strip(), where, "vnnlib")
+            try:
+                timeout_s = float(row[2])
+            except ValueError:
+                raise InputError(f"{where}: timeout '{row[2]}' is not a number") from None
+            net = cache.get(network_path, where)
+            prop = to_normalised(read_vnnlib(vnnlib_path), net)
+            prop.check_against(net.n_inputs, net.n_outputs)
+            tasks.append(SuiteTask(f"{network_path.stem}-{prop.name}", network_path, prop, timeout_s, shape))
+    return tasks
+
+
+def read_suite(name_or_path: str | Path) -> Suite:
+    """Read and validate a suite (every network is loaded and every property built)."""
+    path = suite_path(name_or_path)
+    source = str(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as error:
+        raise InputError(f"{source}: TOML syntax error: {error}") from None
+    unknown = sorted(set(data) - set(_TOP_KEYS))
+    if unknown:
+        raise InputError(f"{source}: unknown key {unknown[0]} (allowed: {', '.join(_TOP_KEYS)})")
+    formats = tuple(check_format_label(str(label), source) for label in data.get("formats", ["16"]))
+    timeout_s = float(data.get("timeout", 60))
+    shape = _image_shape(data.get("image_shape"), source)
+    implementation = implementation_from_table(data.get("implementation", {}), source)
+    cache = _NetworkCache()
+    base = path.parent
+    tasks = [
+        _task(entry, index, base, cache, source, timeout_s, shape)
+        for index, entry in enumerate(data.get("task", []), start=1)
+    ]
+    if "instances" in data:
+        tasks += _instances(_resolve(base, data["instances"], source, "instances"), cache, source, shape)
+    if not tasks:
+        raise InputError(f"{source}: the suite has no tasks ([[task]] tables or instances)")
+    names = [task.name for task in tasks]
+    duplicate = next((name for name in names if names.count(name) > 1), None)
+    if duplicate:
+        raise InputError(f"{source}: two tasks are named '{duplicate}'")
+    return Suite(
+        str(data.get("name", path.parent.name)),
+        str(data.get("description", "")),
+        path,
+        formats,
+        tuple(tasks),
+        implementation,
+        timeout_s,
+    )
+
+
+def float_format(label: str) -> FloatFormat | None:
+    kind = FLOAT_LABELS.get(label)
+    return FloatFormat(kind) if kind else None

@@ -1,0 +1,97 @@
+"""Suite tasks at a format: what a worker runs, as plain picklable data, and the function it runs.
+
+A `TaskSpec` crosses process and machine boundaries (local process pools, Dask workers), so it holds
+only paths and frozen option objects; `run_task` loads the network in the worker.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+
+from qverify.io import load_network
+from qverify.network import Network
+from qverify.properties import Property
+from qverify.quant import FixedFormat, ImplementationOptions, choose_format
+from qverify.suites.suite_file import Suite, float_format
+from qverify.verification import VerifyOptions, verify_property
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """One verification to run: a suite task at one format with fixed options."""
+
+    suite: str
+    task: str
+    format_label: str  # as the suite/command line named it: "16", "16.16", "float"
+    network_path: str
+    property: Property
+    implementation: ImplementationOptions  # the number format of "W" labels is chosen in the worker
+    options: VerifyOptions
+    image_shape: tuple[int, ...] | None
+
+    @property
+    def key(self) -> str:
+        """Identity in the journal: same key, same verification (resume skips it)."""
+        parts = (self.suite, self.task, self.format_label, self.implementation.key(), self.options.key())
+        return "|".join(parts)
+
+
+def expand(
+    suite: Suite, formats: tuple[str, ...], options: VerifyOptions, timeout_s: float | None
+) -> list[TaskSpec]:
+    """Every task of the suite at every format (task-major order: a task's formats run together)."""
+    specs = []
+    for task in suite.tasks:
+        limits = replace(options.limits, timeout_s=timeout_s if timeout_s is not None else task.timeout_s)
+        task_options = replace(options, limits=limits, image_shape=task.image_shape, workdir=None)
+        for label in formats:
+            specs.append(
+                TaskSpec(
+                    suite.name,
+                    task.name,
+                    label,
+                    str(task.network_path),
+                    task.property,
+                    suite.implementation,
+                    task_options,
+                    task.image_shape,
+                )
+            )
+    return specs
+
+
+@functools.lru_cache(maxsize=32)
+def _network(path: str) -> Network:
+    return load_network(path)
+
+
+def resolve_implementation(spec: TaskSpec, net: Network) -> tuple[ImplementationOptions, str]:
+    """The implementation at the spec's format, and a note when range analysis had to compromise."""
+    number = float_format(spec.format_label)
+    if number is not None:
+        return replace(spec.implementation, number=number), ""
+    base = (
+        spec.implementation.number
+        if isinstance(spec.implementation.number, FixedFormat)
+        else FixedFormat(16, 16)
+    )
+    if "." in spec.format_label:
+        fixed = FixedFormat.parse(spec.format_label, base.rounding, base.overflow)
+        return replace(spec.implementation, number=fixed), ""
+    lo, hi = net.default_input_box()
+    fixed, note = choose_format(
+        net, int(spec.format_label), lo, hi, replace(spec.implementation, number=base)
+    )
+    return replace(spec.implementation, number=fixed), note
+
+
+def run_task(spec: TaskSpec) -> dict:
+    """Verify one task (in a worker); returns the record as JSON data, never raises for a task failure."""
+    net = _network(spec.network_path)
+    implementation, note = resolve_implementation(spec, net)
+    record = verify_property(net, spec.property, implementation, spec.options, spec.task)
+    data = record.to_json()
+    if note:
+        data["warnings"] = [note, *data["warnings"]]
+    return data

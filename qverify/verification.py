@@ -1,0 +1,276 @@
+"""Verify one property of one network, end to end: the unit of `qverify verify` and of suite runs.
+
+quantise -> invariants -> harness (C) -> back end -> replay (gcc + simulator) -> adversarial example.
+A back end's UNSAFE becomes a reported UNSAFE only if it replays; otherwise the record is an ERROR
+that says why. Every failure of a stage becomes an ERROR record (suites journal it and go on).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from qverify import __version__
+from qverify.backends import Backend, HarnessJob, InternalBackend, InternalOptions, Limits, Status, Verdict
+from qverify.codegen import render_harness
+from qverify.codegen.conditions import box_is_empty
+from qverify.counterexample import AdversarialExample, build_example, inputs_from_values, replay_candidate
+from qverify.errors import (
+    EXIT_SAFE,
+    EXIT_UNKNOWN,
+    EXIT_UNSAFE,
+    EXIT_USAGE,
+    QverifyError,
+)
+from qverify.invariants import FramacOptions, IntervalMethod, compute_bounds
+from qverify.network import Network
+from qverify.properties import Property
+from qverify.quant import ImplementationOptions, overflow_warnings, quantize_network
+
+INVARIANTS_SHARE = 1 / 3  # of the task's timeout, at most, for Frama-C (then the built-in analysis)
+MIN_STAGE_S = 1.0
+
+EXIT_BY_STATUS = {
+    Status.SAFE: EXIT_SAFE,
+    Status.UNSAFE: EXIT_UNSAFE,
+    Status.UNKNOWN: EXIT_UNKNOWN,
+    Status.ERROR: EXIT_USAGE,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyOptions:
+    """How to verify (not what): back end, limits, invariants, where to keep files."""
+
+    backend: str = "internal"
+    limits: Limits = field(default_factory=Limits)
+    intervals: IntervalMethod = IntervalMethod.AUTO
+    internal: InternalOptions = field(default_factory=InternalOptions)
+    esbmc: object | None = None  # EsbmcOptions when backend == "esbmc"
+    workdir: Path | None = None  # keep harness and replay files here (default: a temporary folder)
+    image_shape: tuple[int, ...] | None = None
+
+    def key(self) -> str:
+        """A stable text key of everything that changes a verdict (for the suite journal)."""
+        solver = self.internal.solver if self.backend == "internal" else getattr(self.esbmc, "solver", "")
+        return (
+            f"{self.backend}-{solver}-{self.internal.semantics}-intervals={self.intervals.value}"
+            f"-timeout={self.limits.timeout_s:g}-mem={self.limits.memory_mb}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class VerificationRecord:
+    """The full result of one verification, as `--json` writes it."""
+
+    name: str
+    network: str
+    network_digest: str
+    property: str
+    implementation: str
+    number_format: str
+    lut_eps: float
+    status: Status
+    reason: str
+    verdict: Verdict | None
+    counterexample: AdversarialExample | None
+    times_s: dict[str, float]
+    peak_memory_mb: float
+    warnings: tuple[str, ...] = ()
+    invariants: str = ""
+    options: str = ""
+    harness: str = ""
+    version: str = __version__
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_BY_STATUS[self.status]
+
+    def summary_line(self) -> str:
+        """`SAFE`, `UNSAFE`, `UNKNOWN: reason`, `ERROR: msg` (what `qverify verify` prints)."""
+        if self.status in (Status.UNKNOWN, Status.ERROR):
+            return f"{self.status.value}: {self.reason}"
+        return self.status.value
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "status": self.status.value,
+            "reason": self.reason,
+            "network": self.network,
+            "network_digest": self.network_digest,
+            "property": self.property,
+            "implementation": self.implementation,
+            "format": self.number_format,
+            "lut_eps": self.lut_eps,
+            "backend": self.verdict.backend if self.verdict else "",
+            "solver": self.verdict.solver if self.verdict else "",
+            "decided_by": self.verdict.decided_by if self.verdict else "",
+            "verdict": self.verdict.to_json() if self.verdict else None,
+            "counterexample": self.counterexample.to_json() if self.counterexample else None,
+            "times_s": self.times_s,
+            "peak_memory_mb": self.peak_memory_mb,
+            "warnings": list(self.warnings),
+            "invariants": self.invariants,
+            "options": self.options,
+            "harness": self.harness,
+            "qverify_version": self.version,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> VerificationRecord:
+        cex = data.get("counterexample")
+        return cls(
+            name=data["name"],
+            network=data["network"],
+            network_digest=data.get("network_digest", ""),
+            property=data["property"],
+            implementation=data["implementation"],
+            number_format=data["format"],
+            lut_eps=float(data.get("lut_eps", 0.0)),
+            status=Status(data["status"]),
+            reason=data.get("reason", ""),
+            verdict=Verdict.from_json(data["verdict"]) if data.get("verdict") else None,
+            counterexample=AdversarialExample.from_json(cex) if cex else None,
+            times_s=dict(data.get("times_s", {})),
+            peak_memory_mb=float(data.get("peak_memory_mb", 0.0)),
+            warnings=tuple(data.get("warnings", [])),
+            invariants=data.get("invariants", ""),
+            options=data.get("options", ""),
+            harness=data.get("harness", ""),
+            version=data.get("qverify_version", ""),
+        )
+
+
+def make_backend(options: VerifyOptions) -> Backend:
+    """The back end the options name (ToolMissingError when ESBMC is asked for but absent)."""
+    if options.backend == "internal":
+        return InternalBackend(options.internal)
+    if options.backend == "esbmc":
+        from qverify.backends.esbmc import EsbmcBackend, EsbmcOptions, find_esbmc
+
+        esbmc_options = options.esbmc or EsbmcOptions()
+        find_esbmc(esbmc_options)  # fail now, before any work, with the install hint
+        return EsbmcBackend(esbmc_options)
+    raise QverifyError(f"unknown back end '{options.backend}' (internal | esbmc)")
+
+
+class _Stopwatch:
+    def __init__(self) -> None:
+        self.times: dict[str, float] = {}
+        self.start = time.perf_counter()
+
+    def lap(self, stage: str, since: float) -> float:
+        now = time.perf_counter()
+        self.times[stage] = round(now - since, 6)
+        return now
+
+
+def verify_property(
+    net: Network,
+    prop: Property,
+    implementation: ImplementationOptions,
+    options: VerifyOptions,
+    name: str = "",
+) -> VerificationRecord:
+    """Run the pipeline for one property; every failure becomes an ERROR record."""
+    name = name or f"{net.name}-{prop.name}"
+    base = {
+        "name": name,
+        "network": net.source or net.name,
+        "network_digest": net.digest(),
+        "property": prop.name,
+        "implementation": implementation.key(),
+        "options": options.key(),
+    }
+    keep = options.workdir is not None
+    workdir = Path(options.workdir) if keep else Path(tempfile.mkdtemp(prefix="qverify-"))
+    clock = _Stopwatch()
+    try:
+        return _run(net, prop, implementation, options, workdir, clock, base)
+    except QverifyError as error:
+        clock.times["total"] = round(time.perf_counter() - clock.start, 6)
+        return VerificationRecord(
+            **base,
+            number_format=str(implementation.number),
+            lut_eps=0.0,
+            status=Status.ERROR,
+            reason=str(error),
+            verdict=None,
+            counterexample=None,
+            times_s=clock.times,
+            peak_memory_mb=0.0,
+        )
+    finally:
+        if not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run(
+    net, prop, implementation, options, workdir: Path, clock: _Stopwatch, base: dict
+) -> VerificationRecord:
+    backend = make_backend(options)
+    started = clock.start
+    qnet = quantize_network(net, implementation)
+    prop.check_against(qnet.n_inputs, qnet.n_outputs)
+    started = clock.lap("quantize", started)
+    warnings = []
+    for box in prop.boxes:
+        warnings += overflow_warnings(qnet, box.lo_array(), box.hi_array())
+    framac = FramacOptions(timeout_s=max(MIN_STAGE_S, INVARIANTS_SHARE * options.limits.timeout_s))
+    bounds = compute_bounds(qnet, prop, options.intervals, framac_options=framac)
+    warnings += bounds.warnings
+    if all(box_is_empty(qnet, box) for box in prop.boxes):
+        warnings.append(
+            f"no representable input of {qnet.number} lies in the input region: SAFE holds vacuously"
+        )
+    started = clock.lap("invariants", started)
+    harness = render_harness(qnet, prop, bounds.bounds).write(workdir / "harness")
+    started = clock.lap("codegen", started)
+    job = HarnessJob(harness, harness.parent, not qnet.is_fixed, qnet.n_inputs)
+    remaining = options.limits.timeout_s - (time.perf_counter() - clock.start)
+    verdict = backend.check(job, replace(options.limits, timeout_s=max(MIN_STAGE_S, remaining)))
+    started = clock.lap("backend", started)
+    for stage, seconds in verdict.times_s.items():
+        clock.times[f"backend.{stage}"] = seconds
+    status, reason, example = verdict.status, verdict.reason, None
+    if verdict.status is Status.UNSAFE:
+        status, reason, example = _confirm(qnet, prop, harness, verdict, workdir, options.image_shape)
+        started = clock.lap("replay", started)
+    clock.times["total"] = round(time.perf_counter() - clock.start, 6)
+    return VerificationRecord(
+        **base,
+        number_format=str(qnet.number),
+        lut_eps=qnet.lut_error_bound,
+        status=status,
+        reason=reason,
+        verdict=verdict,
+        counterexample=example,
+        times_s=clock.times,
+        peak_memory_mb=verdict.peak_memory_mb,
+        warnings=tuple(dict.fromkeys(warnings)),
+        invariants=bounds.method_used.value,
+        harness=str(harness) if options.workdir is not None else "",
+    )
+
+
+def _confirm(qnet, prop, harness: Path, verdict: Verdict, workdir: Path, image_shape):
+    """UNSAFE only if the counterexample replays in gcc and the simulator; else an ERROR that says why."""
+    if verdict.counterexample is None:
+        return Status.ERROR, f"{verdict.backend} reported UNSAFE without a counterexample", None
+    replayed = replay_candidate(qnet, prop, harness, verdict.counterexample)
+    if not replayed.confirmed:
+        return (
+            Status.ERROR,
+            f"counterexample from {verdict.backend} does not replay: {replayed.problem}",
+            None,
+        )
+    x = inputs_from_values(qnet, verdict.counterexample)
+    example = build_example(qnet, prop, np.asarray(x), replayed.violated, workdir, image_shape)
+    reason = "" if example.float_violates else "quantization-induced: the float network does not violate it"
+    return Status.UNSAFE, reason, example

@@ -1,0 +1,125 @@
+"""Suite runs end to end on the tiny suite: parallel jobs, kill -9 and --resume, Dask, sweeps."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from qverify.backends import Limits
+from qverify.suites import DaskExecutor, InProcessExecutor, LocalExecutor, read_suite, run_suite
+from qverify.verification import VerifyOptions
+from tests.conftest import ROOT
+
+TINY = ROOT / "benchmarks" / "tiny"
+OPTIONS = VerifyOptions(limits=Limits(timeout_s=20, memory_mb=2048))
+
+
+def expected_verdicts() -> dict[str, str]:
+    rows = (TINY / "expected.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    task_column, verdict_column = header.index("task"), header.index("expected")
+    return {row.split(",")[task_column]: row.split(",")[verdict_column] for row in rows[1:] if row}
+
+
+def outcomes(result) -> dict[tuple[str, str], str]:
+    return {(entry["task"], entry["format"]): entry["record"]["status"] for entry in result.entries}
+
+
+def test_tiny_suite_with_two_jobs(tmp_path):
+    suite = read_suite(TINY / "suite.toml")
+    result = run_suite(suite, suite.formats, OPTIONS, LocalExecutor(2), tmp_path, progress=False)
+    expected = expected_verdicts()
+    assert len(result.entries) == len(suite.tasks) * len(suite.formats)
+    for (task, label), status in outcomes(result).items():
+        assert status == expected[task], (task, label)
+    for name in ("results.jsonl", "results.csv", "summary.md", "time_per_task.png", "cactus.png"):
+        assert (tmp_path / name).is_file(), name
+    assert "| tiny | 8 (" in (tmp_path / "summary.md").read_text()
+    unsafe = [e for e in result.entries if e["record"]["status"] == "UNSAFE"]
+    assert unsafe and all((tmp_path / e["cex_json"]).is_file() for e in unsafe)
+
+
+def test_dask_local_cluster_gives_the_local_results(tmp_path):
+    suite = read_suite(TINY / "suite.toml")
+    local = run_suite(suite, ("8",), OPTIONS, InProcessExecutor(), tmp_path / "local", progress=False)
+    dask = run_suite(suite, ("8",), OPTIONS, DaskExecutor(2), tmp_path / "dask", progress=False)
+    assert outcomes(dask) == outcomes(local)
+
+
+def test_kill_then_resume_runs_nothing_twice(tmp_path):
+    out = tmp_path / "run"
+    command = [
+        sys.executable,
+        "-m",
+        "qverify",
+        "suite",
+        "run",
+        str(TINY / "suite.toml"),
+        "--jobs",
+        "1",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
+    child = subprocess.Popen(
+        command, cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    journal = out / "journal.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if journal.is_file() and len(journal.read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.2)
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+    before = [json.loads(line)["key"] for line in journal.read_text().splitlines() if line.strip()]
+    assert 3 <= len(before) < 18, "the run was meant to be killed in the middle"
+    resumed = subprocess.run(
+        command + ["--resume"], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    after = [json.loads(line)["key"] for line in journal.read_text().splitlines() if line.strip()]
+    assert after[: len(before)] == before
+    assert len(after) == len(set(after)) == 18  # nothing twice, nothing lost
+    assert f"({18 - len(before)} run now)" in resumed.stdout
+    rows = (out / "results.jsonl").read_text().splitlines()
+    assert len(rows) == 18
+
+
+def test_existing_run_needs_resume_or_overwrite(tmp_path):
+    suite = read_suite(TINY / "suite.toml")
+    run_suite(suite, ("float",), OPTIONS, InProcessExecutor(), tmp_path, progress=False)
+    from qverify.errors import InputError
+
+    with pytest.raises(InputError, match="--resume"):
+        run_suite(suite, ("float",), OPTIONS, InProcessExecutor(), tmp_path, progress=False)
+
+
+def test_sweep_on_a_tiny_network():
+    from tests.test_cli_basics import qverify
+
+    result = qverify(
+        "sweep",
+        str(TINY / "relu2.nnet"),
+        "--center",
+        "0.8,0.2",
+        "--eps",
+        "0.1",
+        "--label",
+        "0",
+        "--bits",
+        "4..12:2",
+        "--timeout",
+        "20",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "minimum word length:" in result.stdout
+    lines = [line.split() for line in result.stdout.splitlines() if line.strip()[:2].isdigit()]
+    widths = [int(parts[0]) for parts in lines]
+    assert widths == sorted(widths) and widths[-1] == 12

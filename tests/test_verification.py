@@ -1,0 +1,105 @@
+"""`qverify verify` end to end on real networks: exit codes, --json fields, replayed counterexamples."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from qverify.codegen import render_harness
+from qverify.counterexample import replay_candidate
+from qverify.io import load_network
+from qverify.properties import robustness
+from qverify.quant import FixedFormat, ImplementationOptions, quantize_network, simulate
+from tests.conftest import ROOT
+from tests.test_cli_basics import qverify
+
+TINY = ROOT / "benchmarks" / "tiny"
+RELU2 = str(TINY / "relu2.nnet")
+UNSAFE_ARGS = ("--center", "0.6,0.45", "--eps", "0.15", "--label", "0")
+SAFE_ARGS = ("--center", "0.8,0.2", "--eps", "0.1", "--label", "0")
+
+
+def test_exit_codes_and_verdict_lines(tmp_path):
+    safe = qverify("verify", RELU2, *SAFE_ARGS, "--format", "8.8")
+    assert (safe.returncode, safe.stdout.splitlines()[0]) == (0, "SAFE")
+    unsafe = qverify("verify", RELU2, *UNSAFE_ARGS, "--format", "8.8")
+    assert (unsafe.returncode, unsafe.stdout.splitlines()[0]) == (10, "UNSAFE")
+    error = qverify("verify", RELU2, "--center", "0.1,0.2,0.3", "--eps", "0.1", "--label", "0")
+    assert error.returncode == 2 and "Traceback" not in error.stderr
+
+
+def test_unknown_on_timeout_exits_20():
+    acas = str(ROOT / "benchmarks/acasxu/nnet/ACASXU_run2a_1_9_batch_2000.nnet")
+    prop = str(ROOT / "benchmarks/acasxu/vnnlib/prop_1.vnnlib")
+    result = qverify("verify", acas, "--property", prop, "--format", "16.16", "--timeout", "1")
+    assert result.returncode == 20, result.stdout + result.stderr
+    assert result.stdout.startswith("UNKNOWN: ") and "timeout" in result.stdout
+
+
+def test_json_record_fields(tmp_path):
+    out = tmp_path / "r.json"
+    result = qverify("verify", RELU2, *UNSAFE_ARGS, "--format", "6.10", "--json", str(out))
+    assert result.returncode == 10
+    record = json.loads(out.read_text())
+    for key in (
+        "status",
+        "backend",
+        "solver",
+        "decided_by",
+        "implementation",
+        "format",
+        "lut_eps",
+        "times_s",
+        "peak_memory_mb",
+        "counterexample",
+        "verdict",
+        "network_digest",
+        "options",
+    ):
+        assert key in record, key
+    assert record["status"] == "UNSAFE" and record["format"] == "<6,10>" and record["backend"] == "internal"
+    assert {"quantize", "invariants", "codegen", "backend", "replay", "total"} <= set(record["times_s"])
+    cex = record["counterexample"]
+    assert len(cex["inputs_word"]) == 2 and all(isinstance(v, int) for v in cex["inputs_word"])
+    assert cex["violated"].startswith("unsafe clause")
+    shown = qverify("show", str(out))
+    assert shown.returncode == 0 and "counterexample" in shown.stdout
+
+
+def test_spec_file_and_image(tmp_path):
+    spec = ROOT / "benchmarks/demo/vowel-A-L120.toml"
+    out = tmp_path / "demo.json"
+    result = qverify("verify", "--spec", str(spec), "--json", str(out))
+    assert result.returncode == 10, result.stdout + result.stderr
+    assert out.with_suffix(".png").is_file()
+    assert json.loads(out.read_text())["counterexample"]["image_shape"] == [5, 5]
+
+
+@pytest.fixture(scope="module")
+def tiny_harness(tmp_path_factory):
+    net = load_network(RELU2)
+    qnet = quantize_network(net, ImplementationOptions(FixedFormat(8, 8)))
+    prop = robustness([Fraction("0.6"), Fraction("0.45")], Fraction("0.15"), label=0, n_outputs=2)
+    harness = render_harness(qnet, prop).write(tmp_path_factory.mktemp("h"))
+    return qnet, prop, harness
+
+
+def test_replay_confirms_a_violating_input_and_rejects_others(tiny_harness):
+    qnet, prop, harness = tiny_harness
+    lo = [int(np.ceil(float(v) * 256)) for v in prop.boxes[0].lo]
+    hi = [int(np.floor(float(v) * 256)) for v in prop.boxes[0].hi]
+    grid = np.array([[a, b] for a in range(lo[0], hi[0] + 1, 3) for b in range(lo[1], hi[1] + 1, 3)])
+    outputs = simulate(qnet, grid).outputs
+    violating = grid[outputs[:, 1] >= outputs[:, 0]][0]
+    holding = grid[outputs[:, 1] < outputs[:, 0]][0]
+    confirmed = replay_candidate(qnet, prop, harness, tuple(int(v) for v in violating))
+    assert confirmed.confirmed and confirmed.violated.startswith("unsafe clause 1")
+    rejected = replay_candidate(qnet, prop, harness, tuple(int(v) for v in holding))
+    assert not rejected.confirmed and rejected.c_outcome == "HOLDS" and "HOLDS" in rejected.problem
+    outside = replay_candidate(qnet, prop, harness, (hi[0] + 5, lo[1]))
+    assert not outside.confirmed and outside.c_outcome == "ASSUME-FAILED"
+    short = replay_candidate(qnet, prop, harness, (1,))
+    assert not short.confirmed and "1 values for 2 inputs" in short.problem
