@@ -6,7 +6,19 @@ QV := $(VENV)/bin/qverify
 STAMP := $(VENV)/.setup-done
 ACAS := benchmarks/acasxu
 
-.PHONY: setup demo test test-slow lint clean
+.PHONY: setup demo test test-slow verify lint clean
+
+# make verify: the default suites at 16 bit with the default back end; override any of these, e.g.
+# make verify SUITE=acasxu FORMAT=16.16 TIMEOUT=116
+SUITE ?= iris vocalic digits
+FORMAT ?= 16
+TIMEOUT ?= 20
+JOBS ?= 2
+RESULTS ?= results
+# builtin: measured as tight as Frama-C EVA or tighter, at a fraction of its time (docs/invariants.md);
+# INTERVALS=auto uses Frama-C when installed.
+INTERVALS ?= builtin
+VERIFY_FLAGS ?=
 
 setup: $(STAMP)
 
@@ -19,6 +31,13 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -q
+
+verify: setup
+	@for suite in $(SUITE); do \
+	  $(QV) suite run $$suite $(foreach f,$(FORMAT),--format $(f)) --timeout $(TIMEOUT) --jobs $(JOBS) --intervals $(INTERVALS) \
+	    --out $(RESULTS)/$$suite $(if $(RESUME),--resume,--overwrite) $(VERIFY_FLAGS) || exit $$?; \
+	done
+	@echo "summaries: $(foreach s,$(SUITE),$(RESULTS)/$(s)/summary.md)"
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow

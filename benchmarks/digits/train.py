@@ -35,18 +35,15 @@ from sklearn.model_selection import train_test_split
 from sklearn.neural_network import MLPClassifier
 from threadpoolctl import threadpool_limits
 
-from qverify.errors import QverifyError
 from qverify.io import load_network, save_network
 from qverify.network import Activation, Dense, InputNormalisation, Network, apply_activation, evaluate
-from qverify.quant import (
-    FixedFormat,
-    ImplementationOptions,
-    choose_format,
-    quantize_network,
-    quantize_real,
-    simulate,
-)
-from qverify.suites.suite_file import SuiteTask, read_suite
+from qverify.suites.suite_file import read_suite
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared training tools
+from training_tools import attack_report, centre_and_random, format_report
+
+# where the float attack starts: the centre and 32 random points
+ATTACK_STARTS = centre_and_random(32)
 
 HERE = Path(__file__).resolve().parent
 NETWORK_FILE = "digits.nnet"
@@ -127,45 +124,6 @@ def rebalance(net: Network, x_norm: np.ndarray) -> tuple[Network, tuple[float, .
     return Network(layers=tuple(layers), input_norm=net.input_norm, name=net.name), tuple(scales)
 
 
-def _derivative(activation: Activation, post: np.ndarray) -> np.ndarray:
-    if activation is Activation.TANH:
-        return 1.0 - post * post
-    if activation is Activation.SIGMOID:
-        return post * (1.0 - post)
-    if activation is Activation.RELU:
-        return (post > 0).astype(float)
-    return np.ones_like(post)
-
-
-def attack(net: Network, lo: np.ndarray, hi: np.ndarray, label: int, seed: int, steps: int = 100) -> float:
-    """The largest margin max_{j != label} y_j - y_label found in the normalised box [lo, hi].
-
-    Random points and projected gradient ascent on the margin; >= 0 means falsified.
-    """
-    rng = np.random.default_rng(seed)
-    x = np.vstack([(lo + hi) / 2, rng.uniform(lo, hi, (32, len(lo)))])
-    step = (hi - lo) / 4
-    best = -np.inf
-    for _ in range(steps):
-        posts = [x]
-        for layer in net.layers:
-            posts.append(apply_activation(layer.activation, posts[-1] @ layer.weights.T + layer.bias))
-        y = posts[-1]
-        others = y.copy()
-        others[:, label] = -np.inf
-        rival = others.argmax(axis=1)
-        margin = others[np.arange(len(x)), rival] - y[:, label]
-        best = max(best, float(margin.max()))
-        grad = np.zeros_like(y)
-        grad[np.arange(len(x)), rival] = 1.0
-        grad[:, label] -= 1.0
-        for layer, post in zip(reversed(net.layers), reversed(posts[1:])):
-            grad = (grad * _derivative(layer.activation, post)) @ layer.weights
-        x = np.clip(x + step * np.sign(grad), lo, hi)
-        step *= 0.97
-    return best
-
-
 def task_name(image: int, eps: str) -> str:
     return f"img{image:02d}-eps{eps}"
 
@@ -203,49 +161,6 @@ def chosen_images(net: Network, x: np.ndarray, y: np.ndarray, test_idx: np.ndarr
     return test_idx[correct][:N_IMAGES]
 
 
-def format_report(
-    net: Network,
-    tasks: tuple[SuiteTask, ...],
-    x: np.ndarray,
-    y: np.ndarray,
-    word_bits: tuple[int, ...] = (8, 16),
-) -> None:
-    """For each word length: the formats the range analysis picks for the suite's property boxes
-    (how many tasks each), and the accuracy of the implemented network (the bit-exact simulator,
-    inputs rounded to the format) on (x, y) at each of them."""
-    for bits in word_bits:
-        chosen: dict[str, tuple[FixedFormat, int]] = {}
-        failed = []
-        for task in tasks:
-            box = task.property.boxes[0]
-            try:
-                fmt, _ = choose_format(net, bits, box.lo_array().astype(float), box.hi_array().astype(float))
-            except QverifyError as error:
-                failed.append(f"{task.name} ({error})")
-                continue
-            chosen[str(fmt)] = (fmt, chosen.get(str(fmt), (fmt, 0))[1] + 1)
-        for label, (fmt, count) in sorted(chosen.items()):
-            qnet = quantize_network(net, ImplementationOptions(number=fmt))
-            words, _ = quantize_real(net.input_norm.apply(x), fmt)
-            right = int(np.sum(simulate(qnet, words).outputs.argmax(axis=1) == y))
-            print(f"| {bits} | {label} | {count} | {right}/{len(y)} | {100 * right / len(y):.2f}% |")
-        for failure in failed:
-            print(f"  {bits}-bit: no format: {failure}")
-
-
-def attack_report(net: Network, tasks: tuple[SuiteTask, ...]) -> None:
-    """Attack every task's box (normalised, as the suite file builds it); print the margins found
-    and which tasks are falsified (UNSAFE in real arithmetic) or not (not proved SAFE)."""
-    falsified, kept = [], []
-    for index, task in enumerate(tasks):
-        box, label = task.property.boxes[0], task.property.robustness.label
-        lo, hi = box.lo_array().astype(float), box.hi_array().astype(float)
-        margin = attack(net, lo, hi, label, seed=index)
-        (falsified if margin >= 0 else kept).append(f"{task.name} ({margin:+.3f})")
-    print(f"falsified by the float attack ({len(falsified)}): {', '.join(falsified) or '-'}")
-    print(f"not falsified ({len(kept)}): {', '.join(kept) or '-'}")
-
-
 def main() -> int:
     x, y, train_idx, test_idx = dataset()
     norm = normalisation()
@@ -271,7 +186,7 @@ def main() -> int:
         print(f"| {split} | {correct}/{len(idx)} | {100 * correct / len(idx):.2f}% |")
     print(f"images: {chosen.tolist()} (digits {y[chosen].tolist()})")
     tasks = read_suite(HERE / "suite.toml").tasks
-    attack_report(net, tasks)
+    attack_report(net, tasks, steps=100, starts=ATTACK_STARTS)
     print("| word | format | tasks | correct (test) | accuracy |")
     format_report(net, tasks, x[test_idx], y[test_idx])
     return 0

@@ -34,18 +34,21 @@ from sklearn.model_selection import train_test_split
 from sklearn.neural_network import MLPClassifier
 from threadpoolctl import threadpool_limits
 
-from qverify.errors import QverifyError
 from qverify.io import load_network, save_network
-from qverify.network import Activation, Dense, InputNormalisation, Network, apply_activation, evaluate
-from qverify.quant import (
-    FixedFormat,
-    ImplementationOptions,
-    choose_format,
-    quantize_network,
-    quantize_real,
-    simulate,
+from qverify.network import Activation, Dense, InputNormalisation, Network, evaluate
+from qverify.suites.suite_file import read_suite
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared training tools
+from training_tools import attack_report, format_report
+
+# where the float attack starts: box corners, the centre and 64 random points
+ATTACK_STARTS = lambda rng, lo, hi: np.vstack(
+    [
+        (lo + hi) / 2,
+        np.array(np.meshgrid(*zip(lo, hi))).reshape(len(lo), -1).T,
+        rng.uniform(lo, hi, (64, len(lo))),
+    ]
 )
-from qverify.suites.suite_file import SuiteTask, read_suite
 
 HERE = Path(__file__).resolve().parent
 DESCRIPTION = (
@@ -109,46 +112,6 @@ def medoid(points: np.ndarray) -> np.ndarray:
     return points[int(np.argmin(distances))]
 
 
-def _derivative(activation: Activation, post: np.ndarray) -> np.ndarray:
-    if activation is Activation.TANH:
-        return 1.0 - post * post
-    if activation is Activation.SIGMOID:
-        return post * (1.0 - post)
-    if activation is Activation.RELU:
-        return (post > 0).astype(float)
-    return np.ones_like(post)
-
-
-def attack(net: Network, lo: np.ndarray, hi: np.ndarray, label: int, seed: int, steps: int = 100) -> float:
-    """The largest margin max_{j != label} y_j - y_label found in the normalised box [lo, hi].
-
-    Box corners, random points and projected gradient ascent on the margin; >= 0 means falsified.
-    """
-    rng = np.random.default_rng(seed)
-    corners = np.array(np.meshgrid(*zip(lo, hi))).reshape(len(lo), -1).T
-    x = np.vstack([(lo + hi) / 2, corners, rng.uniform(lo, hi, (64, len(lo)))])
-    step = (hi - lo) / 4
-    best = -np.inf
-    for _ in range(steps):
-        posts = [x]
-        for layer in net.layers:
-            posts.append(apply_activation(layer.activation, posts[-1] @ layer.weights.T + layer.bias))
-        y = posts[-1]
-        others = y.copy()
-        others[:, label] = -np.inf
-        rival = others.argmax(axis=1)
-        margin = others[np.arange(len(x)), rival] - y[:, label]
-        best = max(best, float(margin.max()))
-        grad = np.zeros_like(y)
-        grad[np.arange(len(x)), rival] = 1.0
-        grad[:, label] -= 1.0
-        for layer, post in zip(reversed(net.layers), reversed(posts[1:])):
-            grad = (grad * _derivative(layer.activation, post)) @ layer.weights
-        x = np.clip(x + step * np.sign(grad), lo, hi)
-        step *= 0.97
-    return best
-
-
 def _toml(value: object) -> str:
     """A TOML value: floats by repr (exact round trip), strings quoted, arrays inline."""
     if isinstance(value, str):
@@ -189,49 +152,6 @@ def accuracy(net: Network, x: np.ndarray, y: np.ndarray) -> tuple[int, int]:
     return int(np.sum(evaluate(net, x).argmax(axis=1) == y)), len(y)
 
 
-def format_report(
-    net: Network,
-    tasks: tuple[SuiteTask, ...],
-    x: np.ndarray,
-    y: np.ndarray,
-    word_bits: tuple[int, ...] = (8, 16),
-) -> None:
-    """For each word length: the formats the range analysis picks for the suite's property boxes
-    (how many tasks each), and the accuracy of the implemented network (the bit-exact simulator,
-    inputs rounded to the format) on (x, y) at each of them."""
-    for bits in word_bits:
-        chosen: dict[str, tuple[FixedFormat, int]] = {}
-        failed = []
-        for task in tasks:
-            box = task.property.boxes[0]
-            try:
-                fmt, _ = choose_format(net, bits, box.lo_array().astype(float), box.hi_array().astype(float))
-            except QverifyError as error:
-                failed.append(f"{task.name} ({error})")
-                continue
-            chosen[str(fmt)] = (fmt, chosen.get(str(fmt), (fmt, 0))[1] + 1)
-        for label, (fmt, count) in sorted(chosen.items()):
-            qnet = quantize_network(net, ImplementationOptions(number=fmt))
-            words, _ = quantize_real(net.input_norm.apply(x), fmt)
-            right = int(np.sum(simulate(qnet, words).outputs.argmax(axis=1) == y))
-            print(f"| {bits} | {label} | {count} | {right}/{len(y)} | {100 * right / len(y):.2f}% |")
-        for failure in failed:
-            print(f"  {bits}-bit: no format: {failure}")
-
-
-def attack_report(net: Network, tasks: tuple[SuiteTask, ...]) -> None:
-    """Attack every task's box (normalised, as the suite file builds it); print the margins found
-    and which tasks are falsified (UNSAFE in real arithmetic) or not (not proved SAFE)."""
-    falsified, kept = [], []
-    for index, task in enumerate(tasks):
-        box, label = task.property.boxes[0], task.property.robustness.label
-        lo, hi = box.lo_array().astype(float), box.hi_array().astype(float)
-        margin = attack(net, lo, hi, label, seed=index)
-        (falsified if margin >= 0 else kept).append(f"{task.name} ({margin:+.3f})")
-    print(f"falsified by the float attack ({len(falsified)}): {', '.join(falsified) or '-'}")
-    print(f"not falsified ({len(kept)}): {', '.join(kept) or '-'}")
-
-
 def main() -> int:
     x, y, train_idx, test_idx = dataset()
     norm = normalisation(x)
@@ -256,7 +176,7 @@ def main() -> int:
         logits = evaluate(net, medoids[label])
         print(f"{name}: medoid {medoids[label].tolist()} logits {np.round(logits, 3).tolist()}")
     tasks = read_suite(HERE / "suite.toml").tasks
-    attack_report(net, tasks)
+    attack_report(net, tasks, steps=100, starts=ATTACK_STARTS)
     print("| word | format | tasks | correct (all 150) | accuracy |")
     format_report(net, tasks, x, y)
     return 0

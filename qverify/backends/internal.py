@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
-from types import MappingProxyType
+from dataclasses import dataclass, replace
 
 from qverify.backends.base import Backend, HarnessJob, Limits, Status, Verdict
 from qverify.backends.process import run_limited
@@ -78,16 +77,6 @@ class InternalBackend(Backend):
         )
 
     def _from_engine(self, data: dict, peak: float) -> Verdict:
-        counterexample = data.get("counterexample")
-        return Verdict(
-            status=Status(data["status"]),
-            backend=self.name,
-            solver=data.get("solver") or self.options.solver,
-            reason=data.get("reason", ""),
-            counterexample=tuple(counterexample) if counterexample is not None else None,
-            violated=data.get("violated", ""),
-            decided_by=data.get("decided_by", ""),
-            times_s=MappingProxyType(dict(data.get("times_s", {}))),
-            counts=MappingProxyType(dict(data.get("counts", {}))),
-            peak_memory_mb=peak,
-        )
+        """The engine's JSON result (its fields are those of a Verdict) as this back end's verdict."""
+        verdict = Verdict.from_json({**data, "backend": self.name, "peak_memory_mb": peak})
+        return replace(verdict, solver=verdict.solver or self.options.solver)

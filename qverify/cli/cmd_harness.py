@@ -6,6 +6,7 @@ import argparse
 
 from qverify.cli.options import (
     add_implementation_options,
+    add_intervals_option,
     add_property_options,
     implementation_from_args,
     property_from_args,
@@ -22,12 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("network", help="an .nnet or .onnx file")
     add_property_options(parser)
     add_implementation_options(parser)
-    parser.add_argument(
-        "--intervals",
-        choices=[m.value for m in IntervalMethod],
-        default="auto",
-        help="inject invariants as assumes: framac, builtin, none, or auto (default)",
-    )
+    add_intervals_option(parser)
     parser.add_argument(
         "-o", "--output", required=True, metavar="DIR", help="folder for harness.c and headers"
     )

@@ -201,6 +201,16 @@ def _domain(net: Network, units: Units):
     return default_domain(net)
 
 
+def add_intervals_option(group: argparse._ActionsContainer) -> None:
+    group.add_argument(
+        "--intervals",
+        choices=[m.value for m in IntervalMethod],
+        default="auto",
+        help="invariants injected as assumes: framac (Frama-C EVA), builtin, none, "
+        "or auto (default: Frama-C when installed, else built-in)",
+    )
+
+
 def add_verify_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("verification")
     group.add_argument(
@@ -215,12 +225,7 @@ def add_verify_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--memory", type=int, default=4096, metavar="MB", help="memory limit (default 4096 MB)"
     )
-    group.add_argument(
-        "--intervals",
-        choices=[m.value for m in IntervalMethod],
-        default="auto",
-        help="invariants injected as assumes: Frama-C EVA, built-in, none, or auto (default)",
-    )
+    add_intervals_option(group)
     group.add_argument(
         "--solver",
         choices=("milp", "bitwuzla", "z3"),

@@ -48,9 +48,8 @@ from qverify.quant import (
     QuantizedNetwork,
     Rounding,
     implementation_bounds,
-    lut_fixed,
-    lut_float,
 )
+from qverify.quant.intervals import activate_bounds
 
 GRID_BITS = 64  # fractional bits of the coefficient grid beyond the input scaling
 SLOPE_BITS = 32  # fractional bits of the relaxation slopes (rounded up)
@@ -245,18 +244,6 @@ def _back_substitute(k, affines, relaxations, z_lo, z_hi, x_magnitude, r_bits, p
     return [Fraction(int(v), scale) for v in low[:n]], [-Fraction(int(v), scale) for v in low[n:]]
 
 
-def _activate(qnet: QuantizedNetwork, activation: Activation, lo: np.ndarray, hi: np.ndarray):
-    """Post-activation interval of [lo, hi]: every activation of the C is monotone."""
-    if activation is Activation.RELU:
-        return np.maximum(lo, 0).astype(lo.dtype), np.maximum(hi, 0).astype(hi.dtype)
-    if activation is Activation.IDENTITY:
-        return lo, hi
-    lut = qnet.lut_for(activation)
-    if qnet.is_fixed:
-        return lut_fixed(lut, lo), lut_fixed(lut, hi)
-    return lut_float(lut, lo, qnet.number), lut_float(lut, hi, qnet.number)  # type: ignore[arg-type]
-
-
 def _nearest_float(value: Fraction, dtype: type[np.floating]) -> np.floating:
     try:
         return dtype(float(value))
@@ -330,7 +317,7 @@ def symbolic_bounds(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) -> t
         if np.any(pre_lo > pre_hi):
             raise InternalError(f"symbolic bounds of layer {index + 1} contradict the interval bounds")
         affines[-1] = _affine(layer, qnet, h_lo, h_hi, exact, _exact(pre_lo), _exact(pre_hi), p_bits)
-        activated = _activate(qnet, layer.activation, pre_lo, pre_hi)
+        activated = activate_bounds(qnet, layer.activation, pre_lo, pre_hi)
         post_lo = np.maximum(activated[0], interval.post_lo).astype(activated[0].dtype)
         post_hi = np.minimum(activated[1], interval.post_hi).astype(activated[1].dtype)
         relaxations.append(

@@ -137,7 +137,8 @@ def _float_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: Qu
     return pre, np.zeros(layer.n_out, dtype=bool)
 
 
-def _activate_bounds(qnet: QuantizedNetwork, activation: Activation, lo, hi):
+def activate_bounds(qnet: QuantizedNetwork, activation: Activation, lo, hi):
+    """Post-activation bounds of [lo, hi]: every activation of the C is monotone."""
     if activation is Activation.RELU:
         return np.maximum(lo, 0), np.maximum(hi, 0)
     if activation is Activation.IDENTITY:
@@ -162,6 +163,6 @@ def implementation_bounds(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray
     result = []
     for layer in qnet.layers:
         (pre_lo, pre_hi), may_overflow = layer_bounds(layer, lo, hi, qnet)
-        lo, hi = _activate_bounds(qnet, layer.activation, pre_lo, pre_hi)
+        lo, hi = activate_bounds(qnet, layer.activation, pre_lo, pre_hi)
         result.append(LayerBounds(pre_lo, pre_hi, lo, hi, may_overflow))
     return tuple(result)
