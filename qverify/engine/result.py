@@ -1,0 +1,85 @@
+"""The engine's options and results (what `check_file` takes and returns)."""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+
+from qverify.errors import InputError
+
+SOLVERS = ("milp", "bitwuzla", "z3")
+SEMANTICS = ("ieee", "real")
+STEPS = ("attack", "bounds", "split", "milp", "smt")
+
+
+class EngineStatus(enum.Enum):
+    SAFE = "SAFE"
+    UNSAFE = "UNSAFE"
+    UNKNOWN = "UNKNOWN"
+    ERROR = "ERROR"
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """How to decide a harness.
+
+    solver: the exact decision procedure for fixed-point programs (milp, bitwuzla, z3); float
+    programs use SMT floating point (ieee) or the MILP over reals (real).
+    semantics: ieee (the C's float arithmetic) or real (ideal arithmetic, for comparisons with
+    real-valued verifiers; not a claim about the C).
+    certify: re-check every SAFE query with exact SMT (bit-vectors / floating point).
+    timeout_s: the whole run's budget; query_timeout_s: per solver query (default: what remains).
+    disable: steps to skip (attack, bounds, split, milp, smt), for ablations and tests.
+    """
+
+    solver: str = "milp"
+    semantics: str = "ieee"
+    certify: bool = False
+    timeout_s: float = 60.0
+    query_timeout_s: float | None = None
+    seed: int = 0
+    attack_samples: int = 4096
+    disable: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.solver not in SOLVERS:
+            raise InputError(f"--solver {self.solver}: expected one of {', '.join(SOLVERS)}")
+        if self.semantics not in SEMANTICS:
+            raise InputError(f"--semantics {self.semantics}: expected one of {', '.join(SEMANTICS)}")
+        if not (self.timeout_s > 0 and math.isfinite(self.timeout_s)):
+            raise InputError(f"--timeout {self.timeout_s}: must be a positive number of seconds")
+        if self.query_timeout_s is not None and not self.query_timeout_s > 0:
+            raise InputError(f"query timeout {self.query_timeout_s}: must be positive")
+        if self.attack_samples < 0:
+            raise InputError("attack_samples must be >= 0")
+        unknown = [step for step in self.disable if step not in STEPS]
+        if unknown:
+            raise InputError(f"--disable {','.join(unknown)}: steps are {', '.join(STEPS)}")
+
+    def enabled(self, step: str) -> bool:
+        return step not in self.disable
+
+
+@dataclass(frozen=True)
+class EngineResult:
+    status: EngineStatus
+    reason: str = ""
+    counterexample: tuple[int | float, ...] | None = None
+    violated: str = ""
+    decided_by: str = ""
+    solver: str = ""
+    times_s: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {
+            "status": self.status.value,
+            "reason": self.reason,
+            "counterexample": list(self.counterexample) if self.counterexample is not None else None,
+            "violated": self.violated,
+            "decided_by": self.decided_by,
+            "solver": self.solver,
+            "times_s": {key: round(value, 6) for key, value in self.times_s.items()},
+            "counts": dict(self.counts),
+        }

@@ -1,0 +1,197 @@
+"""Tiny C programs with known verdicts, decided by each decision procedure (pySMT's table of examples
+run on every solver); the MILP's trust rule; deadlines of isolated solver processes."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qverify.engine import EngineOptions, EngineStatus, check_file
+from qverify.engine.encode.milp import MilpModel
+from qverify.engine.solvers.base import CheckResult, CheckStatus, isolated
+from qverify.engine.solvers.highs import TRUSTED_MAGNITUDE, HighsSolver
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc (the preprocessor) not installed")
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS_C = ROOT / "models_c"
+
+PRELUDE = '#include <stdint.h>\n#include "verifier.h"\n'
+
+# (name, body of main, expected status, a counterexample that must be found when UNSAFE)
+EXAMPLES = [
+    (
+        "linear-safe",
+        (
+            "int x = nondet_int(); int y = nondet_int(); __ESBMC_assume(0 <= x && x <= 100 && 0 <= y && y <= 100);"
+            '__ESBMC_assert(3 * x - 2 * y <= 300, "bound");'
+        ),
+        "SAFE",
+    ),
+    (
+        "linear-unsafe-one-point",
+        (
+            "int x = nondet_int(); int y = nondet_int(); __ESBMC_assume(0 <= x && x <= 100 && 0 <= y && y <= 100);"
+            '__ESBMC_assert(3 * x - 2 * y < 300, "bound");'
+        ),
+        "UNSAFE",
+    ),
+    (
+        "floor-shift-safe",
+        (
+            "int x = nondet_int(); __ESBMC_assume(-1000 <= x && x <= 1000);"
+            '__ESBMC_assert((x >> 3) * 8 <= x, "floor");'
+        ),
+        "SAFE",
+    ),
+    (
+        "trunc-division-unsafe",
+        (
+            "int x = nondet_int(); __ESBMC_assume(-1000 <= x && x <= 1000);"
+            '__ESBMC_assert((x / 8) * 8 <= x, "truncation toward zero");'
+        ),
+        "UNSAFE",
+    ),
+    (
+        "relu-safe",
+        (
+            "int x = nondet_int(); int r; __ESBMC_assume(-50 <= x && x <= 50); r = x < 0 ? 0 : x;"
+            '__ESBMC_assert(r >= 0 && r <= 50 && (r == x || x < 0), "relu");'
+        ),
+        "SAFE",
+    ),
+    (
+        "wrap-unsafe",
+        (
+            "int x = nondet_int(); int8_t w; __ESBMC_assume(0 <= x && x <= 200); w = (int8_t)x;"
+            '__ESBMC_assert(w >= 0, "no wrap");'
+        ),
+        "UNSAFE",
+    ),
+    (
+        "remainder-safe",
+        (
+            "int x = nondet_int(); __ESBMC_assume(-77 <= x && x <= 77);"
+            '__ESBMC_assert(x % 5 > -5 && x % 5 < 5 && (x - x % 5) % 5 == 0, "remainder");'
+        ),
+        "SAFE",
+    ),
+    (
+        "product-unsafe",
+        (
+            "int x = nondet_int(); int y = nondet_int(); __ESBMC_assume(1 <= x && x <= 20 && 1 <= y && y <= 20);"
+            '__ESBMC_assert(x * y != 221, "13 * 17");'
+        ),
+        "UNSAFE",
+    ),
+    (
+        "disjunctive-region-safe",
+        (
+            "int x = nondet_int(); __ESBMC_assume((0 <= x && x <= 10) || (20 <= x && x <= 30));"
+            '__ESBMC_assert(x < 15 || x > 19, "gap");'
+        ),
+        "SAFE",
+    ),
+    (
+        "earlier-assert-first",
+        (
+            "int x = nondet_int(); __ESBMC_assume(0 <= x && x <= 10);"
+            '__ESBMC_assert(x != 7, "first"); __ESBMC_assert(x != 7 && x != 8, "second");'
+        ),
+        "UNSAFE",
+    ),
+]
+
+
+def write(tmp_path: Path, name: str, body: str) -> Path:
+    shutil.copy(MODELS_C / "verifier.h", tmp_path / "verifier.h")
+    path = tmp_path / f"{name}.c"
+    path.write_text(PRELUDE + "int main(void)\n{\n    " + body + "\n    return 0;\n}\n")
+    return path
+
+
+@pytest.mark.parametrize("solver", ["milp", "bitwuzla", "z3"])
+@pytest.mark.parametrize(("name", "body", "expected"), EXAMPLES, ids=[e[0] for e in EXAMPLES])
+def test_known_verdicts_per_solver(tmp_path, solver, name, body, expected):
+    path = write(tmp_path, name, body)
+    disable = ("attack", "bounds", "split") if solver != "milp" else ("attack", "bounds", "split", "smt")
+    result = check_file(path, [tmp_path], EngineOptions(solver=solver, timeout_s=60, disable=disable))
+    if result.status is EngineStatus.UNKNOWN and solver == "milp" and "expressible" in result.reason:
+        pytest.skip(f"not a MILP query: {result.reason}")
+    assert result.status.value == expected, result.to_json()
+    if name == "earlier-assert-first":
+        assert result.counterexample == (7,) and result.violated == "first"
+
+
+def test_certify_reports_its_time(tmp_path):
+    path = write(tmp_path, "certify", EXAMPLES[8][1])
+    result = check_file(path, [tmp_path], EngineOptions(certify=True, timeout_s=60))
+    assert result.status is EngineStatus.SAFE
+    assert result.reason.startswith("certified by bitwuzla"), result.reason
+    assert "certify" in result.times_s
+
+
+def test_milp_infeasible_is_not_trusted_with_huge_rows():
+    """x in [0, 1e12] integer, 2x = 1: infeasible, but rows of magnitude 2e12 make HiGHS's
+    tolerances matter, so the answer is UNKNOWN, not UNSAT."""
+    model = MilpModel()
+    model.col_lo, model.col_hi, model.integer = [0.0], [1e12], [True]
+    model.row_lo, model.row_hi = [0.5], [1.5]
+    model.row_start, model.row_index, model.row_value = [0, 1], [0], [2.0]
+    model.inputs = {0: 0}
+    answer = HighsSolver().check(model, time.monotonic() + 10)
+    assert answer.status is CheckStatus.UNKNOWN and "not trusted" in answer.reason
+    model.col_hi = [TRUSTED_MAGNITUDE / 4]
+    answer = HighsSolver().check(model, time.monotonic() + 10)
+    assert answer.status is CheckStatus.UNSAT
+
+
+def test_isolated_solver_respects_its_deadline():
+    def slow() -> CheckResult:
+        time.sleep(30)
+        return CheckResult(CheckStatus.SAT)
+
+    start = time.monotonic()
+    answer = isolated(slow, time.monotonic() + 1.0)
+    assert answer.status is CheckStatus.UNKNOWN and answer.reason == "timeout"
+    assert time.monotonic() - start < 5
+    assert (
+        isolated(lambda: CheckResult(CheckStatus.UNSAT, "done"), time.monotonic() + 10).status
+        is CheckStatus.UNSAT
+    )
+
+
+def test_the_run_stops_within_its_budget(tmp_path):
+    """A query no step can decide quickly: the run must end in time with UNKNOWN and a reason."""
+    body = (
+        "int64_t x = nondet_longlong(); int64_t y = nondet_longlong();"
+        "__ESBMC_assume(2 <= x && x <= 3037000500LL && 2 <= y && y <= 3037000500LL);"
+        '__ESBMC_assert(x * y != 9223371873002223329LL, "factor");'
+    )
+    path = write(tmp_path, "hard", body)
+    start = time.monotonic()
+    result = check_file(path, [tmp_path], EngineOptions(timeout_s=8, attack_samples=64))
+    assert time.monotonic() - start < 8.5
+    assert result.status in (EngineStatus.UNKNOWN, EngineStatus.SAFE, EngineStatus.UNSAFE)
+    if result.status is EngineStatus.UNKNOWN:
+        assert result.reason
+
+
+def test_counterexample_values_round_trip_through_json(tmp_path):
+    body = (
+        "float x = nondet_float(); __ESBMC_assume(x >= 0.1f && x <= 0.2f);"
+        '__ESBMC_assert(x * 3.0f != 0.45000002f, "exact float");'
+    )
+    path = write(tmp_path, "float", body)
+    result = check_file(path, [tmp_path], EngineOptions(timeout_s=60))
+    assert result.status is EngineStatus.UNSAFE, result.to_json()
+    (value,) = result.counterexample
+    assert isinstance(value, float)
+    assert np.float32(value) * np.float32(3.0) == np.float32(0.45000002)
+    import json
+
+    assert json.loads(json.dumps(result.to_json()))["counterexample"][0] == value
