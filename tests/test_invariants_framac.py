@@ -205,6 +205,27 @@ def test_framac_failures_fall_back_under_auto_and_raise_when_requested(
         compute_bounds(qnet, small_prop(3, 2), IntervalMethod.FRAMAC, framac_options=options)
 
 
+def test_a_killed_framac_leaves_no_temporary_file(tmp_path, monkeypatch):
+    """Frama-C writes its preprocessed source (`cppannot*.c`) to $TMPDIR and does not remove it
+    when killed: qverify points $TMPDIR at its own scratch folder, which it removes."""
+    outside = tmp_path / "tmp"
+    outside.mkdir()
+    monkeypatch.setenv("TMPDIR", str(outside))
+    script = (
+        '[ "$1" = -version ] && echo "25.0 (Manganese)" && exit 0\n'
+        'echo x > "${TMPDIR:-/tmp}/cppannot-test.c"\nexec /bin/sleep 30\n'
+    )
+    path_without_framac(tmp_path, monkeypatch, script)
+    qnet = quantize_network(
+        small_net(np.random.default_rng(1), Activation.RELU), ImplementationOptions(FixedFormat(8, 8))
+    )
+    with pytest.raises(ToolFailedError, match="timed out"):
+        compute_bounds(
+            qnet, small_prop(3, 2), IntervalMethod.FRAMAC, framac_options=FramacOptions(timeout_s=1)
+        )
+    assert list(outside.rglob("cppannot*")) == []
+
+
 # ---------------------------------------------------------------- with Frama-C
 
 

@@ -84,9 +84,10 @@ def _with_default_timeout(args: argparse.Namespace, suite_timeout: float) -> arg
 
 
 def list_command(args: argparse.Namespace) -> int:
-    for path in sorted(BENCHMARKS.glob("*/suite.toml")):
-        suite = read_suite(path)
+    suites = [read_suite(path) for path in sorted(BENCHMARKS.glob("*/suite.toml"))]
+    width = max((len(suite.name) for suite in suites), default=0)
+    for suite in suites:
         print(
-            f"{suite.name:10s} {len(suite.tasks):4d} tasks  formats {', '.join(suite.formats):20s} {suite.description}"
+            f"{suite.name:{width}s} {len(suite.tasks):4d} tasks  formats {', '.join(suite.formats):20s} {suite.description}"
         )
     return 0

@@ -13,16 +13,17 @@ from qverify.engine.strategy import Recorder, Strategy
 from qverify.errors import InputError, InternalError, ResourceLimitError, ToolMissingError, UnsupportedError
 
 
-def smt_factory(name: str):
-    """A fresh SMT decision procedure by name (each module imports its own library)."""
+def smt_factory(name: str, narrow: bool = True):
+    """A fresh SMT decision procedure by name (each module imports its own library); `narrow=False`
+    encodes every integer at its C width (no interval reasoning: what --certify uses)."""
     if name == "bitwuzla":
         from qverify.engine.solvers.bitwuzla import BitwuzlaSolver
 
-        return BitwuzlaSolver()
+        return BitwuzlaSolver(narrow)
     if name == "z3":
         from qverify.engine.solvers.z3 import Z3Solver
 
-        return Z3Solver()
+        return Z3Solver(narrow)
     raise ToolMissingError(f"no SMT solver named {name}")
 
 

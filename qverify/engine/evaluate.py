@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qverify.engine import ssa
+from qverify.engine import semantics, ssa
 from qverify.engine.ssa import Binary, Cast, Compare, Const, Input, Ite, Node, Read, Step, Unary
 from qverify.errors import InternalError
 
@@ -136,19 +136,10 @@ def _float_binary(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _compare(op: str, a: np.ndarray, b: np.ndarray, ty: ssa.Type) -> np.ndarray:
     if _unsigned64(ty):
         a, b = _as_u64(a), _as_u64(b)
-    if op == "lt":
-        return a < b
-    if op == "le":
-        return a <= b
-    if op == "gt":
-        return a > b
-    if op == "ge":
-        return a >= b
-    if op == "eq":
-        return a == b
-    if op == "ne":
-        return a != b
-    raise InternalError(f"evaluator: comparison {op}")
+    try:
+        return semantics.COMPARISONS[op](a, b)
+    except KeyError:
+        raise InternalError(f"evaluator: comparison {op}") from None
 
 
 def _cast(to: ssa.Type, source: ssa.Type, v: np.ndarray) -> np.ndarray:
@@ -181,7 +172,7 @@ class Evaluator:
 
     def __init__(self, roots: Iterable[Node], leaves: Iterable[Node] = ()) -> None:
         leaf_ids = {node.id for node in leaves}
-        self.order = topological_until(roots, leaf_ids)
+        self.order = ssa.topological(roots, leaf_ids)
         self.positions = {node.id: index for index, node in enumerate(self.order)}
         self.last_use = [0] * len(self.order)
         for index, node in enumerate(self.order):
@@ -342,27 +333,6 @@ def run(program: ssa.Program, x: np.ndarray) -> Outcome:
     return ProgramRunner(program).run(x)
 
 
-def topological_until(roots: Iterable[Node], leaf_ids: set[int]) -> list[Node]:
-    """Like `ssa.topological`, but nodes in `leaf_ids` are not expanded."""
-    order: list[Node] = []
-    seen: set[int] = set()
-    stack: list[tuple[bool, Node]] = [(False, root) for root in roots]
-    while stack:
-        expanded, node = stack.pop()
-        if expanded:
-            order.append(node)
-            continue
-        if node.id in seen:
-            continue
-        seen.add(node.id)
-        stack.append((True, node))
-        if node.id not in leaf_ids:
-            for child in node.children():
-                if child.id not in seen:
-                    stack.append((False, child))
-    return order
-
-
 def evaluate_nodes(
     nodes: Sequence[Node], env: dict[int, np.ndarray], size: int, leaves: Iterable[Node] = ()
 ) -> list[np.ndarray]:
@@ -391,11 +361,9 @@ class RealRunner:
     def _run_row(self, row: np.ndarray) -> tuple[int, int]:
         from fractions import Fraction
 
-        from qverify.engine import semantics as sem
-
         values: dict[int, object] = {}
         for node in self.order:
-            values[node.id] = _real_value(node, values, row, Fraction, sem)
+            values[node.id] = _real_value(node, values, row, Fraction, semantics)
         assert_index = 0
         for step in self.program.steps:
             holds = bool(values[step.cond.id])

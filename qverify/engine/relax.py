@@ -435,14 +435,19 @@ class RelaxedModel:
                     and row.elo == row.ehi == 0.0
                     and all(self._small_input(int(c)) for c in row.cols)
                     and all(self._small_input(int(entry[1])) for entry in row.noise)
-                    and all(float(entry[2]).is_integer() and float(entry[3]).is_integer() for entry in row.noise)
+                    and all(
+                        float(entry[2]).is_integer() and float(entry[3]).is_integer() for entry in row.noise
+                    )
                 ):
                     level.separable[u] = True
                     level.sep_index[u] = len(chosen)
                     chosen.append((level, u, row))
         if not chosen:
             return
-        inputs = sorted({int(c) for _, _, row in chosen for c in row.cols} | {int(e[1]) for _, _, row in chosen for e in row.noise})
+        inputs = sorted(
+            {int(c) for _, _, row in chosen for c in row.cols}
+            | {int(e[1]) for _, _, row in chosen for e in row.noise}
+        )
         where = {kept: i for i, kept in enumerate(inputs)}
         width = max(int(self.hi[k] - self.lo[k]) + 1 for k in inputs)
         values = np.full((len(inputs), width), np.nan)
@@ -465,6 +470,7 @@ class RelaxedModel:
         self.sep_inputs = np.array(inputs, dtype=np.int64)
         self.sep_values = values
         self.sep_table = table
+
     def row_of(self, affine: Affine) -> Row:
         return _row(self.expr(affine))
 
@@ -877,7 +883,9 @@ def _backsub(
         magnitude = magnitude + np.where(allowed[:, None], np.abs(table), 0.0).max(axis=3).sum(axis=2)
         if tables is not None:
             tables["argmax"] = np.take_along_axis(
-                np.broadcast_to(np.nan_to_num(values)[None, None], (batch, m, *values.shape)), best[..., None], axis=3
+                np.broadcast_to(np.nan_to_num(values)[None, None], (batch, m, *values.shape)),
+                best[..., None],
+                axis=3,
             )[..., 0]
     input_block = block
     before_inputs = value

@@ -14,6 +14,7 @@ The numpy twin is `qverify.engine.evaluate`; the two must agree (tests compare t
 from __future__ import annotations
 
 import math
+import operator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -128,20 +129,20 @@ def binary(op: str, ty: Type, a: float, b: float, b_ty: Type | None = None) -> i
     raise ValueError(op)
 
 
+COMPARISONS = {
+    "lt": operator.lt,
+    "le": operator.le,
+    "gt": operator.gt,
+    "ge": operator.ge,
+    "eq": operator.eq,
+    "ne": operator.ne,
+}  # also applied elementwise to numpy arrays by the evaluator
+
+
 def compare(op: str, a: float, b: float) -> bool:
-    if op == "lt":
-        return a < b
-    if op == "le":
-        return a <= b
-    if op == "gt":
-        return a > b
-    if op == "ge":
-        return a >= b
-    if op == "eq":
-        return a == b
-    if op == "ne":
-        return a != b
-    raise ValueError(op)
+    if op not in COMPARISONS:
+        raise ValueError(op)
+    return COMPARISONS[op](a, b)
 
 
 def cast(to: Type, source: Type, value: float) -> int | float:

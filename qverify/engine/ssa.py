@@ -16,7 +16,7 @@ structurally equal nodes are the same object, so equality is identity and the ha
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from qverify.engine import semantics as sem
@@ -289,8 +289,9 @@ class Program:
         return [step.cond for step in self.steps]
 
 
-def topological(roots: Iterable[Node]) -> list[Node]:
-    """Every node reachable from `roots`, children before parents (iterative, each node once)."""
+def topological(roots: Iterable[Node], leaf_ids: Container[int] = ()) -> list[Node]:
+    """Every node reachable from `roots`, children before parents (iterative, each node once);
+    nodes whose id is in `leaf_ids` are listed but not expanded."""
     order: list[Node] = []
     seen: set[int] = set()
     stack: list[tuple[bool, Node]] = [(False, root) for root in roots]
@@ -303,9 +304,10 @@ def topological(roots: Iterable[Node]) -> list[Node]:
             continue
         seen.add(node.id)
         stack.append((True, node))
-        for child in node.children():
-            if child.id not in seen:
-                stack.append((False, child))
+        if node.id not in leaf_ids:
+            for child in node.children():
+                if child.id not in seen:
+                    stack.append((False, child))
     return order
 
 

@@ -122,7 +122,7 @@ class Strategy:
         options: EngineOptions,
         deadline: float,
         recorder: Recorder,
-        smt_factory: Callable[[str], object] | None = None,
+        smt_factory: Callable[..., object] | None = None,
     ) -> None:
         self.s = simplified
         self.program = simplified.program
@@ -234,7 +234,7 @@ class Strategy:
         asserts = [p for p, step in enumerate(program.steps) if isinstance(step, ssa.Assert)]
         if not asserts:
             reason = "an assumption is false for every input" if self.s.vacuous else "no assertion can fail"
-            return self.result(EngineStatus.SAFE, reason=reason, decided_by="bounds")
+            return self.safe(reason, "bounds", "")
         self.boxes = input_boxes(program, self.s.getter(asserts[0]))
         if self.options.enabled("attack") and self.options.attack_samples > 0:
             with self.rec.timer("attack"):
@@ -269,12 +269,16 @@ class Strategy:
         deciders = {q.by for q in subqueries}
         decided_by = next((name for name in ("smt", "milp", "split", "bounds") if name in deciders), "bounds")
         solver = {"milp": "highs", "smt": self.smt_solver_name()}.get(decided_by, "")
+        return self.safe("", decided_by, solver)
+
+    def safe(self, reason: str, decided_by: str, solver: str) -> EngineResult:
+        """SAFE, or under --certify the certification's outcome (an UNSAFE should SMT find one)."""
         if self.options.certify:
-            certified = self.certify(asserts)
+            certified = self.certify()
             if isinstance(certified, EngineResult):
                 return certified
-            return self.result(EngineStatus.SAFE, reason=certified, decided_by=decided_by, solver=solver)
-        return self.result(EngineStatus.SAFE, decided_by=decided_by, solver=solver)
+            reason = f"{reason}; {certified}" if reason else certified
+        return self.result(EngineStatus.SAFE, reason=reason, decided_by=decided_by, solver=solver)
 
     # -------------------------------------------------------------- stage a: bounds
 
@@ -620,20 +624,24 @@ class Strategy:
             return f"{name} model does not replay (an encoding bug: please report)"
         return f"{name}: {answer.reason}"
 
-    def certify(self, asserts: list[int]) -> EngineResult | str:
-        """Re-check every assertion with exact SMT; a text for the record, or UNSAFE."""
+    def certify(self) -> EngineResult | str:
+        """Re-check every assertion of the program *as symbolic execution produced it* with exact
+        SMT at full C widths: the certificate rests on neither the simplifier's rewriting nor any
+        interval, bound or MILP argument. A text for the record, or UNSAFE."""
         if self.smt_factory is None or self.real:
             return "certify: no exact SMT for this run"
         name = self.smt_solver_name()
+        plain = Simplified(self.original, self.original, {})
+        asserts = [p for p, step in enumerate(self.original.steps) if isinstance(step, ssa.Assert)]
         start = time.monotonic()
         statuses = []
         for p in asserts:
             try:
-                solver = self.smt_factory(name)
+                solver = self.smt_factory(name, narrow=False)
             except ToolMissingError as error:
                 return f"certify: {error}"
             try:
-                answer = solver.check_query(self.s, p, self.deadline)
+                answer = solver.check_query(plain, p, self.deadline)
             finally:
                 solver.close()
             if answer.status is CheckStatus.SAT:

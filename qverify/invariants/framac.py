@@ -358,9 +358,10 @@ def parse_show_output(output: str, qnet: QuantizedNetwork) -> tuple[tuple[LayerB
 # ---------------------------------------------------------------------------------- running
 
 
-def _run(command: list[str], timeout_s: float, limit_s: float) -> str:
+def _run(command: list[str], timeout_s: float, limit_s: float, scratch: Path) -> str:
     """Run frama-c in its own process group for at most timeout_s; kill that group on time-out
-    (reported as the whole analysis' limit, limit_s)."""
+    (reported as the whole analysis' limit, limit_s). Its temporary files (the preprocessed
+    `cppannot*.c`, left behind when it is killed) go to `scratch`, which the caller removes."""
     try:
         child = subprocess.Popen(
             command,
@@ -368,6 +369,7 @@ def _run(command: list[str], timeout_s: float, limit_s: float) -> str:
             stderr=subprocess.STDOUT,
             text=True,
             start_new_session=True,
+            env={**os.environ, "TMPDIR": str(scratch)},
         )
     except OSError as error:
         raise ToolFailedError(f"cannot run {command[0]}: {error.strerror}") from error
@@ -408,7 +410,8 @@ def framac_bounds(
             remaining = deadline - time.perf_counter()
             if remaining <= 0:
                 raise ToolFailedError(f"Frama-C timed out after {options.timeout_s:g} s")
-            output = _run(framac_command(qnet, executable, source, options), remaining, options.timeout_s)
+            command = framac_command(qnet, executable, source, options)
+            output = _run(command, remaining, options.timeout_s, Path(scratch))
             if options.keep_dir:
                 (source.parent / "eva.log").write_text(output)
             bounds, nan = parse_show_output(output, qnet)

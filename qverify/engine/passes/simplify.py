@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from qverify.engine import ssa
-from qverify.engine.evaluate import evaluate_nodes, topological_until
+from qverify.engine.evaluate import evaluate_nodes
 from qverify.engine.passes import intervals as iv
 from qverify.engine.ssa import Binary, Cast, Compare, Const, Ite, Node, NodeManager, Read, Step, Unary
 from qverify.errors import ResourceLimitError
@@ -112,7 +112,7 @@ class _Simplifier:
         entries = self.history.get(node.id)
         if entries is not None:
             return entries[-1][1]
-        order = [n for n in topological_until([node], self.history) if n.id not in self.history]
+        order = [n for n in ssa.topological([node], self.history) if n.id not in self.history]
         for item in order:
             self.history[item.id] = [(self.now, iv.transfer(item, self.get))]
         return self.history[node.id][-1][1]
@@ -337,7 +337,7 @@ class _Simplifier:
         lo, hi = self.get(base)
         if hi - lo + 1 > 1 << 40:
             return None
-        sub = topological_until([node], {base.id})
+        sub = ssa.topological([node], {base.id})
         points = sorted(
             {
                 int(n.b.value) + d
@@ -388,7 +388,7 @@ class _Simplifier:
                 return cache[item.id]
             raise KeyError(item.id)
 
-        for item in topological_until([node], {base.id}):
+        for item in ssa.topological([node], {base.id}):
             if item.id not in cache:
                 cache[item.id] = iv.transfer(item, get)
         lo, hi = cache[node.id]

@@ -46,6 +46,23 @@ class DecisionProcedure:
         """Free native resources (default: nothing)."""
 
 
+class SmtProcedure(DecisionProcedure):
+    """An exact SMT back end: `_check` encodes and solves one query in this process; `check_query`
+    runs it in a forked child so that the deadline holds whatever the solver does."""
+
+    def __init__(self, narrow: bool = True) -> None:
+        self.narrow = narrow  # interval-narrowed bit widths (False: every integer at its C width)
+
+    def check_query(self, simplified, p: int, deadline: float) -> CheckResult:
+        """Is there an execution that passes every step before p and fails assertion p?"""
+        if deadline - time.monotonic() <= 0.05:
+            return CheckResult(CheckStatus.UNKNOWN, "timeout before the SMT query")
+        return isolated(lambda: self._check(simplified, p, deadline), deadline)
+
+    def _check(self, simplified, p: int, deadline: float) -> CheckResult:
+        raise NotImplementedError
+
+
 GRACE_S = 0.5
 
 

@@ -12,7 +12,7 @@ from qverify.engine.encode.bitvec import (
     query_conditions,
     signed_value,
 )
-from qverify.engine.solvers.base import CheckResult, CheckStatus, DecisionProcedure, isolated
+from qverify.engine.solvers.base import CheckResult, CheckStatus, SmtProcedure
 from qverify.errors import ToolMissingError
 
 try:
@@ -134,20 +134,13 @@ class _Builder:
         return self.tm.mk_term(bw.Kind.FP_TO_FP_FROM_FP, [self.rne, term], list(FP_FORMATS[bits]))
 
 
-class BitwuzlaSolver(DecisionProcedure):
+class BitwuzlaSolver(SmtProcedure):
     name = "bitwuzla"
 
     def __init__(self, narrow: bool = True) -> None:
         if bw is None:
             raise ToolMissingError(f"bitwuzla is not installed ({_IMPORT_ERROR})")
-        self.narrow = narrow
-
-    def check_query(self, simplified, p: int, deadline: float) -> CheckResult:
-        """Is there an execution that passes every step before p and fails assertion p?
-        Runs in a child process, so the deadline holds whatever bitwuzla does."""
-        if deadline - time.monotonic() <= 0.05:
-            return CheckResult(CheckStatus.UNKNOWN, "timeout before the SMT query")
-        return isolated(lambda: self._check(simplified, p, deadline), deadline)
+        super().__init__(narrow)
 
     def _check(self, simplified, p: int, deadline: float) -> CheckResult:
         start = time.monotonic()

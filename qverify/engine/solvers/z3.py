@@ -11,7 +11,7 @@ from qverify.engine.encode.bitvec import (
     query_conditions,
     signed_value,
 )
-from qverify.engine.solvers.base import CheckResult, CheckStatus, DecisionProcedure, isolated
+from qverify.engine.solvers.base import CheckResult, CheckStatus, SmtProcedure
 from qverify.errors import ToolMissingError
 
 try:
@@ -116,20 +116,13 @@ class _Builder:
         return z3.fpFPToFP(self.rne, term, self.fp_sort(bits))
 
 
-class Z3Solver(DecisionProcedure):
+class Z3Solver(SmtProcedure):
     name = "z3"
 
     def __init__(self, narrow: bool = True) -> None:
         if z3 is None:
             raise ToolMissingError(f"z3-solver is not installed ({_IMPORT_ERROR})")
-        self.narrow = narrow
-
-    def check_query(self, simplified, p: int, deadline: float) -> CheckResult:
-        """Is there an execution that passes every step before p and fails assertion p?
-        Runs in a child process, so the deadline holds whatever z3 does."""
-        if deadline - time.monotonic() <= 0.05:
-            return CheckResult(CheckStatus.UNKNOWN, "timeout before the SMT query")
-        return isolated(lambda: self._check(simplified, p, deadline), deadline)
+        super().__init__(narrow)
 
     def _check(self, simplified, p: int, deadline: float) -> CheckResult:
         start = time.monotonic()
