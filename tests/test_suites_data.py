@@ -36,7 +36,7 @@ from qverify.quant import (
 from qverify.suites.suite_file import read_suite
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-TASK_COUNTS = {"iris": 27, "vocalic": 25, "digits": 60, "tiny": 6, "acasxu": 186}
+TASK_COUNTS = {"iris": 27, "vocalic": 25, "digits": 60, "tiny": 6, "acasxu": 186, "acasxu-phi1-4": 180}
 ALL_FORMATS = ("8", "16", "32", "float")
 
 # network file -> (layer sizes, activations after each layer)
@@ -281,3 +281,11 @@ def test_tiny_expected_verdict_holds_in_the_implementation(task_name: str, label
         assert expected == "UNSAFE"
         outputs = simulate(qnet, points).outputs.astype(float) * to_real
         assert np.any(prop.unsafe.violated_clause(outputs) >= 0)
+
+
+def test_acasxu_phi1_4_is_the_phi1_to_phi4_part_of_acasxu():
+    """The engine benchmark's set: the same networks and VNN-LIB files, nothing copied."""
+    full = {(task.network_path, task.property.name) for task in suite("acasxu").tasks}
+    part = {(task.network_path, task.property.name) for task in suite("acasxu-phi1-4").tasks}
+    assert len(part) == 180 and part <= full
+    assert {name for _, name in part} == {f"prop_{number}" for number in range(1, 5)}
