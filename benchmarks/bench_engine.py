@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from qverify.codegen import render_harness
 from qverify.io import load_network
-from qverify.network import Activation, Dense, Network
+from qverify.network import Activation
 from qverify.properties import read_vnnlib, robustness
 from qverify.quant import (
     Accumulation,
@@ -53,6 +53,9 @@ from qverify.quant import (
     quantize_network,
     simulate,
 )
+
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the shared training tools
+from training_tools import sklearn_network
 
 ACAS = ROOT / "benchmarks" / "acasxu"
 
@@ -82,13 +85,9 @@ def digits_network(seed: int = 0):
     x_train, x_test, y_train, y_test = train_test_split(x, data.target, test_size=0.25, random_state=seed)
     classifier = MLPClassifier(hidden_layer_sizes=(32, 16), random_state=seed, max_iter=600)
     classifier.fit(x_train, y_train)
-    layers = []
-    for index, (weights, bias) in enumerate(zip(classifier.coefs_, classifier.intercepts_)):
-        last = index == len(classifier.coefs_) - 1
-        layers.append(Dense(weights.T, bias, Activation.IDENTITY if last else Activation.RELU))
     accuracy = classifier.score(x_test, y_test)
     return (
-        Network(tuple(layers), name="digits-mlp-32-16", source="sklearn load_digits"),
+        sklearn_network(classifier, Activation.RELU, "digits-mlp-32-16", source="sklearn load_digits"),
         x_test,
         y_test,
         accuracy,

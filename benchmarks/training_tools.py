@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 
 from qverify.errors import QverifyError
-from qverify.network import Activation, Network, apply_activation
+from qverify.network import Activation, Dense, InputNormalisation, Network, apply_activation
 from qverify.quant import (
     FixedFormat,
     ImplementationOptions,
@@ -21,6 +21,19 @@ from qverify.quant import (
 from qverify.suites.suite_file import SuiteTask
 
 StartPoints = Callable[[np.random.Generator, np.ndarray, np.ndarray], np.ndarray]
+
+
+def sklearn_network(
+    model, hidden: Activation, name: str, norm: InputNormalisation | None = None, source: str = ""
+) -> Network:
+    """A fitted scikit-learn MLP (classifier or regressor) as a qverify Network: its (n_in, n_out)
+    coefficient matrices transposed into layers, `hidden` after every hidden layer, identity output."""
+    activations = [hidden] * (len(model.coefs_) - 1) + [Activation.IDENTITY]
+    layers = tuple(
+        Dense(weights.T, bias, activation)
+        for weights, bias, activation in zip(model.coefs_, model.intercepts_, activations)
+    )
+    return Network(layers=layers, input_norm=norm, output_norm=None, name=name, source=source)
 
 
 def activation_derivative(activation: Activation, post: np.ndarray) -> np.ndarray:

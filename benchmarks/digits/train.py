@@ -40,7 +40,7 @@ from qverify.network import Activation, Dense, InputNormalisation, Network, appl
 from qverify.suites.suite_file import read_suite
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared training tools
-from training_tools import attack_report, centre_and_random, format_report
+from training_tools import attack_report, centre_and_random, format_report, sklearn_network
 
 # where the float attack starts: the centre and 32 random points
 ATTACK_STARTS = centre_and_random(32)
@@ -91,16 +91,6 @@ def train(x_norm: np.ndarray, y: np.ndarray) -> MLPClassifier:
         random_state=SEED,
     )
     return model.fit(x_norm, y)
-
-
-def to_network(model: MLPClassifier, norm: InputNormalisation, name: str) -> Network:
-    """scikit-learn's (n_in, n_out) coefficient matrices as qverify layers; identity output (logits)."""
-    activations = [Activation.RELU] * (len(model.coefs_) - 1) + [Activation.IDENTITY]
-    layers = tuple(
-        Dense(weights.T, bias, activation)
-        for weights, bias, activation in zip(model.coefs_, model.intercepts_, activations)
-    )
-    return Network(layers=layers, input_norm=norm, output_norm=None, name=name)
 
 
 def rebalance(net: Network, x_norm: np.ndarray) -> tuple[Network, tuple[float, ...]]:
@@ -166,7 +156,7 @@ def main() -> int:
     norm = normalisation()
     with threadpool_limits(limits=1):
         model = train(norm.apply(x[train_idx]), y[train_idx])
-    trained = to_network(model, norm, "digits")
+    trained = sklearn_network(model, Activation.RELU, "digits", norm)
     net, scales = rebalance(trained, norm.apply(x[train_idx]))
     path = HERE / NETWORK_FILE
     save_network(net, path)

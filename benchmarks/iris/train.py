@@ -35,11 +35,11 @@ from sklearn.neural_network import MLPClassifier
 from threadpoolctl import threadpool_limits
 
 from qverify.io import load_network, save_network
-from qverify.network import Activation, Dense, InputNormalisation, Network, evaluate
+from qverify.network import Activation, InputNormalisation, Network, evaluate
 from qverify.suites.suite_file import read_suite
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared training tools
-from training_tools import attack_report, format_report
+from training_tools import attack_report, format_report, sklearn_network
 
 # where the float attack starts: box corners, the centre and 64 random points
 ATTACK_STARTS = lambda rng, lo, hi: np.vstack(
@@ -96,16 +96,6 @@ def train(x_norm: np.ndarray, y: np.ndarray) -> MLPClassifier:
     return model.fit(x_norm, y)
 
 
-def to_network(model: MLPClassifier, norm: InputNormalisation, name: str) -> Network:
-    """scikit-learn's (n_in, n_out) coefficient matrices as qverify layers; identity output (logits)."""
-    activations = [Activation.TANH] * (len(model.coefs_) - 1) + [Activation.IDENTITY]
-    layers = tuple(
-        Dense(weights.T, bias, activation)
-        for weights, bias, activation in zip(model.coefs_, model.intercepts_, activations)
-    )
-    return Network(layers=layers, input_norm=norm, output_norm=None, name=name)
-
-
 def medoid(points: np.ndarray) -> np.ndarray:
     """The point minimising the sum of Euclidean distances to the others (the first one on a tie)."""
     distances = np.linalg.norm(points[:, None, :] - points[None, :, :], axis=2).sum(axis=1)
@@ -157,7 +147,7 @@ def main() -> int:
     norm = normalisation(x)
     with threadpool_limits(limits=1):
         model = train(norm.apply(x[train_idx]), y[train_idx])
-    net = to_network(model, norm, "iris")
+    net = sklearn_network(model, Activation.TANH, "iris", norm)
     path = HERE / NETWORK_FILE
     save_network(net, path)
     net = load_network(path)  # report what was written
