@@ -156,32 +156,18 @@ def _built_property(args: argparse.Namespace, net: Network, units: Units) -> Pro
         )
     center = read_center(args.center, net.n_inputs)
     domain = _domain(net, units)
-    if args.eps is not None:
-        return robustness(
-            center,
-            exact(args.eps, "--eps"),
-            args.label,
-            net.n_outputs,
-            domain=domain,
-            target=args.target,
-            units=units,
-        )
-    if args.rect is not None:
-        if domain is None:
+    for value, flag, build in (
+        (args.eps, "--eps", robustness),
+        (args.rect, "--rect", hyper_rectangle),
+        (args.cube, "--cube", hypercube),
+    ):
+        if value is None:
+            continue
+        if build is hyper_rectangle and domain is None:
             raise InputError("--rect needs the input domain: the network has no finite min/max")
-        return hyper_rectangle(
+        return build(
             center,
-            exact(args.rect, "--rect"),
-            args.label,
-            net.n_outputs,
-            domain=domain,
-            target=args.target,
-            units=units,
-        )
-    if args.cube is not None:
-        return hypercube(
-            center,
-            exact(args.cube, "--cube"),
+            exact(value, flag),
             args.label,
             net.n_outputs,
             domain=domain,

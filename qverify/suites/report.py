@@ -161,6 +161,16 @@ def configuration(entry: dict[str, Any]) -> str:
     return f"{entry['format']} {record.get('backend', '')}".strip()
 
 
+def _save(figure, path: Path) -> Path:
+    """Write a matplotlib figure as PNG and free it (pyplot keeps every open figure alive)."""
+    import matplotlib.pyplot as plt
+
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
 def write_plots(entries: Sequence[dict[str, Any]], out: Path) -> list[Path]:
     """time_per_task.png always; cactus.png when more than one configuration is compared."""
     import matplotlib
@@ -178,10 +188,7 @@ def write_plots(entries: Sequence[dict[str, Any]], out: Path) -> list[Path]:
         axes.plot(range(1, len(times) + 1), times, marker="o", linestyle="", markersize=4, label=name)
     axes.set(xlabel="task", ylabel="wall-clock time (s)", yscale="log", title="time per task and format")
     axes.legend(fontsize="small")
-    figure.tight_layout()
-    paths.append(out / "time_per_task.png")
-    figure.savefig(paths[-1], dpi=120)
-    plt.close(figure)
+    paths.append(_save(figure, out / "time_per_task.png"))
     if len(groups) > 1:
         figure, axes = plt.subplots(figsize=(7, 4.5))
         for name, group in groups.items():
@@ -193,8 +200,5 @@ def write_plots(entries: Sequence[dict[str, Any]], out: Path) -> list[Path]:
             axes.plot(range(1, len(solved) + 1), solved, marker=".", label=f"{name} ({len(solved)} solved)")
         axes.set(xlabel="instances solved", ylabel="time (s)", yscale="log", title="cactus plot")
         axes.legend(fontsize="small")
-        figure.tight_layout()
-        paths.append(out / "cactus.png")
-        figure.savefig(paths[-1], dpi=120)
-        plt.close(figure)
+        paths.append(_save(figure, out / "cactus.png"))
     return paths
