@@ -21,6 +21,7 @@ import pytest
 from qverify.codegen import compile_replay, render_harness, run_lines
 from qverify.engine import EngineOptions, EngineStatus, check_file
 from qverify.errors import RangeError
+from qverify.invariants import IntervalMethod, compute_bounds
 from qverify.network import Activation, Dense, Network
 from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Relation
 from qverify.quant import (
@@ -42,6 +43,7 @@ MAX_POINTS = 6000
 FAST_SEEDS = range(60)
 SLOW_SEEDS = range(60, 300)
 CERTIFY_SEEDS = range(24)
+ANNOTATED_SEEDS = range(40)
 
 
 @dataclass
@@ -53,6 +55,7 @@ class Instance:
     points: np.ndarray
     truth: str  # SAFE | UNSAFE
     violating: int
+    annotated: Path  # the same harness with the built-in invariants injected as assumes
 
 
 def _format(rng: np.random.Generator) -> FixedFormat:
@@ -163,7 +166,9 @@ def make_instance(seed: int, directory: Path) -> Instance:
             f"points {len(points)} violating {violating}"
         )
         truth = "UNSAFE" if violating else "SAFE"
-        return Instance(seed, description, harness, executable, points, truth, violating)
+        invariants = compute_bounds(qnet, prop, IntervalMethod.BUILTIN).bounds
+        annotated = render_harness(qnet, prop, invariants).write(directory / f"annotated{seed}")
+        return Instance(seed, description, harness, executable, points, truth, violating, annotated)
     raise RuntimeError(f"seed {seed}: no instance")
 
 
@@ -171,8 +176,8 @@ def replay(instance: Instance, values: tuple) -> str:
     return run_lines(instance.executable, [" ".join(str(int(v)) for v in values)])[0]
 
 
-def check_instance(instance: Instance, options: EngineOptions) -> None:
-    result = check_file(instance.harness, [MODELS_C], options)
+def check_instance(instance: Instance, options: EngineOptions, annotated: bool = False) -> None:
+    result = check_file(instance.annotated if annotated else instance.harness, [MODELS_C], options)
     assert result.status.value == instance.truth, (instance.description, result.to_json())
     if result.status is EngineStatus.UNSAFE:
         line = replay(instance, result.counterexample)
@@ -234,6 +239,14 @@ def test_oracle_default_slow(cases, seed):
 @pytest.mark.parametrize("seed", SLOW_SEEDS)
 def test_oracle_milp_only_slow(cases, seed):
     check_instance(cases(seed), EngineOptions(timeout_s=60, disable=("attack", "bounds", "split", "smt")))
+
+
+@pytest.mark.parametrize("seed", ANNOTATED_SEEDS)
+def test_oracle_annotated_split_only(cases, seed):
+    """With the invariants injected (an assume per neuron, as `qverify verify` generates by
+    default), bounds and splitting still decide like brute force: the assume literals the
+    whole-box bounds satisfy are dropped from splitting, never the ones that can cut a sub-box."""
+    check_instance(cases(seed), EngineOptions(timeout_s=60, disable=("attack", "milp", "smt")), annotated=True)
 
 
 @pytest.mark.slow

@@ -21,20 +21,32 @@ from qverify.engine.linear import Conjunction, Lowering
 from qverify.engine.relax import RelaxedModel, Row, bounds
 
 BATCH = 128
+MAX_COMBINED = 8  # literals whose bounds are combined pairwise (the tightest on the whole box)
 
 
-def combination_weights(count: int) -> np.ndarray:
-    """Convex weights for combining literal bounds: pairs at 1/4, 1/2, 3/4 and the uniform one."""
+def combination_weights(count: int, among: np.ndarray | None = None) -> np.ndarray:
+    """Convex weights for combining literal bounds: pairs at 1/4, 1/2, 3/4 and the uniform one,
+    over the literals `among` (default all); the others get weight 0."""
+    among = np.arange(count) if among is None else among
     rows = []
-    for i in range(count):
-        for j in range(i + 1, count):
+    for position, i in enumerate(among):
+        for j in among[position + 1 :]:
             for w in (0.25, 0.5, 0.75):
                 row = np.zeros(count)
                 row[i], row[j] = w, 1 - w
                 rows.append(row)
-    if count > 2:
-        rows.append(np.full(count, 1.0 / count))
+    if len(among) > 2:
+        row = np.zeros(count)
+        row[among] = 1.0 / len(among)
+        rows.append(row)
     return np.array(rows) if rows else np.zeros((0, count))
+
+
+def tightest_literals(row_ub: np.ndarray, limit: int = MAX_COMBINED) -> np.ndarray:
+    """The `limit` literals nearest to failing on a box (smallest upper bounds): those worth
+    combining. The pair count grows quadratically, so a query with hundreds of literals (injected
+    invariants) would otherwise build hundreds of thousands of combinations per box."""
+    return np.sort(np.argsort(row_ub, kind="stable")[:limit])
 
 
 def refuted_by_combination(
@@ -125,7 +137,7 @@ def split(
     processed = 0
     eq = np.array([sense == "eq" for sense in senses], dtype=bool)
     ge = ~eq
-    weights = combination_weights(int(ge.sum()))
+    weights: np.ndarray | None = None  # chosen on the first box, from its bounds
     while stack_lo:
         if time.monotonic() > deadline:
             return SplitResult("unknown", None, processed, "timeout during input splitting")
@@ -157,6 +169,8 @@ def split(
             result = bounds(model, current_lo, current_hi, rows, many=many)
             refuted_by = (result.row_ub < 0) | (eq[None, :] & (result.row_lb > 0))
             refuted = refuted_by.any(axis=1)
+            if weights is None:
+                weights = combination_weights(int(ge.sum()), tightest_literals(result.row_ub[0, ge]))
             if len(weights) and not refuted.all():
                 refuted |= refuted_by_combination(result, ge, current_lo, current_hi, weights)
             if len(wanted):

@@ -57,7 +57,7 @@ class Subquery:
     lo: np.ndarray | None = None
     hi: np.ndarray | None = None
     integer: np.ndarray | None = None
-    whole: object = None
+    whole: object = None  # bounds over the whole box (its row fields: the rows before dropping)
     probe: Callable | None = None
     status: str = "open"  # open | proven | found
     by: str = ""
@@ -441,6 +441,24 @@ class Strategy:
         found = q.probe(np.concatenate([q.whole.row_argmax[0], centre]))
         if found is not None:
             raise Found(found, "bounds")
+        self.drop_holding_rows(q)
+
+    def drop_holding_rows(self, q: Subquery) -> None:
+        """Keep for splitting only the literals the whole-box bounds do not already satisfy.
+
+        Injected invariants (`lo <= acc && acc <= hi` per neuron) arrive as hundreds of assume
+        literals that hold everywhere; bounding them on every sub-box costs time and memory and can
+        refute nothing. Dropping a literal only weakens the query (more executions), so a refutation
+        stays sound, and every point a probe finds is still checked against the whole conjunction.
+        """
+        ge = np.array([s == "ge" for s in q.senses])
+        holding = np.where(ge, q.whole.row_lb[0] >= 0, (q.whole.row_lb[0] == 0) & (q.whole.row_ub[0] == 0))
+        if holding.all() or not holding.any():
+            return
+        kept = np.flatnonzero(~holding)
+        q.rows = [q.rows[i] for i in kept]
+        q.senses = [q.senses[i] for i in kept]
+        self.rec.add("literals_dropped", int(holding.sum()))
 
     # -------------------------------------------------------------- stage b: split / relaxed MILP
 
