@@ -246,7 +246,9 @@ def test_oracle_annotated_split_only(cases, seed):
     """With the invariants injected (an assume per neuron, as `qverify verify` generates by
     default), bounds and splitting still decide like brute force: the assume literals the
     whole-box bounds satisfy are dropped from splitting, never the ones that can cut a sub-box."""
-    check_instance(cases(seed), EngineOptions(timeout_s=60, disable=("attack", "milp", "smt")), annotated=True)
+    check_instance(
+        cases(seed), EngineOptions(timeout_s=60, disable=("attack", "milp", "smt")), annotated=True
+    )
 
 
 @pytest.mark.slow
