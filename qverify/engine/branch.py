@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from qverify.engine.linear import Conjunction, Lowering
+from qverify.engine.linear import Conjunction, Literal, Lowering
 from qverify.engine.relax import RelaxedModel, Row, bounds
 
 BATCH = 128
@@ -77,13 +77,14 @@ class SplitResult:
 
 def literal_rows(
     model: RelaxedModel, lowering: Lowering, conjunction: Conjunction, lo: np.ndarray, hi: np.ndarray
-) -> tuple[list[Row], list[str], np.ndarray, np.ndarray]:
-    """Rows for the literals that are not plain input bounds; those narrow [lo, hi] instead."""
+) -> tuple[list[Row], list[str], np.ndarray, np.ndarray, list[Literal]]:
+    """Rows for the literals that are not plain input bounds (and those literals); input bounds
+    narrow [lo, hi] instead."""
     var_to_input = {var: index for index, var in lowering.inputs.items()}
     order = sorted(model.input_kept)
     column_of = {index: column for column, index in enumerate(order)}
     lo, hi = lo.astype(np.float64).copy(), hi.astype(np.float64).copy()
-    rows, senses = [], []
+    rows, senses, literals = [], [], []
     for lit in conjunction.literals:
         expr = lit.expr
         if lit.sense == "ge" and len(expr.terms) == 1 and not lit.optimistic:
@@ -98,7 +99,8 @@ def literal_rows(
                 continue
         rows.append(model.row_of(expr))
         senses.append(lit.sense)
-    return rows, senses, lo, hi
+        literals.append(lit)
+    return rows, senses, lo, hi, literals
 
 
 def _split_boxes(lo: np.ndarray, hi: np.ndarray, weight: np.ndarray, integer: np.ndarray):

@@ -104,6 +104,7 @@ class Literal:
     expr: Affine
     sense: str = "ge"
     optimistic: bool = False
+    assumed: bool = False  # from an assumption (not from the assertion's violation)
 
 
 @dataclass
@@ -573,19 +574,23 @@ def _literal(lowering: Lowering, node: Node, positive: bool) -> list[Literal]:
 
 def conjunctions(lowering: Lowering, conds: Sequence[tuple[Node, bool]]) -> list[Conjunction] | None:
     """The conjunction of (cond, polarity) pairs as a list of alternative conjunctions of literals;
-    None when the DNF is too large."""
-    alternatives: list[list[tuple[Node, bool]]] = [[]]
-    for cond, positive in conds:
+    None when the DNF is too large. The last pair is the assertion's violation, the others are
+    assumptions (their literals are marked `assumed`)."""
+    alternatives: list[list[tuple[Node, bool, bool]]] = [[]]
+    for index, (cond, positive) in enumerate(conds):
         parts = dnf(cond, positive)
         if parts is None:
             parts = [[(cond, positive)]]
         if len(alternatives) * len(parts) > MAX_DNF:
             return None
-        alternatives = [x + y for x in alternatives for y in parts]
+        assumed = index < len(conds) - 1
+        alternatives = [x + [(node, sign, assumed) for node, sign in y] for x in alternatives for y in parts]
     result = []
     for alternative in alternatives:
         conjunction = Conjunction()
-        for node, positive in alternative:
-            conjunction.literals.extend(literal(lowering, node, positive))
+        for node, positive, assumed in alternative:
+            for lit in literal(lowering, node, positive):
+                lit.assumed = assumed
+                conjunction.literals.append(lit)
         result.append(conjunction)
     return result

@@ -54,6 +54,7 @@ class Subquery:
     conjunction: Conjunction | None = None
     rows: list = field(default_factory=list)
     senses: list = field(default_factory=list)
+    literals: list = field(default_factory=list)  # behind the rows
     lo: np.ndarray | None = None
     hi: np.ndarray | None = None
     integer: np.ndarray | None = None
@@ -334,7 +335,7 @@ class Strategy:
         q.checks = []
         q.whole = None
         lo, hi, _ = self.model_box(model)
-        q.rows, q.senses, q.lo, q.hi = literal_rows(model, lowering, q.conjunction, lo, hi)
+        q.rows, q.senses, q.lo, q.hi, q.literals = literal_rows(model, lowering, q.conjunction, lo, hi)
         if self.options.enabled("bounds") and q.rows and np.all(q.lo <= q.hi):
             with self.rec.timer("bounds"):
                 q.whole = bounds(model, q.lo[None], q.hi[None], q.rows)
@@ -414,7 +415,7 @@ class Strategy:
         model, lowering = q.model, q.lowering
         lo, hi, q.integer = self.model_box(model)
         with self.rec.timer("bounds"):
-            q.rows, q.senses, q.lo, q.hi = literal_rows(model, lowering, q.conjunction, lo, hi)
+            q.rows, q.senses, q.lo, q.hi, q.literals = literal_rows(model, lowering, q.conjunction, lo, hi)
         if np.any(q.lo > q.hi):
             q.status, q.by = "proven", "bounds"
             return
@@ -444,21 +445,27 @@ class Strategy:
         self.drop_holding_rows(q)
 
     def drop_holding_rows(self, q: Subquery) -> None:
-        """Keep for splitting only the literals the whole-box bounds do not already satisfy.
+        """Keep for splitting only the literals that can cut a sub-box.
 
         Injected invariants (`lo <= acc && acc <= hi` per neuron) arrive as hundreds of assume
-        literals that hold everywhere; bounding them on every sub-box costs time and memory and can
-        refute nothing. Dropping a literal only weakens the query (more executions), so a refutation
-        stays sound, and every point a probe finds is still checked against the whole conjunction.
+        literals on intermediate values; they hold in every execution, so they can refute no box,
+        and bounding them on every sub-box multiplies the cost of splitting. Splitting keeps the
+        violation's literals and the assumptions on inputs alone, less any literal the whole-box
+        bounds already satisfy. Dropping a literal only weakens the query (more executions): a
+        refutation stays sound, and every probe is still checked against the whole conjunction.
         """
+        inputs = set(q.lowering.inputs.values())
         ge = np.array([s == "ge" for s in q.senses])
         holding = np.where(ge, q.whole.row_lb[0] >= 0, (q.whole.row_lb[0] == 0) & (q.whole.row_ub[0] == 0))
-        if holding.all() or not holding.any():
+        deep = np.array([lit.assumed and not set(lit.expr.terms) <= inputs for lit in q.literals])
+        dropped = holding | deep
+        if dropped.all() or not dropped.any():
             return
-        kept = np.flatnonzero(~holding)
+        kept = np.flatnonzero(~dropped)
         q.rows = [q.rows[i] for i in kept]
         q.senses = [q.senses[i] for i in kept]
-        self.rec.add("literals_dropped", int(holding.sum()))
+        q.literals = [q.literals[i] for i in kept]
+        self.rec.add("literals_dropped", int(dropped.sum()))
 
     # -------------------------------------------------------------- stage b: split / relaxed MILP
 
