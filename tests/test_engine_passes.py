@@ -284,3 +284,30 @@ def test_lowering_relaxation_and_fast_evaluator_agree_with_the_program(tmp_path,
     for var_index, kept in model.plp_to_kept.items():
         column = values[inside, var_index]
         assert column.min() >= result.lb[0, kept] - 1e-6 and column.max() <= result.ub[0, kept] + 1e-6
+
+
+def test_literals_remember_whether_they_were_assumed():
+    """The splitter may drop assumed literals on intermediate values (never the violation's)."""
+    m = ssa.NodeManager()
+    i16 = ssa.I16
+    x, y = m.input(i16, 0, "x"), m.input(i16, 1, "y")
+    total = m.binary("add", x, y)
+    conds = [
+        (m.compare("ge", x, m.const(i16, -5)), True),
+        (m.compare("le", total, m.const(i16, 20)), True),
+        (m.compare("lt", total, m.const(i16, 30)), False),
+    ]
+    lowering = Lowering(lambda node: (-(1 << 15), (1 << 15) - 1))
+    (conjunction,) = conjunctions(lowering, conds)
+    assert [lit.assumed for lit in conjunction.literals] == [True, True, False]
+
+
+def test_pairwise_combinations_use_only_the_tightest_literals():
+    from qverify.engine.branch import combination_weights, tightest_literals
+
+    chosen = tightest_literals(np.array([5.0, -1.0, 3.0, 0.5, 9.0]), limit=3)
+    assert chosen.tolist() == [1, 2, 3]
+    weights = combination_weights(5, chosen)
+    assert weights.shape == (3 * 3 + 1, 5)  # 3 pairs at 3 weights, and the uniform one
+    assert np.allclose(weights.sum(axis=1), 1.0)
+    assert not weights[:, [0, 4]].any()
