@@ -11,10 +11,11 @@ EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 EXIT_UNSAFE = 10
 EXIT_UNKNOWN = 20
+EXIT_INTERRUPTED = 130  # as a shell reports Ctrl-C
 
 EXIT_CODES_HELP = (
     "exit codes: 0 SAFE / success, 10 UNSAFE, 20 UNKNOWN, "
-    "2 ERROR (bad input, unsupported construct, missing tool), 3 internal error"
+    "2 ERROR (bad input, unsupported construct, missing tool), 3 internal error, 130 interrupted"
 )
 
 
@@ -54,3 +55,9 @@ class InternalError(QverifyError):
     """An invariant of qverify itself was broken: a bug, to be reported."""
 
     exit_code = EXIT_INTERNAL
+
+
+class InterruptedRunError(QverifyError):
+    """Ctrl-C or SIGTERM during a run (the message says what was kept)."""
+
+    exit_code = EXIT_INTERRUPTED

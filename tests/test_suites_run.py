@@ -92,6 +92,56 @@ def test_kill_then_resume_runs_nothing_twice(tmp_path):
     assert len(rows) == 18
 
 
+def _verifier_processes(marker: str) -> list:
+    import psutil
+
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        if any(marker in part for part in process.info["cmdline"] or ()):
+            found.append(process)
+    return found
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_sigterm_stops_the_verifiers_and_says_how_to_resume(tmp_path, jobs):
+    """SIGTERM (a batch scheduler, `timeout`) stops qverify *and* its verifier children, which run
+    in their own sessions; the exit code is 130 and the message names --resume."""
+    onnx, vnnlib = ROOT / "benchmarks" / "acasxu" / "onnx", ROOT / "benchmarks" / "acasxu" / "vnnlib"
+    rows = [f"{onnx / 'ACASXU_run2a_1_1_batch_2000.onnx'},{vnnlib / f'prop_{p}.vnnlib'},116" for p in (3, 4)]
+    (tmp_path / "instances.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "suite.toml").write_text(
+        'name = "slow"\ndescription = "two slow ACAS Xu tasks"\nformats = ["16.16"]\n'
+        'timeout = 116\ninstances = "instances.csv"\n'
+    )
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    command = [sys.executable, "-m", "qverify", "suite", "run", str(tmp_path / "suite.toml")]
+    command += [
+        "--jobs",
+        str(jobs),
+        "--out",
+        str(tmp_path / "run"),
+        "--no-progress",
+        "--intervals",
+        "builtin",
+    ]
+    child = subprocess.Popen(
+        command, cwd=ROOT, env={**os.environ, "TMPDIR": str(scratch)}, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    while not any("qverify.engine" in " ".join(p.cmdline()) for p in _verifier_processes(str(scratch))):
+        assert time.monotonic() < deadline and child.poll() is None, "no verifier started"
+        time.sleep(0.2)
+    child.send_signal(signal.SIGTERM)
+    _, stderr = child.communicate(timeout=60)
+    assert child.returncode == 130, stderr
+    assert "interrupted: 0 of 2 tasks are journaled" in stderr and "--resume" in stderr, stderr
+    deadline = time.monotonic() + 10
+    while _verifier_processes(str(scratch)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _verifier_processes(str(scratch)), "verifier processes outlived qverify"
+
+
 def test_existing_run_needs_resume_or_overwrite(tmp_path):
     suite = read_suite(TINY / "suite.toml")
     run_suite(suite, ("float",), OPTIONS, InProcessExecutor(), tmp_path, progress=False)

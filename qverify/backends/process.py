@@ -99,6 +99,20 @@ def _group_alive(pgid: int) -> bool:
 OUT_OF_MEMORY_SIGNS = ("MemoryError", "bad_alloc", "Cannot allocate memory", "out of memory", "Out of memory")
 
 
+def _watch(child: subprocess.Popen, limits: Limits, start: float) -> tuple[float, bool, bool]:
+    """Poll the child until it exits or exceeds a limit: (peak RSS in MB, timed out, out of memory)."""
+    watched = psutil.Process(child.pid)
+    peak = 0.0
+    while child.poll() is None:
+        peak = max(peak, _group_rss_mb(watched))
+        if peak > limits.memory_mb:
+            return peak, False, True
+        if time.monotonic() - start > limits.timeout_s:
+            return peak, True, False
+        time.sleep(POLL_S)
+    return peak, False, False
+
+
 def run_limited(
     command: Sequence[str],
     limits: Limits,
@@ -124,20 +138,14 @@ def run_limited(
             env=env,
             start_new_session=True,
         )
-        _limit_address_space(child.pid, limits.memory_mb)
-        watched = psutil.Process(child.pid)
-        peak, timed_out, memory_exceeded = 0.0, False, False
-        while child.poll() is None:
-            peak = max(peak, _group_rss_mb(watched))
-            if peak > limits.memory_mb:
-                memory_exceeded = True
-            elif time.monotonic() - start > limits.timeout_s:
-                timed_out = True
-            if timed_out or memory_exceeded:
-                break
-            time.sleep(POLL_S)
+        try:
+            _limit_address_space(child.pid, limits.memory_mb)
+            peak, timed_out, memory_exceeded = _watch(child, limits, start)
+        finally:
+            # on a limit, on an interruption (Ctrl-C, SIGTERM: see qverify.interrupts), and also
+            # whatever the child started and left running
+            _kill_group(child)
         wall = time.monotonic() - start
-        _kill_group(child)  # on a limit, and also whatever the child started and left running
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read()

@@ -13,7 +13,8 @@ import traceback
 from collections.abc import Callable
 
 from qverify import __version__
-from qverify.errors import EXIT_CODES_HELP, EXIT_INTERNAL, QverifyError
+from qverify.errors import EXIT_CODES_HELP, EXIT_INTERNAL, EXIT_INTERRUPTED, QverifyError
+from qverify.interrupts import interrupt_on_sigterm
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -55,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     handler: Handler = args.handler
+    interrupt_on_sigterm()
     try:
         return handler(args)
     except QverifyError as error:
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         return error.exit_code
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as error:  # noqa: BLE001 - the one place that turns bugs into a clean exit
         if args.debug:
             traceback.print_exc()

@@ -12,6 +12,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Protocol
 
 from qverify.errors import InputError, ToolMissingError
+from qverify.interrupts import interrupt_on_sigterm
 
 
 class Executor(Protocol):
@@ -41,12 +42,18 @@ class LocalExecutor:
     name = "local"
 
     def __init__(self, jobs: int) -> None:
-        self.pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+        self.pool = ProcessPoolExecutor(
+            max_workers=jobs,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=interrupt_on_sigterm,
+        )
         self.jobs = jobs
+        self.running: dict = {}  # futures submitted and not yet yielded
 
     def map_unordered(self, function, items):
         pending_items = iter(items)
         running: dict = {}
+        self.running = running
 
         def refill() -> None:
             while len(running) < 2 * self.jobs:
@@ -63,7 +70,19 @@ class LocalExecutor:
             refill()
 
     def close(self) -> None:
+        """Cancel what has not started and stop the workers: after an interruption their running
+        tasks' results would be lost anyway (they are not journaled), and SIGTERM makes each
+        worker kill its verifier's process group (qverify.interrupts)."""
+        if not any(not future.done() for future in self.running):
+            self.pool.shutdown(wait=True)
+            return
+        workers = list(getattr(self.pool, "_processes", {}).values())  # no public accessor in 3.11
         self.pool.shutdown(wait=False, cancel_futures=True)
+        for worker in workers:
+            if worker.is_alive():
+                worker.terminate()
+        for worker in workers:
+            worker.join(timeout=10)
 
 
 class DaskExecutor:

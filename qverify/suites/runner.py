@@ -16,7 +16,7 @@ from tqdm import tqdm
 from qverify import __version__
 from qverify.counterexample import AdversarialExample
 from qverify.counterexample.picture import write_example_png
-from qverify.errors import InputError, QverifyError
+from qverify.errors import InputError, InterruptedRunError, QverifyError
 from qverify.suites.executors import Executor
 from qverify.suites.journal import Journal
 from qverify.suites.report import write_plots, write_results, write_summary
@@ -119,6 +119,11 @@ def run_suite(
             counts[record["status"]] += 1
             bar.set_postfix_str(_progress_text(counts))
             bar.update()
+    except KeyboardInterrupt:
+        raise InterruptedRunError(
+            f"interrupted: {len(done)} of {len(specs)} tasks are journaled in {journal.path}; "
+            "run the same command with --resume to finish the others"
+        ) from None
     finally:
         bar.close()
         executor.close()
