@@ -67,6 +67,21 @@ def test_rule_compare_and_ite_decided_by_intervals():
     assert root is x
 
 
+def test_rule_always_active_relu_stays_max_and_inactive_becomes_zero():
+    """An always-active ReLU is kept as max(x, 0) (the relaxation bounds its products' rounding
+    per box); an always-inactive one is 0."""
+    m = ssa.NodeManager()
+    x = m.input(ssa.I32, 0, "x")
+    zero = m.const(ssa.I32, 0)
+    relu = m.ite(m.compare("lt", x, zero), zero, x)
+    active = [m.land(m.compare("ge", x, m.const(ssa.I32, 3)), m.compare("le", x, m.const(ssa.I32, 9)))]
+    root, _ = simplified_root(m, [x], active, relu)
+    assert isinstance(root, ssa.Binary) and root.op == "max" and root.a is x and root.b is zero
+    inactive = [m.land(m.compare("ge", x, m.const(ssa.I32, -9)), m.compare("le", x, m.const(ssa.I32, -3)))]
+    root, _ = simplified_root(m, [x], inactive, relu)
+    assert root is zero
+
+
 def test_rule_relu_becomes_max():
     m = ssa.NodeManager()
     x = m.input(ssa.I32, 0, "x")

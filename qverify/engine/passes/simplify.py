@@ -142,9 +142,26 @@ class _Simplifier:
                 stack.extend((False, child) for child in children if child.id not in memo)
                 continue
             self._tick()
-            new = self.m.rebuild(node, tuple(memo[child.id] for child in children)) if children else node
+            new = self._rebuild(node, children) if children else node
             memo[node.id] = self.rewrite(new)
         return memo[root.id]
+
+    def _rebuild(self, node: Node, children: tuple[Node, ...]) -> Node:
+        """The node over its simplified children; an always-active ReLU stays max(x, 0).
+
+        Replacing it by x would be exact, but the relaxation bounds the rounding error of each
+        product w * h / 2^l *per box* when h is a ReLU (often exactly: 0 while the product is below
+        the rounding threshold), and only by a generic half unit per product when h is a sum. With
+        the invariants injected (which make many ReLUs always active) ACAS Xu 1_1 φ4 per-op needed
+        over 38,000 boxes against 4,800 without them.
+        """
+        memo, m = self.memo, self.m
+        x = _relu_argument(node) if isinstance(node, Ite) else None
+        if x is not None:
+            active = m.false if node.b is x else m.true  # the condition's value that selects x
+            if memo[node.c.id] is active:
+                return m.binary("max", memo[x.id], m.const(x.ty, 0))
+        return m.rebuild(node, tuple(memo[child.id] for child in children))
 
     def _tick(self) -> None:
         self._ticks += 1
@@ -197,7 +214,7 @@ class _Simplifier:
         if isinstance(node, Binary) and node.op in ("max", "min") and node.ty.is_int:
             a, b = self.get(node.a), self.get(node.b)
             if node.op == "max":
-                if a[0] >= b[1]:
+                if a[0] >= b[1] and not _is_zero(node.b):  # an active ReLU stays (see _rebuild)
                     return node.a
                 if b[0] >= a[1]:
                     return node.b
@@ -433,3 +450,18 @@ def simplify(program: ssa.Program, deadline: float | None = None) -> Simplified:
     :raises ResourceLimitError: the deadline (time.monotonic()) passed.
     """
     return _Simplifier(program, deadline).run()
+
+
+def _is_zero(node: Node) -> bool:
+    return isinstance(node, Const) and node.value == 0
+
+
+def _relu_argument(node: Ite) -> Node | None:
+    """x for a ReLU written as a comparison of x with 0 that chooses x or 0, else None."""
+    c = node.c
+    if not (isinstance(c, Compare) and c.op in ("lt", "le", "gt", "ge") and _is_zero(c.b)):
+        return None
+    x = c.a
+    if (node.a is x and _is_zero(node.b)) or (node.b is x and _is_zero(node.a)):
+        return x
+    return None
