@@ -214,9 +214,10 @@ class _Simplifier:
         if isinstance(node, Binary) and node.op in ("max", "min") and node.ty.is_int:
             a, b = self.get(node.a), self.get(node.b)
             if node.op == "max":
-                if a[0] >= b[1] and not _is_zero(node.b):  # an active ReLU stays (see _rebuild)
+                # an always-active ReLU max(x, 0) stays (see _rebuild)
+                if a[0] >= b[1] and not _is_zero(node.b):
                     return node.a
-                if b[0] >= a[1]:
+                if b[0] >= a[1] and not _is_zero(node.a):
                     return node.b
             else:
                 if a[1] <= b[0]:
