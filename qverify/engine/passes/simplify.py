@@ -147,7 +147,7 @@ class _Simplifier:
         return memo[root.id]
 
     def _rebuild(self, node: Node, children: tuple[Node, ...]) -> Node:
-        """The node over its simplified children; an always-active ReLU stays max(x, 0).
+        """The node over its simplified children; an always-active integer ReLU stays max(x, 0).
 
         Replacing it by x would be exact, but the relaxation bounds the rounding error of each
         product w * h / 2^l *per box* when h is a ReLU (often exactly: 0 while the product is below
@@ -156,7 +156,7 @@ class _Simplifier:
         over 38,000 boxes against 4,800 without them.
         """
         memo, m = self.memo, self.m
-        x = _relu_argument(node) if isinstance(node, Ite) else None
+        x = _relu_argument(node) if isinstance(node, Ite) and node.ty.is_int else None
         if x is not None:
             active = m.false if node.b is x else m.true  # the condition's value that selects x
             if memo[node.c.id] is active:
