@@ -170,16 +170,8 @@ class Lowering:
     def affine(self, root: Node) -> Affine:
         """The affine expression of `root` (lowering every node below it once)."""
         memo = self.memo
-        if root.id in memo:
-            return memo[root.id]
-        stack: list[tuple[bool, Node]] = [(False, root)]
-        while stack:
-            expanded, node = stack.pop()
+        for node in ssa.topological([root], memo):
             if node.id in memo:
-                continue
-            if not expanded:
-                stack.append((True, node))
-                stack.extend((False, c) for c in node.children() if c.id not in memo)
                 continue
             checks = len(self.checks)
             memo[node.id] = self._lower(node)

@@ -98,18 +98,9 @@ class SmtEncoder:
 
     def term(self, root: Node) -> Term:
         memo = self.memo
-        if root.id in memo:
-            return memo[root.id]
-        stack: list[tuple[bool, Node]] = [(False, root)]
-        while stack:
-            expanded, node = stack.pop()
-            if node.id in memo:
-                continue
-            if not expanded:
-                stack.append((True, node))
-                stack.extend((False, child) for child in node.children() if child.id not in memo)
-                continue
-            memo[node.id] = self._translate(node)
+        for node in ssa.topological([root], memo):
+            if node.id not in memo:
+                memo[node.id] = self._translate(node)
         return memo[root.id]
 
     def _translate(self, node: Node) -> Term:

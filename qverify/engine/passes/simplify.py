@@ -131,16 +131,10 @@ class _Simplifier:
 
     def simplify(self, root: Node) -> Node:
         memo = self.memo
-        stack: list[tuple[bool, Node]] = [(False, root)]
-        while stack:
-            expanded, node = stack.pop()
+        for node in ssa.topological([root], memo):
             if node.id in memo:
                 continue
             children = node.children()
-            if not expanded:
-                stack.append((True, node))
-                stack.extend((False, child) for child in children if child.id not in memo)
-                continue
             self._tick()
             new = self._rebuild(node, children) if children else node
             memo[node.id] = self.rewrite(new)
