@@ -326,3 +326,39 @@ def test_pairwise_combinations_use_only_the_tightest_literals():
     assert weights.shape == (3 * 3 + 1, 5)  # 3 pairs at 3 weights, and the uniform one
     assert np.allclose(weights.sum(axis=1), 1.0)
     assert not weights[:, [0, 4]].any()
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2])  # floor, rna, trunc
+def test_rounding_noise_intervals_contain_every_error(mode):
+    """NoiseTable: per box, the summed error interval of alpha * e((c z + k) / d) contains the exact
+    error at every integer z of the box (zero band, generic, single points, both signs of c and
+    alpha, boxes on either side of 0)."""
+    from qverify.engine.relax import NoiseTable, _quotients
+
+    rng = np.random.default_rng(mode)
+    entries = []
+    for row in range(6):
+        for _ in range(4):
+            d = float(2 ** int(rng.integers(1, 6)))
+            c = float(rng.choice([-1, 1]) * rng.integers(1, 40))
+            k = float(rng.choice([0.0, d / 2, float(rng.integers(-50, 50))]))
+            entries.append(
+                (row, (float(rng.choice([-1.0, 1.0, 0.5])), int(rng.integers(0, 3)), c, k, d, mode))
+            )
+    table = NoiseTable(entries, 6)
+    lo = rng.integers(-40, 40, size=(64, 3)).astype(np.float64)
+    hi = lo + rng.integers(0, 6, size=(64, 3))
+    lo[:4] = hi[:4] = 0.0  # single points, including z = 0
+    low, high = table.intervals(lo, hi)
+    for box in range(len(lo)):
+        grids = [np.arange(lo[box, i], hi[box, i] + 1) for i in range(3)]
+        for row in range(6):
+            z = np.array(np.meshgrid(*grids, indexing="ij")).reshape(3, -1)
+            total = np.zeros(z.shape[1])
+            for r, (alpha, source, c, k, d, m) in entries:
+                if r == row:
+                    a = c * z[source] + k
+                    total += alpha * (_quotients(a, d, m) - a / d)
+            assert total.min() >= low[box, row] - 1e-12 and total.max() <= high[box, row] + 1e-12
+    points = np.all(lo == hi, axis=1)
+    assert np.allclose(low[points], high[points])  # a single point: the error exactly

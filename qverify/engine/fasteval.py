@@ -9,6 +9,7 @@ assertion; it is used to screen probe points, and every hit is confirmed on the 
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 import numpy as np
@@ -49,6 +50,8 @@ class LoweredEvaluator:
                 matrices.append(self._matrix([lowering.vars[m].args[position] for m in members]))
             self.groups.append((key, members, matrices))
         self.inputs = dict(lowering.inputs)
+        self._check_rows: tuple | None = None  # built on first use
+        self._literal_rows: dict[int, tuple] = {}  # id(conjunction) -> (conjunction, matrix, senses)
 
     @staticmethod
     def _matrix(rows: list[Affine]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -130,17 +133,48 @@ class LoweredEvaluator:
         where some saturation/wrap check fails (the lowering is not exact there) count as holding:
         they must be decided on the program itself."""
         values = self.values(x)
-        result = np.ones(len(values), dtype=bool)
-        inexact = np.zeros(len(values), dtype=bool)
-        for _, expr, low, high in self.lowering.checks:
-            cols, coefs, const = self._matrix([expr])
-            value = self._affine(values, cols, coefs, const)[:, 0]
-            inexact |= (value < low) | (value > high)
-        for lit in conjunction.literals:
-            cols, coefs, const = self._matrix([lit.expr])
-            value = self._affine(values, cols, coefs, const)[:, 0]
-            result &= (value >= 0) if lit.sense == "ge" else (value == 0)
-        return result | inexact
+        literals, is_ge = self._literals(conjunction)
+        if literals is None:
+            return np.ones(len(values), dtype=bool)
+        value = self._affine(values, *literals)
+        result = np.where(is_ge[None, :], value >= 0, value == 0).all(axis=1)
+        checks, low, high = self._checks()
+        if checks is not None:
+            value = self._affine(values, *checks)
+            result |= ((value < low) | (value > high)).any(axis=1)
+        return result
+
+    def _checks(self) -> tuple[tuple | None, np.ndarray, np.ndarray]:
+        """The saturation/wrap checks as one stacked matrix (built once: a query under injected
+        invariants screens thousands of probes against hundreds of rows)."""
+        if self._check_rows is None:
+            checks = self.lowering.checks
+            matrix = self._matrix([expr for _, expr, _, _ in checks]) if checks else None
+            low = np.array([_int64_bound(c[2]) for c in checks], dtype=np.int64)
+            high = np.array([_int64_bound(c[3]) for c in checks], dtype=np.int64)
+            self._check_rows = (matrix, low[None, :], high[None, :])
+        return self._check_rows
+
+    def _literals(self, conjunction: Conjunction) -> tuple[tuple | None, np.ndarray]:
+        """The conjunction's literals as one stacked matrix and their senses (cached per conjunction)."""
+        cache = self._literal_rows
+        key = id(conjunction)
+        if key not in cache:
+            literals = conjunction.literals
+            matrix = self._matrix([lit.expr for lit in literals]) if literals else None
+            cache[key] = (conjunction, matrix, np.array([lit.sense == "ge" for lit in literals], dtype=bool))
+        _, matrix, is_ge = cache[key]
+        return matrix, is_ge
+
+
+def _int64_bound(bound) -> int:
+    """A check's bound as an int64 (an infinite side as the int64 extreme: never exceeded)."""
+    limits = np.iinfo(np.int64)
+    if bound == math.inf:
+        return int(limits.max)
+    if bound == -math.inf:
+        return int(limits.min)
+    return int(bound)
 
 
 def usable(lowering: Lowering) -> bool:

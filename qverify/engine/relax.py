@@ -88,67 +88,56 @@ class NoiseTable:
         # entries grouped by row: sums per row with reduceat (rows without entries get 0)
         self.present = np.unique(self.row)
         self.starts = np.searchsorted(self.row, self.present)
-        self.all_rna = bool(np.all(self.mode == 1))
         self.alpha_pos = np.maximum(self.alpha, 0.0)
         self.alpha_neg = np.minimum(self.alpha, 0.0)
-        self.half = self.d / 2
+        self._bands()
+
+    def _bands(self) -> None:
+        """Per entry, the open interval (band_lo, band_hi) of arguments whose quotient is 0, and
+        the error interval outside it (trunc: by the argument's sign, decided per box).
+
+        rna: |a| < d/2; floor: 0 <= a <= d - 1; trunc: |a| <= d - 1. The closed ends become open
+        ones at the neighbouring float (nextafter), so one strict test serves every mode."""
+        d, mode = self.d, self.mode
+        full = (d - 1) / d
+        rna, floor = mode == 1, mode == 0
+        self.trunc = ~(rna | floor)
+        self.any_trunc = bool(self.trunc.any())
+        self.band_lo = np.where(rna, -d / 2, np.nextafter(np.where(floor, 0.0, -(d - 1)), -np.inf))
+        self.band_hi = np.where(rna, d / 2, np.nextafter(d - 1, np.inf))
+        self.generic_lo = np.where(rna, -0.5, -full)
+        self.generic_hi = np.where(rna, 0.5, np.where(floor, 0.0, full))
 
     def intervals(self, lb: np.ndarray, ub: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per box, the summed error interval of each row."""
+        """Per box, the summed error interval of each row (the profile of input splitting: keep
+        the number of whole-array operations small)."""
         batch = lb.shape[0]
         if self.count == 0:
             zero = np.zeros((batch, self.n_rows))
             return zero, zero
-        z_lo, z_hi = lb[:, self.source], ub[:, self.source]
-        a1, a2 = self.c * z_lo + self.k, self.c * z_hi + self.k
+        a1 = self.c * lb[:, self.source] + self.k
+        a2 = self.c * ub[:, self.source] + self.k
         a_lo, a_hi = np.minimum(a1, a2), np.maximum(a1, a2)
-        if self.all_rna:
-            # rounding to nearest (the fixed-point MAC): the quotient is 0 while |a| < d/2
-            zero = (a_lo > -self.half) & (a_hi < self.half)
-            e_lo = np.where(zero, -a_hi / self.d, -0.5)
-            e_hi = np.where(zero, -a_lo / self.d, 0.5)
-            e_lo = np.where(np.isfinite(e_lo), e_lo, -0.5)
-            e_hi = np.where(np.isfinite(e_hi), e_hi, 0.5)
-            low = self.alpha_pos * e_lo + self.alpha_neg * e_hi
-            high = self.alpha_pos * e_hi + self.alpha_neg * e_lo
-            return self._per_row(low), self._per_row(high)
         d = self.d
-        small_lo, small_hi = -a_hi / d, -a_lo / d  # the quotient is 0: e = -a / d
-        full = (d - 1) / d
-        rna = self.mode == 1
-        floor = self.mode == 0
-        # rna: |a| < d/2 -> 0 ; floor: 0 <= a <= d-1 -> 0 ; trunc: |a| <= d-1 -> 0
-        zero_band = np.where(
-            rna,
-            (a_lo > -d / 2) & (a_hi < d / 2),
-            np.where(floor, (a_lo >= 0) & (a_hi <= d - 1), (a_lo >= -(d - 1)) & (a_hi <= d - 1)),
-        )
-        generic_lo = np.where(
-            rna, -0.5, np.where(floor, -full, np.where(a_lo >= 0, -full, np.where(a_hi <= 0, 0.0, -full)))
-        )
-        generic_hi = np.where(
-            rna, 0.5, np.where(floor, 0.0, np.where(a_lo >= 0, 0.0, np.where(a_hi <= 0, full, full)))
-        )
-        e_lo = np.where(zero_band, small_lo, generic_lo)
-        e_hi = np.where(zero_band, small_hi, generic_hi)
+        # inside the band the quotient is 0 and e = -a / d (a nan argument is never inside)
+        zero = (a_lo > self.band_lo) & (a_hi < self.band_hi)
+        generic_lo, generic_hi = self.generic_lo, self.generic_hi
+        if self.any_trunc:
+            # trunc: [-full, 0] for a >= 0, [0, full] for a <= 0, both otherwise
+            generic_lo = np.where(self.trunc & (a_hi <= 0), 0.0, generic_lo)
+            generic_hi = np.where(self.trunc & (a_lo >= 0), 0.0, generic_hi)
+        e_lo = np.where(zero, -a_hi / d, generic_lo)
+        e_hi = np.where(zero, -a_lo / d, generic_hi)
         # a single value: the error exactly
-        point = (a_lo == a_hi) & np.isfinite(a_lo)
+        point = (a_lo == a_hi) & ~zero & np.isfinite(a_lo)
         if point.any():
             a = np.where(point, a_lo, 0.0)
-            magnitude = np.abs(a)
-            quotient = np.where(
-                rna,
-                np.sign(a) * np.floor((magnitude + d / 2) / d),
-                np.where(floor, np.floor(a / d), np.sign(a) * np.floor(magnitude / d)),
-            )
-            exact = quotient - a / d
+            rows = np.broadcast_to(self.mode, a.shape)
+            exact = np.choose(rows, [_quotients(a, d, mode) for mode in range(3)]) - a / d
             e_lo = np.where(point, exact, e_lo)
             e_hi = np.where(point, exact, e_hi)
-        e_lo = np.where(np.isfinite(e_lo), e_lo, generic_lo)
-        e_hi = np.where(np.isfinite(e_hi), e_hi, generic_hi)
-        alpha = self.alpha
-        low = np.where(alpha >= 0, alpha * e_lo, alpha * e_hi)
-        high = np.where(alpha >= 0, alpha * e_hi, alpha * e_lo)
+        low = self.alpha_pos * e_lo + self.alpha_neg * e_hi
+        high = self.alpha_pos * e_hi + self.alpha_neg * e_lo
         return self._per_row(low), self._per_row(high)
 
     def _per_row(self, values: np.ndarray) -> np.ndarray:
@@ -209,6 +198,7 @@ class RelaxedModel:
         self.sep_inputs: np.ndarray = np.zeros(0, dtype=np.int64)  # kept indices (level 0)
         self.sep_values: np.ndarray = np.zeros((0, 0))
         self.sep_table: np.ndarray = np.zeros((0, 0, 0))
+        self.sep_tabulated: _SeparableTables | None = None
 
     # -------------------------------------------------------------- building
 
@@ -470,6 +460,7 @@ class RelaxedModel:
         self.sep_inputs = np.array(inputs, dtype=np.int64)
         self.sep_values = values
         self.sep_table = table
+        self.sep_tabulated = _SeparableTables(table, values)
 
     def row_of(self, affine: Affine) -> Row:
         return _row(self.expr(affine))
@@ -705,6 +696,32 @@ def bounds(
     return result
 
 
+def _level_arguments(model, relax, level, elo, ehi, lvl, lb, ub) -> tuple[np.ndarray, np.ndarray]:
+    """Lower and upper bounds of a level's arguments by back-substitution: the upper bounds of
+    `+arg` and `-arg` stacked into one pass (half the calls; the profile of input splitting)."""
+    batch, m = elo.shape
+    blocks = {
+        source: np.concatenate([block, -block])[None].repeat(batch, axis=0)
+        for source, block in level.blocks.items()
+    }
+    const = np.concatenate([level.const, -level.const])[None].repeat(batch, axis=0)
+    value, magnitude, _, _ = _backsub(
+        model,
+        relax,
+        blocks,
+        const,
+        np.concatenate([elo, -ehi], axis=1),
+        np.concatenate([ehi, -elo], axis=1),
+        lvl - 1,
+        lb,
+        ub,
+    )
+    up, down = value[:, :m], value[:, m:]
+    arg_hi = up + _margin(up, magnitude[:, :m], model.fan_in)
+    arg_lo = -down - _margin(down, magnitude[:, m:], model.fan_in)
+    return arg_lo, arg_hi
+
+
 MANY_CHUNK = 2048
 
 
@@ -762,6 +779,8 @@ def _rows(model, relax, rows, lb, ub, box_lo, box_hi, input_kept, all_arg_lo, al
     row_coef = np.zeros((batch, n_rows, n_inputs))
     row_const = np.zeros((batch, n_rows))
     input_positions = [int(model.position[k]) for k in input_kept]
+    column_of = {int(kept): column for column, kept in enumerate(input_kept)}
+    sep_columns = [column_of[int(kept)] for kept in model.sep_inputs]
     top_in, bottom_in = _finite(ub[:, input_kept]), _finite(lb[:, input_kept])
     for r_index, row in enumerate(rows):
         noise_lo, noise_hi = NoiseTable([(0, entry) for entry in row.noise], 1).intervals(lb, ub)
@@ -778,7 +797,10 @@ def _rows(model, relax, rows, lb, ub, box_lo, box_hi, input_kept, all_arg_lo, al
                 elo, ehi = row.elo + noise_lo, row.ehi + noise_hi
             else:
                 elo, ehi = -(row.ehi + noise_hi), -(row.elo + noise_lo)
-            value, magnitude, input_block, _ = _backsub(model, relax, blocks, const, elo, ehi, top, lb, ub)
+            tables: dict = {}
+            value, magnitude, input_block, _ = _backsub(
+                model, relax, blocks, const, elo, ehi, top, lb, ub, tables
+            )
             margin = _margin(value[:, 0], magnitude[:, 0], model.fan_in)
             value = value[:, 0] + margin
             unrounded = value
@@ -795,6 +817,8 @@ def _rows(model, relax, rows, lb, ub, box_lo, box_hi, input_kept, all_arg_lo, al
                 contribution = (np.maximum(coef, 0) * top_in + np.minimum(coef, 0) * bottom_in).sum(axis=1)
                 row_const[:, r_index] = unrounded - contribution
                 row_argmax[:, r_index, :] = np.where(coef >= 0, box_hi, box_lo)
+                if "argmax" in tables:  # tabulated inputs: the value maximising their contribution
+                    row_argmax[:, r_index, sep_columns] = tables["argmax"][:, 0, :]
             else:
                 row_lb[:, r_index] = -value
     return BoundResult(lb, ub, row_ub, row_lb, row_argmax, row_coef, all_arg_lo, all_arg_hi, row_const)
@@ -871,22 +895,13 @@ def _backsub(
         linear = block[:, :, positions]
         block = block.copy()
         block[:, :, positions] = 0.0
-        values = model.sep_values  # (I, D)
-        table = np.einsum("bms,sid->bmid", sep, np.nan_to_num(model.sep_table, nan=0.0))
-        table = table + linear[..., None] * np.nan_to_num(values, nan=0.0)[None, None]
-        low = lb[:, model.sep_inputs][:, :, None]
-        high = ub[:, model.sep_inputs][:, :, None]
-        allowed = ~np.isnan(values)[None] & (values[None] >= low) & (values[None] <= high)  # (B, I, D)
-        table = np.where(allowed[:, None], table, -np.inf)
-        best = table.argmax(axis=3)
-        value = value + table.max(axis=3).sum(axis=2)
-        magnitude = magnitude + np.where(allowed[:, None], np.abs(table), 0.0).max(axis=3).sum(axis=2)
+        top, top_magnitude, argmax = model.sep_tabulated.maxima(
+            sep, linear, lb, ub, model.sep_inputs, tables is not None
+        )
+        value = value + top
+        magnitude = magnitude + top_magnitude
         if tables is not None:
-            tables["argmax"] = np.take_along_axis(
-                np.broadcast_to(np.nan_to_num(values)[None, None], (batch, m, *values.shape)),
-                best[..., None],
-                axis=3,
-            )[..., 0]
+            tables["argmax"] = argmax
     input_block = block
     before_inputs = value
     if block is not None:
@@ -897,6 +912,42 @@ def _backsub(
         magnitude = magnitude + _bmv(positive - negative, np.maximum(np.abs(hi), np.abs(lo)))
     value = np.where(value > 1e299, np.inf, value)
     return value, magnitude, input_block, before_inputs
+
+
+class _SeparableTables:
+    """The tables of the separable units in the layout the bounds need (built once per model).
+
+    Per box b and bounded row m, the contribution of input i at its value t is
+    `sum_s sep[b, m, s] table[s, i, t] + linear[b, m, i] values[i, t]`: one matrix product over the
+    flattened (i, t) axis, then the largest entry among the values inside the box."""
+
+    def __init__(self, table: np.ndarray, values: np.ndarray) -> None:
+        n_sep, n_inputs, width = table.shape
+        clean = np.nan_to_num(table, nan=0.0)
+        self.flat = clean.reshape(n_sep, n_inputs * width)
+        self.values = np.nan_to_num(values, nan=0.0)  # (I, D)
+        self.defined = ~np.isnan(values)
+        # for the rounding margin: an upper bound of sum_i max_t |contribution| per unit weight
+        self.table_magnitude = np.abs(clean).max(axis=2).sum(axis=1)  # (S,)
+        self.value_magnitude = np.abs(self.values).max(axis=1)  # (I,)
+
+    def maxima(self, sep, linear, lb, ub, inputs, want_argmax: bool):
+        """Per (b, m): the sum over inputs of the largest contribution inside box b, a bound of the
+        magnitudes summed into it, and (if wanted) the maximising value of each input."""
+        batch, m, n_sep = sep.shape
+        n_inputs, width = self.values.shape
+        table = (sep.reshape(batch * m, n_sep) @ self.flat).reshape(batch, m, n_inputs, width)
+        table += linear[..., None] * self.values[None, None]
+        low, high = lb[:, inputs][:, :, None], ub[:, inputs][:, :, None]
+        allowed = self.defined[None] & (self.values[None] >= low) & (self.values[None] <= high)  # (B, I, D)
+        np.copyto(table, -np.inf, where=~allowed[:, None])
+        top = table.max(axis=3).sum(axis=2)
+        magnitude = np.abs(sep) @ self.table_magnitude + np.abs(linear) @ self.value_magnitude
+        argmax = None
+        if want_argmax:
+            best = table.argmax(axis=3)  # (B, m, I)
+            argmax = self.values[np.arange(n_inputs), best]
+        return top, magnitude, argmax
 
 
 class _Forward:
