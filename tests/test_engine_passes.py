@@ -362,3 +362,51 @@ def test_rounding_noise_intervals_contain_every_error(mode):
             assert total.min() >= low[box, row] - 1e-12 and total.max() <= high[box, row] + 1e-12
     points = np.all(lo == hi, axis=1)
     assert np.allclose(low[points], high[points])  # a single point: the error exactly
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+def test_tabulated_first_layer_bounds_are_exact_on_every_sub_box(tmp_path):
+    """A first per-op layer over small-domain inputs is a sum of exact functions of single inputs:
+    its tables give, per box, exactly the least and greatest argument over the box's points; the
+    rows' upper bounds hold at every point, and their maximisers lie in the box."""
+    program = harness_program(tmp_path, FixedFormat(4, 4), Activation.RELU, Layout.SEQUENTIAL)
+    simplified = simplify(program)
+    steps = simplified.program.steps
+    p = next(i for i, step in enumerate(steps) if isinstance(step, ssa.Assert))
+    conds = [(s.cond, True) for s in steps[:p] if isinstance(s, ssa.Assume)] + [(steps[p].cond, False)]
+    lowering = Lowering(simplified.getter(p))
+    (conjunction, *_) = conjunctions(lowering, conds)
+    model = RelaxedModel.build(lowering)
+    first = model.levels[0]
+    assert first.separable is not None and first.separable.any()
+    kept_to_var = {kept: var for var, kept in model.plp_to_kept.items()}
+    rows = [model.row_of(lit.expr) for lit in conjunction.literals]
+    rng = np.random.default_rng(3)
+    lo = rng.integers(-16, 12, size=(24, 2)).astype(np.float64)
+    hi = lo + rng.integers(0, 6, size=(24, 2))
+    result = bounds(model, lo, hi, rows)
+    fast = LoweredEvaluator(lowering)
+    order = sorted(model.input_kept)
+    for box in range(len(lo)):
+        grid = (
+            np.array(np.meshgrid(*[np.arange(lo[box, i], hi[box, i] + 1) for i in range(2)])).reshape(2, -1).T
+        )
+        points = np.zeros_like(grid, dtype=np.int64)
+        points[:, order] = grid
+        values = fast.values(points)
+
+        def value_of(expr, points=points, values=values):
+            total = np.full(len(points), float(expr.const))
+            for index, coef in expr.terms.items():
+                total += float(coef) * values[:, index]
+            return total
+
+        for u in np.flatnonzero(first.separable):
+            kept = int(first.units[u])
+            argument = value_of(lowering.vars[kept_to_var[kept]].args[0])
+            assert argument.min() == result.arg_lo[box, kept] and argument.max() == result.arg_hi[box, kept]
+        for r, lit in enumerate(conjunction.literals):
+            assert value_of(lit.expr).max() <= result.row_ub[box, r]
+            assert np.all(result.row_argmax[box, r] >= lo[box]) and np.all(
+                result.row_argmax[box, r] <= hi[box]
+            )

@@ -4,7 +4,8 @@ A query is a conjunction of literals `e >= 0` (or `e == 0`) over a lowered progr
 is *refuted* when the symbolic upper bound of some literal is negative there (for `==`: the bounds
 exclude 0). Boxes that are not refuted are probed at the points that maximise the literals' linear
 upper bounds and at their centres (every probe goes through the exact evaluator), and otherwise
-bisected along the input whose width, weighted by the literals' coefficients, is largest. Integer
+bisected along the input that moves the undecided literals' upper bounds most across the box
+(coefficient times width; for a tabulated input, its table's spread over the box). Integer
 boxes shrink to single points, which the probe decides exactly: for integer inputs the search is
 complete, given time. The boxes of a batch are bounded together (numpy over the batch).
 """
@@ -103,9 +104,10 @@ def literal_rows(
     return rows, senses, lo, hi, literals
 
 
-def _split_boxes(lo: np.ndarray, hi: np.ndarray, weight: np.ndarray, integer: np.ndarray):
+def _split_boxes(lo: np.ndarray, hi: np.ndarray, gain: np.ndarray, integer: np.ndarray):
+    """Bisect each box along the input with the largest gain (ties and zero gains: the widest)."""
     widths = hi - lo
-    score = np.where(widths > 0, widths * (weight + 1e-12), -1.0)
+    score = np.where(widths > 0, gain + 1e-12 * widths, -1.0)
     dim = score.argmax(axis=1)
     rows = np.arange(len(lo))
     low_mid = (lo[rows, dim] + hi[rows, dim]) / 2
@@ -206,12 +208,13 @@ def split(
         if len(open_lo) == 0:
             continue
         if rows:
+            # how much each input moves the undecided literals' upper bounds across the box
             undecided = ~refuted_by[open_rows][~single]
-            coef = np.abs(result.row_input_coef[open_rows][~single])  # (B, R, n)
-            weight = (coef * undecided[:, :, None]).sum(axis=1)
+            spread = result.row_spread[open_rows][~single]  # (B, R, n)
+            gain = (spread * undecided[:, :, None]).sum(axis=1)
         else:
-            weight = np.ones_like(open_lo)
-        (a_lo, a_hi), (b_lo, b_hi) = _split_boxes(open_lo, open_hi, weight, integer)
+            gain = open_hi - open_lo
+        (a_lo, a_hi), (b_lo, b_hi) = _split_boxes(open_lo, open_hi, gain, integer)
         stack_lo.extend([b_lo, a_lo])
         stack_hi.extend([b_hi, a_hi])
         stack_open.extend([open_checks.copy(), open_checks.copy()])

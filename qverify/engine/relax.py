@@ -518,6 +518,9 @@ class BoundResult:
     arg_lo: np.ndarray  # (B, n): bounds of the argument of each relu/step variable (nan elsewhere)
     arg_hi: np.ndarray
     row_const: np.ndarray  # (B, R): row r <= row_input_coef[b, r] . x + row_const[b, r] on box b
+    # (B, R, n_inputs): how much each input moves row r's upper bound across box b (|coefficient|
+    # times width; for a tabulated input, the spread of its table over the box): where to split
+    row_spread: np.ndarray | None = None
     many_lb: np.ndarray | None = None  # bounds of `many` rows (batched, no per-row details)
     many_ub: np.ndarray | None = None
 
@@ -658,6 +661,8 @@ def bounds(
             )
             arg_hi = up + _margin(up, up_mag, model.fan_in)
             arg_lo = -down - _margin(down, down_mag, model.fan_in)
+        if level.separable is not None and level.separable.any():
+            _tabulated_arguments(model, level, lb, ub, arg_lo, arg_hi)
         arg_lo = np.maximum(arg_lo, level.arg_lo)
         arg_hi = np.minimum(arg_hi, level.arg_hi)
         arg_lo = np.where(level.integral, np.ceil(arg_lo), arg_lo)
@@ -722,6 +727,19 @@ def _level_arguments(model, relax, level, elo, ehi, lvl, lb, ub) -> tuple[np.nda
     return arg_lo, arg_hi
 
 
+def _tabulated_arguments(model, level, lb, ub, arg_lo, arg_hi) -> None:
+    """Narrow (in place) the argument bounds of a level's separable units to their exact range
+    over each box, read from the tables: back-substitution bounds each product's rounding error
+    separately (up to half a unit each, 64 of them per neuron of a 64-input per-op layer)."""
+    units = np.flatnonzero(level.separable)
+    low, high, magnitude = model.sep_tabulated.unit_ranges(level.sep_index[units], lb, ub, model.sep_inputs)
+    const = level.const_sep[units][None, :]
+    magnitude = magnitude[None, :] + np.abs(const)
+    top, bottom = const + high, const + low
+    arg_hi[:, units] = np.minimum(arg_hi[:, units], top + _margin(top, magnitude, model.fan_in))
+    arg_lo[:, units] = np.maximum(arg_lo[:, units], bottom - _margin(bottom, magnitude, model.fan_in))
+
+
 MANY_CHUNK = 2048
 
 
@@ -778,6 +796,7 @@ def _rows(model, relax, rows, lb, ub, box_lo, box_hi, input_kept, all_arg_lo, al
     row_argmax = np.zeros((batch, n_rows, n_inputs))
     row_coef = np.zeros((batch, n_rows, n_inputs))
     row_const = np.zeros((batch, n_rows))
+    row_spread = np.zeros((batch, n_rows, n_inputs))
     input_positions = [int(model.position[k]) for k in input_kept]
     column_of = {int(kept): column for column, kept in enumerate(input_kept)}
     sep_columns = [column_of[int(kept)] for kept in model.sep_inputs]
@@ -817,11 +836,15 @@ def _rows(model, relax, rows, lb, ub, box_lo, box_hi, input_kept, all_arg_lo, al
                 contribution = (np.maximum(coef, 0) * top_in + np.minimum(coef, 0) * bottom_in).sum(axis=1)
                 row_const[:, r_index] = unrounded - contribution
                 row_argmax[:, r_index, :] = np.where(coef >= 0, box_hi, box_lo)
+                row_spread[:, r_index, :] = np.abs(coef) * (top_in - bottom_in)
                 if "argmax" in tables:  # tabulated inputs: the value maximising their contribution
                     row_argmax[:, r_index, sep_columns] = tables["argmax"][:, 0, :]
+                    row_spread[:, r_index, sep_columns] = tables["spread"][:, 0, :]
             else:
                 row_lb[:, r_index] = -value
-    return BoundResult(lb, ub, row_ub, row_lb, row_argmax, row_coef, all_arg_lo, all_arg_hi, row_const)
+    return BoundResult(
+        lb, ub, row_ub, row_lb, row_argmax, row_coef, all_arg_lo, all_arg_hi, row_const, row_spread
+    )
 
 
 def _backsub(
@@ -840,7 +863,8 @@ def _backsub(
     substituting levels top..1. Returns (bound (B, m), magnitude of what was summed, input block,
     bound before the inputs' contribution). Separable units are not substituted: their
     coefficients are collected and bounded exactly through their tables at the inputs; `tables`,
-    if given, receives what was used ("argmax": the maximising value of each tabulated input)."""
+    if given, receives per tabulated input its maximising value ("argmax") and its contribution's
+    spread over the box ("spread")."""
     value = const + ehi
     magnitude = np.abs(const) + np.maximum(np.abs(elo), np.abs(ehi))
     batch, m = const.shape
@@ -895,13 +919,9 @@ def _backsub(
         linear = block[:, :, positions]
         block = block.copy()
         block[:, :, positions] = 0.0
-        top, top_magnitude, argmax = model.sep_tabulated.maxima(
-            sep, linear, lb, ub, model.sep_inputs, tables is not None
-        )
+        top, top_magnitude = model.sep_tabulated.maxima(sep, linear, lb, ub, model.sep_inputs, tables)
         value = value + top
         magnitude = magnitude + top_magnitude
-        if tables is not None:
-            tables["argmax"] = argmax
     input_block = block
     before_inputs = value
     if block is not None:
@@ -930,24 +950,57 @@ class _SeparableTables:
         # for the rounding margin: an upper bound of sum_i max_t |contribution| per unit weight
         self.table_magnitude = np.abs(clean).max(axis=2).sum(axis=1)  # (S,)
         self.value_magnitude = np.abs(self.values).max(axis=1)  # (I,)
+        # range-extremum tables: top[k][s, i, t] = max of table[s, i, t : t + 2^k] (bottom: min),
+        # so the extremum over any run of consecutive values is two lookups
+        self.first = self.values[:, 0]  # inputs take consecutive integers from here
+        self.count = self.defined.sum(axis=1)
+        top, bottom = [clean], [clean]
+        while 2 ** len(top) <= width:
+            half = 2 ** (len(top) - 1)
+            previous_top, previous_bottom = top[-1], bottom[-1]
+            shifted = np.arange(width) + half
+            inside = np.minimum(shifted, width - 1)
+            top.append(np.maximum(previous_top, previous_top[:, :, inside]))
+            bottom.append(np.minimum(previous_bottom, previous_bottom[:, :, inside]))
+        self.range_top = np.stack(top).transpose(0, 2, 3, 1)  # (K, I, D, S)
+        self.range_bottom = np.stack(bottom).transpose(0, 2, 3, 1)
 
-    def maxima(self, sep, linear, lb, ub, inputs, want_argmax: bool):
-        """Per (b, m): the sum over inputs of the largest contribution inside box b, a bound of the
-        magnitudes summed into it, and (if wanted) the maximising value of each input."""
+    def unit_ranges(self, units: np.ndarray, lb, ub, inputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per box, the exact least and greatest sum over inputs of separable units' tables (their
+        arguments less the constant), and the magnitude summed: (B, len(units)) each."""
+        n_inputs = self.values.shape[0]
+        last = self.count - 1
+        start = np.clip(np.ceil(lb[:, inputs] - self.first), 0, last).astype(np.int64)  # (B, I)
+        stop = np.clip(np.floor(ub[:, inputs] - self.first), 0, last).astype(np.int64)
+        length = np.maximum(stop - start + 1, 1)
+        k = np.floor(np.log2(length)).astype(np.int64)
+        other = np.maximum(stop - (1 << k) + 1, start)
+        column = np.broadcast_to(np.arange(n_inputs), start.shape)
+        high = np.maximum(self.range_top[k, column, start], self.range_top[k, column, other])  # (B, I, S)
+        low = np.minimum(self.range_bottom[k, column, start], self.range_bottom[k, column, other])
+        return low[:, :, units].sum(axis=1), high[:, :, units].sum(axis=1), self.table_magnitude[units]
+
+    def maxima(self, sep, linear, lb, ub, inputs, details: dict | None = None):
+        """Per (b, m): the sum over inputs of the largest contribution inside box b, and a bound of
+        the magnitudes summed into it. `details`, if given, receives per (b, m, input) the
+        maximising value ("argmax") and the contribution's spread over the box ("spread": what
+        splitting that input can gain)."""
         batch, m, n_sep = sep.shape
         n_inputs, width = self.values.shape
         table = (sep.reshape(batch * m, n_sep) @ self.flat).reshape(batch, m, n_inputs, width)
         table += linear[..., None] * self.values[None, None]
         low, high = lb[:, inputs][:, :, None], ub[:, inputs][:, :, None]
         allowed = self.defined[None] & (self.values[None] >= low) & (self.values[None] <= high)  # (B, I, D)
+        if details is not None:
+            details["spread"] = -np.where(allowed[:, None], table, np.inf).min(axis=3)
         np.copyto(table, -np.inf, where=~allowed[:, None])
-        top = table.max(axis=3).sum(axis=2)
+        best = table.max(axis=3)
+        top = best.sum(axis=2)
         magnitude = np.abs(sep) @ self.table_magnitude + np.abs(linear) @ self.value_magnitude
-        argmax = None
-        if want_argmax:
-            best = table.argmax(axis=3)  # (B, m, I)
-            argmax = self.values[np.arange(n_inputs), best]
-        return top, magnitude, argmax
+        if details is not None:
+            details["spread"] += best
+            details["argmax"] = self.values[np.arange(n_inputs), table.argmax(axis=3)]
+        return top, magnitude
 
 
 class _Forward:
