@@ -701,32 +701,6 @@ def bounds(
     return result
 
 
-def _level_arguments(model, relax, level, elo, ehi, lvl, lb, ub) -> tuple[np.ndarray, np.ndarray]:
-    """Lower and upper bounds of a level's arguments by back-substitution: the upper bounds of
-    `+arg` and `-arg` stacked into one pass (half the calls; the profile of input splitting)."""
-    batch, m = elo.shape
-    blocks = {
-        source: np.concatenate([block, -block])[None].repeat(batch, axis=0)
-        for source, block in level.blocks.items()
-    }
-    const = np.concatenate([level.const, -level.const])[None].repeat(batch, axis=0)
-    value, magnitude, _, _ = _backsub(
-        model,
-        relax,
-        blocks,
-        const,
-        np.concatenate([elo, -ehi], axis=1),
-        np.concatenate([ehi, -elo], axis=1),
-        lvl - 1,
-        lb,
-        ub,
-    )
-    up, down = value[:, :m], value[:, m:]
-    arg_hi = up + _margin(up, magnitude[:, :m], model.fan_in)
-    arg_lo = -down - _margin(down, magnitude[:, m:], model.fan_in)
-    return arg_lo, arg_hi
-
-
 def _tabulated_arguments(model, level, lb, ub, arg_lo, arg_hi) -> None:
     """Narrow (in place) the argument bounds of a level's separable units to their exact range
     over each box, read from the tables: back-substitution bounds each product's rounding error
