@@ -164,7 +164,7 @@ class Level:
     # units whose argument is a sum of exact functions of single small-domain inputs (the
     # product roundings of a first fixed-point layer): bounded through tables, not errors
     separable: np.ndarray | None = None  # bool per unit
-    sep_index: np.ndarray | None = None  # per unit: its row in model.sep_table (-1 if not)
+    sep_index: np.ndarray | None = None  # per unit: its unit in model.sep_tabulated (-1 if not)
     const_sep: np.ndarray | None = None  # the constant of the exact form (quotients' k excluded)
 
 
@@ -193,11 +193,9 @@ class RelaxedModel:
         self.level_members: list[np.ndarray] = []
         self.position: np.ndarray = np.zeros(0, dtype=np.int64)  # kept index -> position in its level
         self.fan_in = 1
-        # tables of separable units: sep_table[s, i, t] = contribution of input sep_inputs[i] at
-        # value sep_values[i, t] to the argument of separable unit s (padding: nan)
-        self.sep_inputs: np.ndarray = np.zeros(0, dtype=np.int64)  # kept indices (level 0)
-        self.sep_values: np.ndarray = np.zeros((0, 0))
-        self.sep_table: np.ndarray = np.zeros((0, 0, 0))
+        # the inputs of the separable units (kept indices, level 0) and their tables (built when
+        # some unit is separable): the contribution of input sep_inputs[i] at each of its values
+        self.sep_inputs: np.ndarray = np.zeros(0, dtype=np.int64)
         self.sep_tabulated: _SeparableTables | None = None
 
     # -------------------------------------------------------------- building
@@ -458,8 +456,6 @@ class RelaxedModel:
                 table[s, where[kept]] += coef * values[where[kept]]
             level.const_sep[u] = const
         self.sep_inputs = np.array(inputs, dtype=np.int64)
-        self.sep_values = values
-        self.sep_table = table
         self.sep_tabulated = _SeparableTables(table, values)
 
     def row_of(self, affine: Affine) -> Row:
@@ -855,7 +851,7 @@ def _backsub(
         separable = level.separable
         if separable is not None and separable.any():
             if sep is None:
-                sep = np.zeros((batch, m, model.sep_table.shape[0]))
+                sep = np.zeros((batch, m, model.sep_tabulated.n_units))
             sep[:, :, level.sep_index[separable]] += g[:, :, separable]
             const_used = np.where(separable, level.const_sep, level.const)
             g_reg = g * (~separable)[None, None, :]
@@ -916,7 +912,10 @@ class _SeparableTables:
     flattened (i, t) axis, then the largest entry among the values inside the box."""
 
     def __init__(self, table: np.ndarray, values: np.ndarray) -> None:
+        """table[s, i, t]: the contribution of input i at its value values[i, t] to the argument of
+        separable unit s (padding: nan in both)."""
         n_sep, n_inputs, width = table.shape
+        self.n_units = n_sep
         clean = np.nan_to_num(table, nan=0.0)
         self.flat = clean.reshape(n_sep, n_inputs * width)
         self.values = np.nan_to_num(values, nan=0.0)  # (I, D)
