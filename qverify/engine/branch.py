@@ -4,8 +4,9 @@ A query is a conjunction of literals `e >= 0` (or `e == 0`) over a lowered progr
 is *refuted* when the symbolic upper bound of some literal is negative there (for `==`: the bounds
 exclude 0). Boxes that are not refuted are probed at the points that maximise the literals' linear
 upper bounds and at their centres (every probe goes through the exact evaluator), and otherwise
-bisected along the input that moves the undecided literals' upper bounds most across the box
-(coefficient times width; for a tabulated input, its table's spread over the box). Integer
+bisected along the input with the largest gain for the undecided literals' upper bounds: what it
+moves them across the box (coefficient times width; for a tabulated input, its table's spread)
+plus its share of the relaxation error they paid at unstable units (`BoundResult.row_spread`). Integer
 boxes shrink to single points, which the probe decides exactly: for integer inputs the search is
 complete, given time. The boxes of a batch are bounded together (numpy over the batch).
 """
