@@ -235,6 +235,17 @@ def harness_program(tmp_path: Path, fmt: FixedFormat, activation: Activation, la
     return symex.execute(cfront.parse_file(render_harness(qnet, prop).write(tmp_path), [MODELS_C]))
 
 
+def first_assertion_query(program: ssa.Program):
+    """The program simplified, its first assertion's step, that assertion's lowering, and the
+    conjunctions under which it fails given the assumptions before it."""
+    simplified = simplify(program)
+    steps = simplified.program.steps
+    p = next(i for i, step in enumerate(steps) if isinstance(step, ssa.Assert))
+    conds = [(s.cond, True) for s in steps[:p] if isinstance(s, ssa.Assume)] + [(steps[p].cond, False)]
+    lowering = Lowering(simplified.getter(p))
+    return simplified, steps[p], lowering, conjunctions(lowering, conds)
+
+
 CASES = [
     (FixedFormat(4, 4), Activation.RELU, Layout.SEQUENTIAL),
     (FixedFormat(4, 4, Rounding.FLOOR, Overflow.WRAP), Activation.SIGMOID, Layout.BALANCED),
@@ -272,12 +283,7 @@ def test_simplify_is_stable_and_intervals_hold(tmp_path, fmt, activation, layout
 @pytest.mark.parametrize(("fmt", "activation", "layout"), CASES)
 def test_lowering_relaxation_and_fast_evaluator_agree_with_the_program(tmp_path, fmt, activation, layout):
     program = harness_program(tmp_path, fmt, activation, layout)
-    simplified = simplify(program)
-    steps = simplified.program.steps
-    p = next(i for i, step in enumerate(steps) if isinstance(step, ssa.Assert))
-    conds = [(s.cond, True) for s in steps[:p] if isinstance(s, ssa.Assume)] + [(steps[p].cond, False)]
-    lowering = Lowering(simplified.getter(p))
-    alternatives = conjunctions(lowering, conds)
+    simplified, assertion, lowering, alternatives = first_assertion_query(program)
     fast = LoweredEvaluator(lowering)
     points = np.array(
         [[a, b] for a in range(fmt.min_q, fmt.max_q + 1) for b in range(fmt.min_q, fmt.max_q + 1)]
@@ -287,7 +293,7 @@ def test_lowering_relaxation_and_fast_evaluator_agree_with_the_program(tmp_path,
     holds = np.zeros(len(points), dtype=bool)
     for conjunction in alternatives:
         holds |= fast.holds(conjunction, points)
-    assert np.array_equal(holds, violates) or steps[p].message == "fixed-point overflow"
+    assert np.array_equal(holds, violates) or assertion.message == "fixed-point overflow"
     # symbolic bounds of every kept variable contain its value at every point of the box
     model = RelaxedModel.build(lowering)
     order = sorted(model.input_kept)
@@ -370,12 +376,7 @@ def test_tabulated_first_layer_bounds_are_exact_on_every_sub_box(tmp_path):
     its tables give, per box, exactly the least and greatest argument over the box's points; the
     rows' upper bounds hold at every point, and their maximisers lie in the box."""
     program = harness_program(tmp_path, FixedFormat(4, 4), Activation.RELU, Layout.SEQUENTIAL)
-    simplified = simplify(program)
-    steps = simplified.program.steps
-    p = next(i for i, step in enumerate(steps) if isinstance(step, ssa.Assert))
-    conds = [(s.cond, True) for s in steps[:p] if isinstance(s, ssa.Assume)] + [(steps[p].cond, False)]
-    lowering = Lowering(simplified.getter(p))
-    (conjunction, *_) = conjunctions(lowering, conds)
+    _, _, lowering, (conjunction, *_) = first_assertion_query(program)
     model = RelaxedModel.build(lowering)
     first = model.levels[0]
     assert first.separable is not None and first.separable.any()

@@ -9,9 +9,7 @@ import numpy as np
 import pytest
 
 from qverify.codegen import render_harness
-from qverify.engine import EngineOptions, EngineStatus, check_file, ssa
-from qverify.engine.linear import Lowering, conjunctions
-from qverify.engine.passes.simplify import simplify
+from qverify.engine import EngineOptions, EngineStatus, check_file
 from qverify.engine.relax import RelaxedModel, _relu_gaps, bounds
 from qverify.io import load_network
 from qverify.network import Activation
@@ -19,7 +17,7 @@ from qverify.properties.builders import to_normalised
 from qverify.properties.vnnlib import read_vnnlib
 from qverify.quant import FixedFormat, ImplementationOptions, Layout, quantize_network
 from tests.conftest import ACAS
-from tests.test_engine_passes import MODELS_C, harness_program
+from tests.test_engine_passes import MODELS_C, first_assertion_query, harness_program
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
 
@@ -45,12 +43,7 @@ def test_relu_gaps_are_the_largest_distances_of_the_relaxation_sides():
 
 def _model_and_rows(tmp_path):
     program = harness_program(tmp_path, FixedFormat(8, 8), Activation.RELU, Layout.SEQUENTIAL)
-    simplified = simplify(program)
-    steps = simplified.program.steps
-    p = next(i for i, step in enumerate(steps) if isinstance(step, ssa.Assert))
-    conds = [(s.cond, True) for s in steps[:p] if isinstance(s, ssa.Assume)] + [(steps[p].cond, False)]
-    lowering = Lowering(simplified.getter(p))
-    (conjunction, *_) = conjunctions(lowering, conds)
+    _, _, lowering, (conjunction, *_) = first_assertion_query(program)
     model = RelaxedModel.build(lowering)
     return model, [model.row_of(lit.expr) for lit in conjunction.literals]
 
