@@ -226,7 +226,12 @@ def harness_program(tmp_path: Path, fmt: FixedFormat, activation: Activation, la
             Dense(rng.uniform(-2, 2, (2, 4)), rng.uniform(-1, 1, 2), Activation.IDENTITY),
         )
     )
-    qnet = quantize_network(net, ImplementationOptions(fmt, layout=layout))
+    return program_of_network(tmp_path, quantize_network(net, ImplementationOptions(fmt, layout=layout)))
+
+
+def program_of_network(tmp_path: Path, qnet) -> ssa.Program:
+    """The symbolically executed harness of a 2-input network on [-1, 1]^2, unsafe where output 0
+    is at least output 1."""
     prop = Property(
         "p",
         (Box((Fraction(-1), Fraction(-1)), (Fraction(1), Fraction(1))),),
@@ -324,11 +329,11 @@ def test_literals_remember_whether_they_were_assumed():
 
 
 def test_pairwise_combinations_use_only_the_tightest_literals():
-    from qverify.engine.branch import combination_weights, tightest_literals
+    from qverify.engine.combine import fixed_weights, tightest_literals
 
     chosen = tightest_literals(np.array([5.0, -1.0, 3.0, 0.5, 9.0]), limit=3)
     assert chosen.tolist() == [1, 2, 3]
-    weights = combination_weights(5, chosen)
+    weights = fixed_weights(5, chosen)
     assert weights.shape == (3 * 3 + 1, 5)  # 3 pairs at 3 weights, and the uniform one
     assert np.allclose(weights.sum(axis=1), 1.0)
     assert not weights[:, [0, 4]].any()

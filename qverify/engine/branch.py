@@ -8,7 +8,8 @@ bisected along the input with the largest gain for the undecided literals' upper
 moves them across the box (coefficient times width; for a tabulated input, its table's spread)
 plus its share of the relaxation error they paid at unstable units (`BoundResult.row_spread`). Integer
 boxes shrink to single points, which the probe decides exactly: for integer inputs the search is
-complete, given time. The boxes of a batch are bounded together (numpy over the batch).
+complete, given time. The boxes of a batch are bounded together (numpy over the batch). With a
+`BoxMilp`, open boxes with few unstable ReLUs are also asked to the exact-ReLU MILP (`boxmilp`).
 """
 
 from __future__ import annotations
@@ -19,53 +20,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from qverify.engine.boxmilp import MAX_UNSTABLE, MILP_RETRY_AFTER, MILP_TRIAL, TIME_LIMIT_S, BoxMilp
+from qverify.engine.combine import (
+    fixed_weights,
+    refuted_by_fixed,
+    tightest_literals,
+)
 from qverify.engine.linear import Conjunction, Literal, Lowering
 from qverify.engine.relax import RelaxedModel, Row, bounds
+from qverify.engine.solvers.base import CheckStatus
 
 BATCH = 128
-MAX_COMBINED = 8  # literals whose bounds are combined pairwise (the tightest on the whole box)
-
-
-def combination_weights(count: int, among: np.ndarray | None = None) -> np.ndarray:
-    """Convex weights for combining literal bounds: pairs at 1/4, 1/2, 3/4 and the uniform one,
-    over the literals `among` (default all); the others get weight 0."""
-    among = np.arange(count) if among is None else among
-    rows = []
-    for position, i in enumerate(among):
-        for j in among[position + 1 :]:
-            for w in (0.25, 0.5, 0.75):
-                row = np.zeros(count)
-                row[i], row[j] = w, 1 - w
-                rows.append(row)
-    if len(among) > 2:
-        row = np.zeros(count)
-        row[among] = 1.0 / len(among)
-        rows.append(row)
-    return np.array(rows) if rows else np.zeros((0, count))
-
-
-def tightest_literals(row_ub: np.ndarray, limit: int = MAX_COMBINED) -> np.ndarray:
-    """The `limit` literals nearest to failing on a box (smallest upper bounds): those worth
-    combining. The pair count grows quadratically, so a query with hundreds of literals (injected
-    invariants) would otherwise build hundreds of thousands of combinations per box."""
-    return np.sort(np.argsort(row_ub, kind="stable")[:limit])
-
-
-def refuted_by_combination(
-    result, ge: np.ndarray, lo: np.ndarray, hi: np.ndarray, weights: np.ndarray
-) -> np.ndarray:
-    """Boxes where some convex combination of the literals' linear upper bounds is negative on the
-    whole box: no point can make every literal hold."""
-    if len(weights) == 0:
-        return np.zeros(len(lo), dtype=bool)
-    coef = result.row_input_coef[:, ge, :]  # (B, R, n)
-    const = result.row_const[:, ge]  # (B, R)
-    combined = np.einsum("kr,brn->bkn", weights, coef)
-    offset = const @ weights.T  # (B, K)
-    top = offset + (np.maximum(combined, 0) * hi[:, None, :] + np.minimum(combined, 0) * lo[:, None, :]).sum(
-        axis=2
-    )
-    return (top < 0).any(axis=1)
 
 
 @dataclass
@@ -75,6 +40,12 @@ class SplitResult:
     boxes: int = 0
     reason: str = ""
     stalled: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    milps: int = 0  # boxes asked to the box MILP
+    milp_refuted: int = 0
+
+    def end(self, status: str, boxes: int, reason: str = "") -> SplitResult:
+        self.status, self.boxes, self.reason = status, boxes, reason
+        return self
 
 
 def literal_rows(
@@ -105,6 +76,53 @@ def literal_rows(
     return rows, senses, lo, hi, literals
 
 
+def _decide_by_milp(
+    box_milp: BoxMilp,
+    result,
+    refuted: np.ndarray,
+    eligible: np.ndarray,
+    deadline: float,
+    outcome: SplitResult,
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Ask the box MILP about the eligible open boxes with at most MAX_UNSTABLE unstable ReLUs
+    (unless, after MILP_TRIAL boxes, it refuted fewer than a quarter); mark the infeasible ones
+    refuted. Returns the solutions' inputs (model input order) as probes,
+    and which boxes it failed on (a solution, or no answer in time)."""
+    if outcome.milps >= MILP_TRIAL and outcome.milp_refuted * 4 < outcome.milps:
+        return [], np.zeros(len(refuted), dtype=bool)  # it rarely refutes on this query: stop asking
+    few = (box_milp.unstable(result) <= MAX_UNSTABLE) & ~refuted & eligible
+    order = sorted(box_milp.model.input_kept)
+    candidates = []
+    failed = np.zeros(len(refuted), dtype=bool)
+    for box in np.flatnonzero(few):
+        if time.monotonic() > deadline:
+            break
+        answer = box_milp.check(result, int(box), min(deadline, time.monotonic() + TIME_LIMIT_S))
+        outcome.milps += 1
+        if answer.status is CheckStatus.UNSAT:
+            refuted[box] = True
+            outcome.milp_refuted += 1
+            continue
+        failed[box] = True
+        if answer.status is CheckStatus.SAT:
+            candidates.append(np.array([[answer.inputs[i] for i in order]], dtype=np.float64))
+    return candidates, failed
+
+
+def _take_batch(stack: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+    """Pop up to BATCH boxes (the most recently pushed first: depth first) as one batch of arrays."""
+    parts, taken = [], 0
+    while stack and taken < BATCH:
+        chunk = stack.pop()
+        room = BATCH - taken
+        if len(chunk[0]) > room:
+            stack.append(tuple(array[:-room] for array in chunk))
+            chunk = tuple(array[-room:] for array in chunk)
+        parts.append(chunk)
+        taken += len(chunk[0])
+    return tuple(np.concatenate(arrays) for arrays in zip(*parts))
+
+
 def _split_boxes(lo: np.ndarray, hi: np.ndarray, gain: np.ndarray, integer: np.ndarray):
     """Bisect each box along the input with the largest gain (ties and zero gains: the widest)."""
     widths = hi - lo
@@ -132,42 +150,32 @@ def split(
     deadline: float,
     max_boxes: int = 10_000_000,
     checks: tuple | None = None,
+    box_milp: BoxMilp | None = None,
 ) -> SplitResult:
     """Refute the literals on every sub-box of [lo, hi], or find a point that violates (`probe`
-    returns a confirmed counterexample row or None)."""
+    returns a confirmed counterexample row or None). With `box_milp`, boxes the bounds leave open
+    but with few unstable ReLUs are decided by the exact-ReLU MILP (`boxmilp`)."""
     n_checks = len(checks[0]) if checks else 0
-    stack_lo = [lo[None, :]]
-    stack_hi = [hi[None, :]]
-    stack_open = [np.ones((1, n_checks), dtype=bool)]  # per box: the checks not yet proved on it
+    # per box: lower and upper corners, the checks not yet proved on it, and how many more
+    # generations wait before its descendants ask the box MILP again (after a failed MILP)
+    stack = [(lo[None, :], hi[None, :], np.ones((1, n_checks), dtype=bool), np.zeros(1, dtype=np.int8))]
     processed = 0
     eq = np.array([sense == "eq" for sense in senses], dtype=bool)
     ge = ~eq
     weights: np.ndarray | None = None  # chosen on the first box, from its bounds
-    while stack_lo:
+    outcome = SplitResult("refuted")
+    while stack:
         if time.monotonic() > deadline:
-            return SplitResult("unknown", None, processed, "timeout during input splitting")
-        parts_lo, parts_hi, parts_open, taken = [], [], [], 0
-        while stack_lo and taken < BATCH:
-            chunk_lo, chunk_hi, chunk_open = stack_lo.pop(), stack_hi.pop(), stack_open.pop()
-            room = BATCH - taken
-            if len(chunk_lo) > room:
-                stack_lo.append(chunk_lo[:-room])
-                stack_hi.append(chunk_hi[:-room])
-                stack_open.append(chunk_open[:-room])
-                chunk_lo, chunk_hi, chunk_open = chunk_lo[-room:], chunk_hi[-room:], chunk_open[-room:]
-            parts_lo.append(chunk_lo)
-            parts_hi.append(chunk_hi)
-            parts_open.append(chunk_open)
-            taken += len(chunk_lo)
-        current_lo, current_hi = np.concatenate(parts_lo), np.concatenate(parts_hi)
-        current_open = np.concatenate(parts_open)
+            return outcome.end("unknown", processed, "timeout during input splitting")
+        current_lo, current_hi, current_open, current_wait = _take_batch(stack)
         empty = np.any(current_lo > current_hi, axis=1)
-        current_lo, current_hi, current_open = current_lo[~empty], current_hi[~empty], current_open[~empty]
+        current_lo, current_hi = current_lo[~empty], current_hi[~empty]
+        current_open, current_wait = current_open[~empty], current_wait[~empty]
         if len(current_lo) == 0:
             continue
         processed += len(current_lo)
         if processed > max_boxes:
-            return SplitResult("unknown", None, processed, f"more than {max_boxes} boxes")
+            return outcome.end("unknown", processed, f"more than {max_boxes} boxes")
         if rows:
             wanted = np.flatnonzero(current_open.any(axis=0)) if n_checks else np.zeros(0, dtype=np.int64)
             many = [checks[0][i] for i in wanted] if len(wanted) else None
@@ -175,9 +183,9 @@ def split(
             refuted_by = (result.row_ub < 0) | (eq[None, :] & (result.row_lb > 0))
             refuted = refuted_by.any(axis=1)
             if weights is None:
-                weights = combination_weights(int(ge.sum()), tightest_literals(result.row_ub[0, ge]))
+                weights = fixed_weights(int(ge.sum()), tightest_literals(result.row_ub[0, ge]))
             if len(weights) and not refuted.all():
-                refuted |= refuted_by_combination(result, ge, current_lo, current_hi, weights)
+                refuted |= refuted_by_fixed(result, ge, current_lo, current_hi, weights)
             if len(wanted):
                 # the model is exact on a box only where every saturation check holds
                 proved = (result.many_lb >= checks[1][wanted][None, :]) & (
@@ -188,11 +196,17 @@ def split(
                 refuted &= ~current_open.any(axis=1)
         else:
             refuted = np.zeros(len(current_lo), dtype=bool)
+        candidates = []
+        if box_milp is not None and rows:
+            # the model is exact only where every saturation check holds
+            eligible = ~current_open.any(axis=1) & (current_wait == 0)
+            candidates, failed = _decide_by_milp(box_milp, result, refuted, eligible, deadline, outcome)
+            current_wait = np.where(failed, MILP_RETRY_AFTER, np.maximum(current_wait - 1, 0)).astype(np.int8)
         open_rows = np.flatnonzero(~refuted)
         if len(open_rows) == 0:
             continue
-        # probes: the maximisers of the literals' upper bounds, and the centres
-        probes = [(current_lo[open_rows] + current_hi[open_rows]) / 2]
+        # probes: the maximisers of the literals' upper bounds, the centres, the MILPs' solutions
+        probes = [(current_lo[open_rows] + current_hi[open_rows]) / 2, *candidates]
         if rows:
             # the maximiser of the literal furthest from holding (all must hold for a violation)
             hardest = np.argmin(result.row_ub[open_rows], axis=1)
@@ -201,11 +215,13 @@ def split(
         points = np.where(integer[None, :], np.floor(points), points)
         found = probe(points)
         if found is not None:
-            return SplitResult("found", found, processed)
+            outcome.counterexample = found
+            return outcome.end("found", processed)
         open_lo, open_hi = current_lo[open_rows], current_hi[open_rows]
-        open_checks = current_open[open_rows]
+        open_checks, open_wait = current_open[open_rows], current_wait[open_rows]
         single = np.all(open_lo == open_hi, axis=1)
-        open_lo, open_hi, open_checks = open_lo[~single], open_hi[~single], open_checks[~single]
+        open_lo, open_hi = open_lo[~single], open_hi[~single]
+        open_checks, open_wait = open_checks[~single], open_wait[~single]
         if len(open_lo) == 0:
             continue
         if rows:
@@ -216,7 +232,6 @@ def split(
         else:
             gain = open_hi - open_lo
         (a_lo, a_hi), (b_lo, b_hi) = _split_boxes(open_lo, open_hi, gain, integer)
-        stack_lo.extend([b_lo, a_lo])
-        stack_hi.extend([b_hi, a_hi])
-        stack_open.extend([open_checks.copy(), open_checks.copy()])
-    return SplitResult("refuted", None, processed)
+        stack.append((b_lo, b_hi, open_checks.copy(), open_wait))
+        stack.append((a_lo, a_hi, open_checks.copy(), open_wait))
+    return outcome.end("refuted", processed)

@@ -40,43 +40,21 @@ class HighsSolver(DecisionProcedure):
         self.threads = threads
 
     def check(self, model: MilpModel, deadline: float) -> CheckResult:
+        return self.solve(model.arrays(), model.inputs, model.trust_infeasible, deadline)
+
+    def solve(
+        self, arrays: dict[str, np.ndarray], inputs: dict[int, int], trust_infeasible: bool, deadline: float
+    ) -> CheckResult:
+        """Feasibility of the rows `row_lo <= A x <= row_hi` (row-wise arrays, see `MilpModel.arrays`)
+        over the columns' bounds; `inputs` maps program input indices to columns (for a solution)."""
         start = time.monotonic()
         remaining = deadline - start
         if remaining <= 0.05:
             return CheckResult(CheckStatus.UNKNOWN, "timeout before the MILP query")
-        arrays = model.arrays()
         if np.any(arrays["col_lo"] > arrays["col_hi"]):
             return CheckResult(CheckStatus.UNSAT, "empty variable bounds", time_s=0.0)
-        h = highspy.Highs()
-        h.silent()
-        for option, value in (
-            ("time_limit", float(max(remaining, 0.05))),
-            ("primal_feasibility_tolerance", TOLERANCE),
-            ("dual_feasibility_tolerance", TOLERANCE),
-            ("mip_feasibility_tolerance", TOLERANCE),
-            ("threads", self.threads),
-            ("random_seed", 0),
-        ):
-            h.setOptionValue(option, value)
-        lp = highspy.HighsLp()
-        lp.num_col_ = model.n_cols
-        lp.num_row_ = model.n_rows
-        inf = highspy.kHighsInf
-        lp.col_cost_ = np.zeros(model.n_cols)
-        lp.col_lower_ = np.where(np.isfinite(arrays["col_lo"]), arrays["col_lo"], -inf)
-        lp.col_upper_ = np.where(np.isfinite(arrays["col_hi"]), arrays["col_hi"], inf)
-        lp.row_lower_ = np.where(np.isfinite(arrays["row_lo"]), arrays["row_lo"], -inf)
-        lp.row_upper_ = np.where(np.isfinite(arrays["row_hi"]), arrays["row_hi"], inf)
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-        lp.a_matrix_.start_ = arrays["start"]
-        lp.a_matrix_.index_ = arrays["index"]
-        lp.a_matrix_.value_ = arrays["value"]
-        if arrays["integer"].any():
-            lp.integrality_ = [
-                highspy.HighsVarType.kInteger if flag else highspy.HighsVarType.kContinuous
-                for flag in arrays["integer"]
-            ]
-        h.passModel(lp)
+        h = self._solver(remaining)
+        h.passModel(_lp(arrays))
         h.run()
         status = h.getModelStatus()
         elapsed = time.monotonic() - start
@@ -85,7 +63,7 @@ class HighsSolver(DecisionProcedure):
         if status == highspy.HighsModelStatus.kInfeasible:
             magnitude = row_magnitude(arrays)
             stats["row_magnitude"] = int(min(magnitude, 2**62))
-            if not model.trust_infeasible or magnitude > TRUSTED_MAGNITUDE:
+            if not trust_infeasible or magnitude > TRUSTED_MAGNITUDE:
                 return CheckResult(
                     CheckStatus.UNKNOWN,
                     f"HiGHS reports infeasible, but rows of magnitude {magnitude:.3g} make its tolerances "
@@ -96,8 +74,8 @@ class HighsSolver(DecisionProcedure):
             return CheckResult(CheckStatus.UNSAT, "infeasible", time_s=elapsed, stats=stats)
         if status == highspy.HighsModelStatus.kOptimal:
             values = list(h.getSolution().col_value)
-            inputs = {index: values[column] for index, column in model.inputs.items()}
-            return CheckResult(CheckStatus.SAT, "", inputs, elapsed, stats)
+            found = {index: values[column] for index, column in inputs.items()}
+            return CheckResult(CheckStatus.SAT, "", found, elapsed, stats)
         if status == highspy.HighsModelStatus.kTimeLimit:
             return CheckResult(
                 CheckStatus.UNKNOWN, f"MILP time limit after {elapsed:.1f} s", time_s=elapsed, stats=stats
@@ -105,6 +83,44 @@ class HighsSolver(DecisionProcedure):
         return CheckResult(
             CheckStatus.UNKNOWN, f"HiGHS: {h.modelStatusToString(status)}", time_s=elapsed, stats=stats
         )
+
+    def _solver(self, seconds: float):
+        h = highspy.Highs()
+        h.silent()
+        for option, value in (
+            ("time_limit", float(max(seconds, 0.05))),
+            ("primal_feasibility_tolerance", TOLERANCE),
+            ("dual_feasibility_tolerance", TOLERANCE),
+            ("mip_feasibility_tolerance", TOLERANCE),
+            ("threads", self.threads),
+            ("random_seed", 0),
+        ):
+            h.setOptionValue(option, value)
+        return h
+
+
+def _lp(arrays: dict[str, np.ndarray]):
+    """The arrays as a HighsLp with a zero objective (infinite bounds as HiGHS's infinity)."""
+    n_cols, n_rows = len(arrays["col_lo"]), len(arrays["row_lo"])
+    lp = highspy.HighsLp()
+    lp.num_col_ = n_cols
+    lp.num_row_ = n_rows
+    inf = highspy.kHighsInf
+    lp.col_cost_ = np.zeros(n_cols)
+    lp.col_lower_ = np.where(np.isfinite(arrays["col_lo"]), arrays["col_lo"], -inf)
+    lp.col_upper_ = np.where(np.isfinite(arrays["col_hi"]), arrays["col_hi"], inf)
+    lp.row_lower_ = np.where(np.isfinite(arrays["row_lo"]), arrays["row_lo"], -inf)
+    lp.row_upper_ = np.where(np.isfinite(arrays["row_hi"]), arrays["row_hi"], inf)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    lp.a_matrix_.start_ = arrays["start"]
+    lp.a_matrix_.index_ = arrays["index"]
+    lp.a_matrix_.value_ = arrays["value"]
+    if arrays["integer"].any():
+        lp.integrality_ = [
+            highspy.HighsVarType.kInteger if flag else highspy.HighsVarType.kContinuous
+            for flag in arrays["integer"]
+        ]
+    return lp
 
 
 def row_magnitude(arrays: dict[str, np.ndarray]) -> float:
