@@ -21,11 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from qverify.engine.boxmilp import MAX_UNSTABLE, MILP_RETRY_AFTER, MILP_TRIAL, TIME_LIMIT_S, BoxMilp
-from qverify.engine.combine import (
-    fixed_weights,
-    refuted_by_fixed,
-    tightest_literals,
-)
+from qverify.engine.combine import fixed_weights, refuted_by_fixed, tightest_literals
 from qverify.engine.linear import Conjunction, Literal, Lowering
 from qverify.engine.relax import RelaxedModel, Row, bounds
 from qverify.engine.solvers.base import CheckStatus

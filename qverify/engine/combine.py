@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from qverify.engine.relax import MARGIN_ABSOLUTE, MARGIN_RELATIVE
+
 MAX_COMBINED = 8  # literals whose bounds are combined pairwise (the tightest on the whole box)
-MARGIN_RELATIVE = 1e-12  # outward margin per term, relative to the magnitude summed
-MARGIN_ABSOLUTE = 1e-9
 
 
 def fixed_weights(count: int, among: np.ndarray | None = None) -> np.ndarray:
