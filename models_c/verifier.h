@@ -62,12 +62,16 @@ static inline long long qv_strtoll(const char *text, char **end)
 }
 
 static inline int nondet_int(void) { QV_REPLAY_NEXT(int, qv_strtoll); }
+static inline char nondet_char(void) { QV_REPLAY_NEXT(char, qv_strtoll); }
+static inline unsigned char nondet_uchar(void) { QV_REPLAY_NEXT(unsigned char, qv_strtoll); }
 static inline long long nondet_longlong(void) { QV_REPLAY_NEXT(long long, qv_strtoll); }
 static inline float nondet_float(void) { QV_REPLAY_NEXT(float, strtof); }
 static inline double nondet_double(void) { QV_REPLAY_NEXT(double, strtod); }
 
 #else
 int nondet_int(void);
+char nondet_char(void);
+unsigned char nondet_uchar(void);
 long long nondet_longlong(void);
 float nondet_float(void);
 double nondet_double(void);

@@ -232,7 +232,7 @@ def _run(
     started = clock.lap("invariants", started)
     harness = render_harness(qnet, prop, bounds.bounds).write(workdir / "harness")
     started = clock.lap("codegen", started)
-    job = HarnessJob(harness, harness.parent, not qnet.is_fixed, qnet.n_inputs)
+    job = HarnessJob(harness, harness.parent, qnet.is_float, qnet.n_inputs)
     remaining = options.limits.timeout_s - (time.perf_counter() - clock.start)
     verdict = backend.check(job, replace(options.limits, timeout_s=max(MIN_STAGE_S, remaining)))
     started = clock.lap("backend", started)

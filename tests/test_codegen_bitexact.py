@@ -96,7 +96,8 @@ def test_float_c_equals_simulator_and_tracks_reference(tmp_path, kind, activatio
     x = FloatFormat(kind).round(rng.uniform(-2, 2, size=(N_SAMPLES, 4))).astype(np.float64)
     c_run, _ = assert_c_matches_simulator(qnet, tmp_path, x)
     reference = evaluate_core(net, x)
-    tolerance = 1e-5 if kind is FloatKind.FLOAT else 1e-12
+    # relative rounding error of the whole network: a few units of roundoff per layer and product
+    tolerance = {FloatKind.FLOAT: 1e-5, FloatKind.DOUBLE: 1e-12, FloatKind.HALF: 0.15}[kind]
     deviation = np.abs(c_run.outputs - reference) / np.maximum(1.0, np.abs(reference))
     if activation is Activation.RELU:
         assert deviation.max() <= tolerance

@@ -436,12 +436,12 @@ def _raises(path: Path, error: type[Exception], phrase: str) -> str:
 
 def test_unsupported_operator_is_named(tmp_path: Path) -> None:
     params = _dense_params(np.random.default_rng(0), [3, 2, 2]) | {"K": np.ones((1, 1, 1, 1))}
-    nodes = [helper.make_node("Conv", ["x", "K"], ["c"], name="conv_3"), *_two_layer_nodes()]
+    nodes = [helper.make_node("ConvTranspose", ["x", "K"], ["c"], name="deconv_3"), *_two_layer_nodes()]
     nodes[1].input[0] = "c"
     _raises(
         save_model(tmp_path, nodes, params, [1, 1, 1, 3]),
         UnsupportedError,
-        "ONNX node 'conv_3' (Conv) is not supported",
+        "ONNX node 'deconv_3' (ConvTranspose) is not supported",
     )
 
 

@@ -8,6 +8,7 @@ code; anything else is a bug: one line asking for a report (a traceback with `--
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -25,13 +26,24 @@ def _subcommand_modules() -> list:
         cmd_convert,
         cmd_harness,
         cmd_info,
+        cmd_quantize,
         cmd_show,
         cmd_suite,
         cmd_sweep,
         cmd_verify,
     )
 
-    return [cmd_info, cmd_convert, cmd_codegen, cmd_harness, cmd_verify, cmd_show, cmd_suite, cmd_sweep]
+    return [
+        cmd_info,
+        cmd_convert,
+        cmd_quantize,
+        cmd_codegen,
+        cmd_harness,
+        cmd_verify,
+        cmd_show,
+        cmd_suite,
+        cmd_sweep,
+    ]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader went away (`qverify info NET | head`): nothing left to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as error:  # noqa: BLE001 - the one place that turns bugs into a clean exit
         if args.debug:
             traceback.print_exc()

@@ -32,18 +32,40 @@ def _fmt(value: float) -> str:
     return f"{value:.6g}"
 
 
-def describe_network(net: Network) -> list[str]:
-    n_parameters = sum(layer.weights.size + layer.bias.size for layer in net.layers)
-    lines = [
-        f"network {net.name}  ({net.source})  sha256:{net.digest()}",
-        f"sizes {' -> '.join(map(str, net.sizes))}  ({len(net.layers)} dense layers, {n_parameters} parameters)",
-    ]
-    for index, layer in enumerate(net.layers, start=1):
-        lines.append(
-            f"  layer {index}: {layer.n_in} -> {layer.n_out} {layer.activation.value:8s} "
-            f"weights [{_fmt(layer.weights.min())}, {_fmt(layer.weights.max())}]  "
+def _layer_line(index: int, layer, quant) -> str:
+    text = f"  layer {index}: {layer.describe()}, {layer.activation.value}"
+    if hasattr(layer, "weights"):
+        text += (
+            f"  weights [{_fmt(layer.weights.min())}, {_fmt(layer.weights.max())}]  "
             f"biases [{_fmt(layer.bias.min())}, {_fmt(layer.bias.max())}]"
         )
+    if quant is not None:
+        text += f"\n      int8: output {quant.output.describe()}"
+        scales = getattr(quant, "weight_scales", None)
+        if scales is not None:
+            kind = "per channel" if scales.size > 1 else "per tensor"
+            text += f", weight scales {kind} [{_fmt(scales.min())}, {_fmt(scales.max())}]"
+            text += f", int8 weights [{int(quant.weights.min())}, {int(quant.weights.max())}]"
+    return text
+
+
+def describe_network(net: Network) -> list[str]:
+    n_parameters = sum(
+        layer.weights.size + layer.bias.size for layer in net.layers if hasattr(layer, "weights")
+    )
+    kinds = sorted({type(layer).__name__ for layer in net.layers})
+    lines = [
+        f"network {net.name}  ({net.source})  sha256:{net.digest()}",
+        (
+            f"sizes {' -> '.join(map(str, net.sizes))}  ({len(net.layers)} layers: {', '.join(kinds)}; "
+            f"{n_parameters} parameters)"
+        ),
+    ]
+    if net.quantization is not None:
+        lines.append(f"quantization: {net.quantization.describe()}")
+    quants = net.quantization.layers if net.quantization is not None else (None,) * len(net.layers)
+    for index, (layer, quant) in enumerate(zip(net.layers, quants), start=1):
+        lines.append(_layer_line(index, layer, quant))
     norm = net.input_norm
     if norm is None:
         lines.append("input normalisation: none (inputs are used as given)")

@@ -8,7 +8,7 @@ from pathlib import Path
 from qverify.cli.options import add_verify_options, verify_options_from_args
 from qverify.errors import EXIT_CODES_HELP
 from qverify.suites import make_executor, read_suite, run_suite
-from qverify.suites.suite_file import BENCHMARKS, check_format_label
+from qverify.suites.suite_file import BENCHMARKS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -49,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_command(args: argparse.Namespace) -> int:
     suite = read_suite(args.suite)
     formats = (
-        tuple(check_format_label(f, "--format") for f in args.formats) if args.formats else suite.formats
+        tuple(suite.check_format(f, "--format") for f in args.formats) if args.formats else suite.formats
     )
     if args.timeout is not None and args.timeout <= 0:
         args.timeout = None

@@ -24,14 +24,15 @@ from qverify.properties import (
 from qverify.properties.builders import exact
 from qverify.quant import (
     Accumulation,
-    FixedFormat,
     FloatFormat,
     FloatKind,
     ImplementationOptions,
     Layout,
     LutDesign,
+    NumberFormat,
     Overflow,
     Rounding,
+    parse_number_format,
 )
 from qverify.verification import VerifyOptions
 
@@ -45,7 +46,9 @@ def add_implementation_options(parser: argparse.ArgumentParser) -> None:
         "--format",
         metavar="K.L",
         default=None,
-        help=f"fixed point <K,L>: K integer bits with sign, L fractional (default {DEFAULT_FORMAT})",
+        help=f"fixed point <K,L>: K integer bits with sign, L fractional (default {DEFAULT_FORMAT}); or int8 / "
+        "int8-tflite: the model's int8 affine quantization with onnxruntime's / TFLite's requantization "
+        "rounding (a quantized ONNX file, see `qverify quantize`)",
     )
     number.add_argument(
         "--float",
@@ -60,6 +63,13 @@ def add_implementation_options(parser: argparse.ArgumentParser) -> None:
         action="store_const",
         const=FloatKind.DOUBLE,
         help="IEEE double precision",
+    )
+    number.add_argument(
+        "--half",
+        dest="float_kind",
+        action="store_const",
+        const=FloatKind.HALF,
+        help="IEEE half precision (binary16, C's _Float16; every operation rounded)",
     )
     group.add_argument(
         "--rounding",
@@ -96,10 +106,12 @@ def add_implementation_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--lut-range", type=float, metavar="A", help="table covers [-A, A]")
 
 
-def number_from_args(args: argparse.Namespace) -> FixedFormat | FloatFormat:
+def number_from_args(args: argparse.Namespace) -> NumberFormat:
     if args.float_kind is not None:
         return FloatFormat(args.float_kind)
-    return FixedFormat.parse(args.format or DEFAULT_FORMAT, Rounding(args.rounding), Overflow(args.overflow))
+    return parse_number_format(
+        args.format or DEFAULT_FORMAT, Rounding(args.rounding), Overflow(args.overflow)
+    )
 
 
 def implementation_from_args(args: argparse.Namespace) -> ImplementationOptions:

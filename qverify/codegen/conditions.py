@@ -8,6 +8,8 @@ Float: `y >= c` holds for a float y exactly when y >= (the smallest float >= c),
 difference `y_i - y_j >= 0` is compared as `y_i >= y_j` (exact for IEEE numbers).
 Input boxes: `[lo, hi]` becomes the words `[ceil(lo * 2^l), floor(hi * 2^l)]` (exactly the
 representable points), or the floats `[smallest float >= lo, largest float <= hi]`.
+int8: an output code y_i means (y_i - zero_point) * scale, an atom is compared as for fixed point
+with that affine reading; an input box becomes the codes its float32 points quantize to.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ import numpy as np
 
 from qverify.codegen.literals import float_literal
 from qverify.errors import RangeError, UnsupportedError
+from qverify.network import TensorQuant
 from qverify.properties import Atom, Box, Relation
-from qverify.quant import FixedFormat, FloatFormat
+from qverify.quant import FixedFormat, FloatFormat, FloatKind
 
 INT64_LIMIT = 1 << 62
 
@@ -61,24 +64,55 @@ def _linear_expression(coefficients: list[tuple[int, int]]) -> str:
     return text or "0"
 
 
-def fixed_atom(atom: Atom, fmt: FixedFormat) -> CAtom:
-    """The atom over output words `y[i]`, exact."""
+def _integer_atom(atom: Atom, scale: Fraction, zero: int, value_range: tuple[int, int], what: str) -> CAtom:
+    """The atom over integer outputs `y[i]` meaning (y[i] - zero) * scale, exact.
+
+    sum a_i (y_i - zero) scale + c (rel) 0  <=>  sum A_i y_i (rel) zero sum A_i - c D / scale, with
+    A_i = a_i D integers (D the common denominator of the a_i, D / scale > 0). `value_range` holds
+    every output's possible values: a comparison it decides is written as the constant 1 or 0 (gcc
+    rejects comparisons that always hold for the type, and they say nothing)."""
     denominator = math.lcm(*(coefficient.denominator for _, coefficient in atom.terms)) if atom.terms else 1
     coefficients = [(index, int(coefficient * denominator)) for index, coefficient in atom.terms]
-    bound = -atom.constant * denominator * fmt.scale
+    bound = zero * sum(c for _, c in coefficients) - atom.constant * denominator / scale
     if atom.relation in (Relation.GE, Relation.GT):
         threshold = _ceil(bound) if atom.relation is Relation.GE else _floor(bound) + 1
         operator = ">="
     else:
         threshold = _floor(bound) if atom.relation is Relation.LE else _ceil(bound) - 1
         operator = "<="
-    worst = sum(abs(c) for _, c in coefficients) * (1 << (fmt.word_bits - 1)) + abs(threshold)
+    magnitude = max(abs(value_range[0]), abs(value_range[1]))
+    worst = sum(abs(c) for _, c in coefficients) * magnitude + abs(threshold)
     if worst >= INT64_LIMIT:
-        raise RangeError(f"property atom '{atom.text}' needs more than 64 bits to compare exactly at {fmt}")
+        raise RangeError(f"property atom '{atom.text}' needs more than 64 bits to compare exactly at {what}")
     left = _linear_expression(coefficients)
+    low = sum(c * (value_range[0] if c > 0 else value_range[1]) for _, c in coefficients)
+    high = sum(c * (value_range[1] if c > 0 else value_range[0]) for _, c in coefficients)
+    always = low >= threshold if operator == ">=" else high <= threshold
+    never = high < threshold if operator == ">=" else low > threshold
+    if always or never:
+        verdict = "1" if always else "0"
+        return CAtom(
+            verdict,
+            f"{atom.text}  <=>  {left} {operator} {threshold}: always {'true' if always else 'false'}",
+        )
     return CAtom(
         f"{left} {operator} {int64_literal(threshold)}", f"{atom.text}  <=>  {left} {operator} {threshold}"
     )
+
+
+def fixed_atom(atom: Atom, fmt: FixedFormat) -> CAtom:
+    """The atom over output words `y[i]` (meaning y[i] * 2^-l), exact."""
+    return _integer_atom(atom, Fraction(1, fmt.scale), 0, (fmt.min_q, fmt.max_q), str(fmt))
+
+
+def int8_atom(atom: Atom, output: TensorQuant) -> CAtom:
+    """The atom over output codes `y[i]`, read as the exact reals (y[i] - zero_point) * scale.
+
+    onnxruntime's DequantizeLinear rounds that product to float32; reading it exactly can differ
+    only for a threshold within half a float32 ulp of a code's value. Comparisons between outputs
+    (Y_i - Y_j, argmax) are the same either way."""
+    code_range = (output.code.qmin, output.code.qmax)
+    return _integer_atom(atom, Fraction(output.scale), output.zero_point, code_range, output.describe())
 
 
 def _float_up(value: Fraction, number: FloatFormat) -> float:
@@ -163,7 +197,43 @@ def float_box(box: Box, number: FloatFormat) -> CBox:
     )
 
 
+def int8_box(box: Box, quant: TensorQuant) -> CBox:
+    """The input codes of a box of real inputs: the network quantizes its float32 input x to
+    QuantizeLinear(x), a non-decreasing function, so the float32 values of [lo, hi] give exactly the
+    codes [Q(smallest float32 >= lo), Q(largest float32 <= hi)] (every code between is reached,
+    as a scale spans many float32 values). Inputs beyond the codes' range saturate."""
+    f32 = FloatFormat(FloatKind.FLOAT)
+    low_reals = np.array([_float_up(v, f32) for v in box.lo], dtype=np.float32)
+    high_reals = np.array([_float_down(v, f32) for v in box.hi], dtype=np.float32)
+    lo, hi = quant.quantize(low_reals), quant.quantize(high_reals)
+    empty = bool(np.any(low_reals > high_reals))
+    saturated = bool(np.any(lo == quant.code.qmin) or np.any(hi == quant.code.qmax))
+    pairs = ", ".join(
+        f"[{float(a):.10g}, {float(b):.10g}] -> [{p}, {q}]" for a, b, p, q in zip(box.lo, box.hi, lo, hi)
+    )
+    return CBox(tuple(map(str, lo)), tuple(map(str, hi)), empty, saturated, pairs)
+
+
+def implementation_box(qnet, box: Box) -> CBox:
+    """A box of normalised real inputs in the network's input domain (words, floats or codes)."""
+    number = qnet.number
+    if isinstance(number, FixedFormat):
+        return fixed_box(box, number)
+    if qnet.is_int8:
+        return int8_box(box, qnet.input_quant)
+    return float_box(box, number)
+
+
+def implementation_atom(qnet, atom: Atom) -> CAtom:
+    """An output atom over the network's outputs `y[i]`, exact."""
+    number = qnet.number
+    if isinstance(number, FixedFormat):
+        return fixed_atom(atom, number)
+    if qnet.is_int8:
+        return int8_atom(atom, qnet.output_quant)
+    return float_atom(atom, number)
+
+
 def box_is_empty(qnet, box: Box) -> bool:
     """Does the box hold no representable input of the network's number format?"""
-    number = qnet.number
-    return (fixed_box(box, number) if isinstance(number, FixedFormat) else float_box(box, number)).empty
+    return implementation_box(qnet, box).empty

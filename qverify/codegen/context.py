@@ -11,13 +11,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from qverify import __version__
-from qverify.codegen.literals import array_rows, matrix_rows, number_literal
-from qverify.network import Activation, Network
+from qverify.codegen.literals import array_rows, matrix_rows, number_literal, tensor_rows
+from qverify.network import Activation, AveragePool2D, Conv2D, Dense, MaxPool2D, Network
 from qverify.quant import (
     Accumulation,
     FixedFormat,
     LayerBounds,
     Layout,
+    QuantizedLayer,
     QuantizedNetwork,
     reduce_terms,
 )
@@ -32,15 +33,34 @@ class NeuronBounds:
 
 
 def _ctype(qnet: QuantizedNetwork) -> str:
+    if qnet.is_int8:
+        return qnet.output_quant.code.c_type
     return "fxp_t" if qnet.is_fixed else qnet.number.c_type  # type: ignore[union-attr]
 
 
 def _literal_type(qnet: QuantizedNetwork) -> str:
-    return "int" if qnet.is_fixed else qnet.number.c_type  # type: ignore[union-attr]
+    return "int" if qnet.is_integer else qnet.number.c_type  # type: ignore[union-attr]
+
+
+def arithmetic(qnet: QuantizedNetwork) -> str:
+    """How the template writes one product and one addition: fixed, wide, float, half or int8."""
+    if qnet.is_int8:
+        return "int8"
+    if qnet.is_fixed:
+        return "wide" if qnet.options.accumulation is Accumulation.WIDE else "fixed"
+    return "half" if qnet.number.is_half else "float"  # type: ignore[union-attr]
 
 
 def _tree_expression(qnet: QuantizedNetwork, index: int, n_in: int, input_name: str) -> str:
     weight = f"qv_w{index}[j]"
+    if qnet.is_float and qnet.number.is_half:  # type: ignore[union-attr]
+        return reduce_terms(
+            n_in,
+            f"qv_b{index}[j]",
+            lambda i: f"(qv_num)({weight}[{i}] * {input_name}[{i}])",
+            lambda a, b: f"(qv_num)({a} + {b})",
+            balanced=True,
+        )
     if not qnet.is_fixed:
         return reduce_terms(
             n_in,
@@ -75,6 +95,10 @@ def _apply(activation: Activation) -> str:
     return f"qv_{activation.value}(acc)"
 
 
+def _bound_literal_type(qnet: QuantizedNetwork) -> str:
+    return "int" if qnet.is_integer else qnet.number.c_type  # type: ignore[union-attr]
+
+
 def _bounds_context(bounds: LayerBounds, literal_type: str, origin: str) -> dict:
     def rows(values: np.ndarray) -> list[str]:
         return array_rows(values, literal_type)
@@ -88,31 +112,123 @@ def _bounds_context(bounds: LayerBounds, literal_type: str, origin: str) -> dict
     }
 
 
-def _layers_context(qnet: QuantizedNetwork, bounds: NeuronBounds | None) -> list[dict]:
+def _geometry(layer: QuantizedLayer) -> dict:
+    """Loop bounds and offsets of a convolution or pool, as the template's loops use them."""
+    source = layer.source
+    channels, in_h, in_w = source.input_shape  # type: ignore[union-attr]
+    out_c, out_h, out_w = source.output_shape  # type: ignore[union-attr]
+    kernel = source.kernel  # type: ignore[union-attr]
+    strides, pads = source.strides, source.pads  # type: ignore[union-attr]
+    return {
+        "channels": channels,
+        "in_h": in_h,
+        "in_w": in_w,
+        "out_channels": out_c,
+        "out_h": out_h,
+        "out_w": out_w,
+        "kernel_h": kernel[0],
+        "kernel_w": kernel[1],
+        "stride_h": strides[0],
+        "stride_w": strides[1],
+        "pad_top": pads[0],
+        "pad_left": pads[1],
+        "padded": any(pads),
+    }
+
+
+def _int8_context(qnet: QuantizedNetwork, layer: QuantizedLayer, row_variable: str) -> dict:
+    tables = layer.int8
+    assert tables is not None
+    if tables.table is None:
+        return {}
+    quant = tables.quant
+    mode = qnet.number.requant.value  # type: ignore[union-attr]
+    per = "per channel" if tables.table.shape[0] > 1 else "per tensor"
+    return {
+        "qmin": tables.code.qmin,
+        "zp_in": f"({tables.input_zero})" if tables.input_zero < 0 else str(tables.input_zero),
+        "table_count": tables.table.shape[0],
+        "table_rows": matrix_rows(tables.table, "int"),
+        "table_row": row_variable if tables.table.shape[0] > 1 else "0",
+        "requant_note": (
+            f"{mode}, {per}; input {quant.input.describe()}, output {quant.output.describe()}"
+            + (", ReLU as the clamp" if layer.activation is Activation.RELU else "")
+        ),
+    }
+
+
+def _layer_context(
+    qnet: QuantizedNetwork, index: int, layer: QuantizedLayer, bounds: NeuronBounds | None
+) -> dict:
     literal_type = _literal_type(qnet)
-    balanced = qnet.options.layout is Layout.BALANCED
-    layers = []
-    for index, layer in enumerate(qnet.layers, start=1):
-        last = index == len(qnet.layers)
-        input_name = "x" if index == 1 else f"h{index - 1}"
-        layers.append(
-            {
-                "index": index,
-                "n_in": layer.n_in,
-                "n_out": layer.n_out,
-                "activation": layer.activation.value,
-                "weight_rows": matrix_rows(layer.weights, literal_type),
-                "bias_rows": array_rows(layer.bias, literal_type),
-                "input": input_name,
-                "output": "y" if last else f"h{index}",
-                "apply": _apply(layer.activation),
-                "tree": _tree_expression(qnet, index, layer.n_in, input_name) if balanced else None,
-                "bounds": _bounds_context(bounds.layers[index - 1], literal_type, bounds.origin)
-                if bounds
-                else None,
-            }
+    last = index == len(qnet.layers)
+    input_name = "x" if index == 1 else f"h{index - 1}"
+    source = layer.source
+    context = {
+        "index": index,
+        "n_in": layer.n_in,
+        "n_out": layer.n_out,
+        "description": source.describe(),  # type: ignore[union-attr]
+        "activation": layer.activation.value,
+        "input": input_name,
+        "output": "y" if last else f"h{index}",
+        "apply": _apply(layer.activation),
+        "tree": None,
+        "table_row": "0",
+        "bounds": _bounds_context(bounds.layers[index - 1], _bound_literal_type(qnet), bounds.origin)
+        if bounds
+        else None,
+    }
+    weight_type = "int" if qnet.is_int8 else literal_type
+    if isinstance(source, Dense):
+        context.update(
+            kind="dense",
+            weight_dims=f"[{layer.n_out}][{layer.n_in}]",
+            weight_rows=matrix_rows(layer.weights, weight_type),
+            bias_rows=array_rows(layer.bias, weight_type),
+            bias_count=layer.n_out,
         )
-    return layers
+        if qnet.options.layout is Layout.BALANCED:
+            context["tree"] = _tree_expression(qnet, index, layer.n_in, input_name)
+        if qnet.is_int8:
+            context.update(_int8_context(qnet, layer, "j"))
+        return context
+    context.update(_geometry(layer))
+    if isinstance(source, Conv2D):
+        group_in = source.group_in_channels
+        group_out = source.out_channels // source.groups
+        in_channel = "ic" if source.groups == 1 else f"(oc / {group_out} * {group_in} + ic)"
+        context.update(
+            kind="conv",
+            weight_dims="".join(f"[{size}]" for size in layer.weights.shape),
+            weight_rows=tensor_rows(layer.weights, weight_type),
+            bias_rows=array_rows(layer.bias, weight_type),
+            bias_count=layer.bias.shape[0],
+            group_in=group_in,
+            in_channel=in_channel,
+        )
+        if qnet.is_int8:
+            context.update(_int8_context(qnet, layer, "oc"))
+        return context
+    kind = "maxpool" if isinstance(source, MaxPool2D) else "avgpool"
+    context.update(kind=kind)
+    if isinstance(source, AveragePool2D):
+        context["weight_rows"] = array_rows(layer.weights, literal_type)
+    return context
+
+
+def loop_variables(layers: list[dict], balanced: bool) -> list[str]:
+    """The C loop variables the layers use (declared once; unused ones would not compile)."""
+    used: set[str] = set()
+    for layer in layers:
+        if layer["kind"] == "dense":
+            used |= {"j"} if balanced else {"j", "i"}
+        elif layer["kind"] == "conv":
+            used |= {"j", "oc", "oy", "ox", "ic", "ky", "kx", "iy", "ix"}
+        else:
+            used |= {"j", "c", "oy", "ox", "ky", "kx", "iy", "ix"}
+    order = ("j", "i", "c", "oc", "oy", "ox", "ic", "ky", "kx", "iy", "ix")
+    return [name for name in order if name in used]
 
 
 def _luts_context(qnet: QuantizedNetwork) -> list[dict]:
@@ -138,6 +254,19 @@ def _luts_context(qnet: QuantizedNetwork) -> list[dict]:
             )
         result.append(entry)
     return result
+
+
+def int8_lines(qnet: QuantizedNetwork) -> list[str]:
+    """The header comment's account of an int8 network's quantization."""
+    quant = qnet.source.quantization
+    assert quant is not None
+    lines = [
+        f"{quant.describe()}",
+        f"input codes: x = QuantizeLinear(real input) with {qnet.input_quant.describe()}",
+        f"output codes: real output = (y - {qnet.output_quant.zero_point}) * {qnet.output_quant.scale!r}",
+        f"requantization: {qnet.number.requant.value} rounding (qverify.quant.affine), as integer threshold tables",  # type: ignore[union-attr]
+    ]
+    return lines
 
 
 def normalisation_lines(net: Network) -> list[str]:
@@ -166,13 +295,14 @@ def network_context(
 ) -> dict:
     """Everything `_network.c.j2` and `_header.c.j2` read."""
     net = qnet.source
+    layers = [_layer_context(qnet, index, layer, bounds) for index, layer in enumerate(qnet.layers, start=1)]
     context = {
         "version": __version__,
         "name": net.name,
         "source": net.source or net.name,
         "digest": net.digest(),
         "sizes": " -> ".join(map(str, net.sizes)),
-        "activations": ", ".join(layer.activation.value for layer in net.layers),
+        "activations": ", ".join(layer.activation.value for layer in qnet.layers),
         "is_fixed": qnet.is_fixed,
         "ctype": _ctype(qnet),
         "accumulation": qnet.options.accumulation.value,
@@ -180,13 +310,30 @@ def network_context(
         "wide": qnet.options.accumulation is Accumulation.WIDE,
         "lut_design": qnet.options.lut.describe(),
         "luts": _luts_context(qnet),
-        "layers": _layers_context(qnet, bounds),
-        "uses_relu": any(layer.activation is Activation.RELU for layer in qnet.layers),
+        "layers": layers,
+        "loop_variables": loop_variables(layers, qnet.options.layout is Layout.BALANCED),
+        "arith": arithmetic(qnet),
+        "weight_type": "int8_t" if qnet.is_int8 else "qv_num",
+        "bias_type": "int32_t" if qnet.is_int8 else "qv_num",
+        "bound_type": "int32_t" if qnet.is_int8 else "qv_num",
+        "uses_relu": not qnet.is_int8 and any(layer.activation is Activation.RELU for layer in qnet.layers),
         "n_inputs": qnet.n_inputs,
         "n_outputs": qnet.n_outputs,
         "normalisation": normalisation_lines(net),
         "notes": list(notes),
     }
+    if qnet.is_int8:
+        inq, outq = qnet.input_quant, qnet.output_quant
+        context.update(
+            int8_lines=int8_lines(qnet),
+            input_qmin=inq.code.qmin,
+            input_qmax=inq.code.qmax,
+            input_zero=f"({inq.zero_point})" if inq.zero_point < 0 else str(inq.zero_point),
+            input_zero_f=f"({float(inq.zero_point)!r}f)",
+            input_scale=number_literal(inq.scale, "float"),
+            output_zero=f"({outq.zero_point})" if outq.zero_point < 0 else str(outq.zero_point),
+            output_scale=number_literal(outq.scale, "float"),
+        )
     if isinstance(qnet.number, FixedFormat):
         fmt = qnet.number
         context.update(

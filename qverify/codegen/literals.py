@@ -17,11 +17,22 @@ def int_literal(value: int) -> str:
     return str(value)
 
 
+FLOAT_C_TYPES = ("float", "double", "_Float16")
+
+
 def float_literal(value: float, c_type: str) -> str:
-    """A hexadecimal floating literal (C99): exact, e.g. 0x1.8p+1f for 3.0f."""
+    """A hexadecimal floating literal (C99): exact, e.g. 0x1.8p+1f for 3.0f.
+
+    The value is first rounded to `c_type`; a `_Float16` value is written as a float literal (C99
+    has no half literals; every half value is a float value, and the conversion is exact)."""
     value = float(value)
     if not np.isfinite(value):
         raise ValueError(f"cannot write {value} as a C literal")
+    if c_type == "_Float16":
+        value = float(np.float16(value))
+        if not np.isfinite(value):
+            raise ValueError(f"{value} overflows half precision")
+        return value.hex() + "f"
     if c_type == "float":
         value = float(np.float32(value))
         return value.hex() + "f"
@@ -29,9 +40,20 @@ def float_literal(value: float, c_type: str) -> str:
 
 
 def number_literal(value: float, c_type: str) -> str:
-    if c_type in ("float", "double"):
+    if c_type in FLOAT_C_TYPES:
         return float_literal(value, c_type)
     return int_literal(int(value))
+
+
+def tensor_rows(values: np.ndarray, c_type: str) -> list[str]:
+    """One nested `{...}` initialiser per entry of the first axis of an array of any rank."""
+
+    def nested(array: np.ndarray) -> str:
+        if array.ndim == 1:
+            return "{" + ", ".join(number_literal(v, c_type) for v in array) + "}"
+        return "{" + ", ".join(nested(sub) for sub in array) + "}"
+
+    return [nested(sub) for sub in np.asarray(values)]
 
 
 def array_rows(values: np.ndarray, c_type: str, per_line: int = 8) -> list[str]:

@@ -14,7 +14,7 @@ from qverify.errors import InputError
 from qverify.quant import QuantizedNetwork
 from qverify.resources import models_c_dir, templates_dir
 
-C_MODELS = ("fxp.h", "verifier.h")
+C_MODELS = ("fxp.h", "verifier.h", "int8.h", "half.h")
 
 
 @dataclass(frozen=True, slots=True)

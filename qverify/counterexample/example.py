@@ -86,6 +86,21 @@ class AdversarialExample:
         )
 
 
+def _representative_inputs(qnet: QuantizedNetwork, prop: Property, x: np.ndarray) -> np.ndarray:
+    """Normalised reals the integer inputs stand for. An int8 code stands for every real that
+    quantizes to it: take its dequantized value, moved into the property's box (the box's ends
+    quantize to its extreme codes), so the float reference is evaluated inside the region."""
+    reals = qnet.input_reals(x)
+    if not qnet.is_int8:
+        return reals
+    for box in prop.boxes:
+        lo, hi = box.lo_array(), box.hi_array()
+        clipped = np.clip(reals, lo, hi)
+        if np.array_equal(qnet.input_quant.quantize(clipped), x):
+            return clipped
+    return reals
+
+
 def build_example(
     qnet: QuantizedNetwork,
     prop: Property,
@@ -95,18 +110,17 @@ def build_example(
     image_shape: tuple[int, ...] | None = None,
 ) -> AdversarialExample:
     """Run the compiled network and the float reference on a confirmed input `x` (words or values)."""
-    compiled = CompiledNetwork(render_network(qnet), workdir / "network_replay", qnet.is_fixed)
+    compiled = CompiledNetwork(render_network(qnet), workdir / "network_replay", qnet.is_integer)
     run = compiled.run(x[None, :], raw=True)
     simulated = simulate(qnet, x[None, :]).outputs[0]
     if not run.overflowed[0] and not np.array_equal(run.outputs[0], simulated):
         raise InternalError(
             f"compiled network and simulator disagree at {x.tolist()}: {run.outputs[0]} vs {simulated}"
         )
-    if qnet.is_fixed:
-        scale = qnet.number.scale  # type: ignore[union-attr]
-        real_inputs = x / scale
+    if qnet.is_integer:
+        real_inputs = _representative_inputs(qnet, prop, x)
         outputs_word = tuple(int(v) for v in run.outputs[0])
-        outputs_real = tuple(float(v) / scale for v in run.outputs[0])
+        outputs_real = tuple(float(v) for v in qnet.output_reals(run.outputs[0]))
         inputs_word = tuple(int(v) for v in x)
     else:
         real_inputs = x.astype(np.float64)

@@ -10,12 +10,12 @@ Anything else is an ERROR naming the disagreement: never an UNSAFE.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
 from qverify.codegen import VIOLATION_PREFIX, compile_replay, format_inputs, run_lines
+from qverify.codegen.conditions import implementation_box
 from qverify.errors import QverifyError
 from qverify.properties import Property
 from qverify.quant import QuantizedNetwork, neuron_name, simulate
@@ -38,28 +38,39 @@ class ReplayResult:
 
 
 def inputs_from_values(qnet: QuantizedNetwork, values: tuple) -> np.ndarray:
-    """The network input vector (int64 words or float values) of the nondet values."""
-    if qnet.is_fixed:
+    """The network input vector (int64 words or codes, or float values) of the nondet values."""
+    if qnet.is_integer:
         return np.array([int(v) for v in values], dtype=np.int64)
     return qnet.number.round(np.array([float(v) for v in values]))  # type: ignore[union-attr]
 
 
-def exact_reals(qnet: QuantizedNetwork, vector: np.ndarray) -> list[Fraction]:
-    """Words or float values as exact rationals."""
-    if qnet.is_fixed:
-        return [Fraction(int(v), qnet.number.scale) for v in vector]  # type: ignore[union-attr]
-    return [Fraction(float(v)) for v in vector]
+def in_region(qnet: QuantizedNetwork, prop: Property, x: np.ndarray) -> bool:
+    """Is the implementation input x (words, codes or values) in one of the region's boxes, as the
+    harness's assumes state them?"""
+    for box in prop.boxes:
+        cbox = implementation_box(qnet, box)
+        if cbox.empty:
+            continue
+        if qnet.is_integer:
+            lo, hi = [int(v) for v in cbox.lo], [int(v) for v in cbox.hi]
+            if all(a <= int(v) <= b for v, a, b in zip(x, lo, hi)):
+                return True
+        else:
+            lo = [float.fromhex(v.removesuffix("f")) for v in cbox.lo]
+            hi = [float.fromhex(v.removesuffix("f")) for v in cbox.hi]
+            if all(a <= float(v) <= b for v, a, b in zip(x, lo, hi)):
+                return True
+    return False
 
 
 def simulator_outcome(qnet: QuantizedNetwork, prop: Property, x: np.ndarray) -> str:
     """HOLDS / ASSUME-FAILED / VIOLATED <clause or overflow>, computed without the C."""
-    inputs = exact_reals(qnet, x)
-    if not any(all(lo <= v <= hi for v, lo, hi in zip(inputs, box.lo, box.hi)) for box in prop.boxes):
+    if not in_region(qnet, prop, x):
         return "ASSUME-FAILED"
     result = simulate(qnet, x[None, :])
     if result.detected[0]:
         return f"VIOLATED {OVERFLOW_MESSAGE} ({neuron_name(qnet, int(result.overflow_site[0]))})"
-    clause = prop.unsafe.violated_clause_exact(exact_reals(qnet, result.outputs[0]))
+    clause = prop.unsafe.violated_clause_exact(qnet.output_reals(result.outputs[0]))
     if clause < 0:
         return "HOLDS"
     return f"VIOLATED {VIOLATION_PREFIX} {clause + 1}: {prop.unsafe.clauses[clause].text()}"

@@ -34,7 +34,7 @@ from qverify.invariants.region import (
     mean_width,
     stable_relus,
 )
-from qverify.invariants.symbolic import COST_BUDGET, symbolic_cost
+from qverify.invariants.symbolic import COST_BUDGET, symbolic_applies, symbolic_cost
 from qverify.properties import Property
 from qverify.quant import LayerBounds, QuantizedNetwork
 
@@ -167,6 +167,7 @@ def compute_bounds(
         find_framac(framac_options)
     boxes = input_boxes(qnet, prop)
     warnings: list[str] = []
+    symbolic = symbolic and symbolic_applies(qnet)
     if symbolic and method is not IntervalMethod.FRAMAC and symbolic_cost(qnet) > COST_BUDGET:
         symbolic = False
         warnings.append(_too_costly(qnet))

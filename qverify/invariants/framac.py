@@ -393,6 +393,16 @@ def framac_bounds(
 ) -> FramacResult:
     """Run EVA on the view of each box and join; raises ToolMissingError / ToolFailedError."""
     executable = find_framac(options)
+    if (
+        qnet.is_int8
+        or (qnet.is_float and qnet.number.is_half)
+        or not all(layer.is_dense for layer in qnet.layers)
+    ):  # type: ignore[union-attr]
+        raise ToolFailedError(
+            "the Frama-C view covers dense networks in fixed point, float and double (not convolutions, "
+            f"pools, int8 or half precision; this network: {qnet.number}, "
+            f"{', '.join(sorted({type(layer.source).__name__ for layer in qnet.layers}))})"
+        )
     version = framac_version(executable)
     warnings = []
     if version.major not in TESTED_MAJORS:

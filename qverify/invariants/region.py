@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qverify.codegen.conditions import fixed_box, float_box
+from qverify.codegen.conditions import implementation_box
 from qverify.errors import InputError
 from qverify.network import Activation
 from qverify.properties import Property, Units
@@ -23,7 +23,8 @@ from qverify.quant import FixedFormat, LayerBounds, QuantizedNetwork
 
 @dataclass(frozen=True, slots=True, eq=False)
 class InputBox:
-    """One non-empty input box of the implementation: int64 words (fixed) or values of the C type."""
+    """One non-empty input box of the implementation: int64 words (fixed), codes (int8) or values of
+    the C type (float)."""
 
     lo: np.ndarray
     hi: np.ndarray
@@ -39,21 +40,18 @@ def input_boxes(qnet: QuantizedNetwork, prop: Property) -> list[InputBox]:
     if prop.units is not Units.NORMALISED:
         raise InputError(f"property {prop.name} is in raw units: convert it with to_normalised first")
     prop.check_against(qnet.n_inputs, qnet.n_outputs)
-    number = qnet.number
     result = []
     for box in prop.boxes:
-        if isinstance(number, FixedFormat):
-            cbox = fixed_box(box, number)
-            if cbox.empty:
-                continue
+        cbox = implementation_box(qnet, box)
+        if cbox.empty:
+            continue
+        if qnet.is_integer:
             lo = np.array([int(v) for v in cbox.lo], dtype=np.int64)
             hi = np.array([int(v) for v in cbox.hi], dtype=np.int64)
         else:
-            cbox = float_box(box, number)
-            if cbox.empty:
-                continue
-            lo = np.array([_float_value(v) for v in cbox.lo], dtype=number.dtype)
-            hi = np.array([_float_value(v) for v in cbox.hi], dtype=number.dtype)
+            dtype = qnet.number.dtype  # type: ignore[union-attr]
+            lo = np.array([_float_value(v) for v in cbox.lo], dtype=dtype)
+            hi = np.array([_float_value(v) for v in cbox.hi], dtype=dtype)
         result.append(InputBox(lo, hi))
     return result
 

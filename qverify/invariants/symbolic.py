@@ -56,6 +56,13 @@ SLOPE_BITS = 32  # fractional bits of the relaxation slopes (rounded up)
 COST_BUDGET = 60_000_000  # multiply-adds of exact back-substitution allowed per input box
 
 
+def symbolic_applies(qnet: QuantizedNetwork) -> bool:
+    """Dense layers in fixed point, float or double: what the linear relations below cover."""
+    if qnet.is_int8 or (qnet.is_float and qnet.number.is_half):  # type: ignore[union-attr]
+        return False
+    return all(layer.is_dense for layer in qnet.layers)
+
+
 def symbolic_cost(qnet: QuantizedNetwork) -> int:
     """Multiply-adds of one back-substitution pass over the network (both bounds)."""
     sizes = [qnet.n_inputs] + [layer.n_out for layer in qnet.layers]
@@ -285,8 +292,12 @@ def symbolic_bounds(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) -> t
     bounds of `implementation_bounds`, layer by layer, intersected with back-substituted linear bounds.
 
     Never looser than `implementation_bounds(qnet, lo, hi)`. Costs about `symbolic_cost(qnet)`
-    exact multiply-adds.
+    exact multiply-adds. Networks with convolutions or pools, int8 and half-precision networks get
+    the interval bounds only (the linear relations are written for dense layers in fixed point,
+    float and double).
     """
+    if not symbolic_applies(qnet):
+        return implementation_bounds(qnet, lo, hi)
     x_lo, x_hi = _exact(lo), _exact(hi)
     r_bits = _dyadic_bits(x_lo + x_hi)
     p_bits = r_bits + GRID_BITS

@@ -1,11 +1,18 @@
-"""Read a sequential ONNX graph of dense layers into a `Network` (using the `onnx` package only).
+"""Read a sequential float ONNX graph into a `Network` (using the `onnx` package only).
 
 What is understood, in graph order (one dynamic tensor flows from the single graph input to the single
 graph output; constants are initializers or `Constant` nodes):
 
     [Sub|Div|Add|Mul with a constant]*        -> input normalisation x_norm = (x - mean) / range
-    ( MatMul [Add bias] | Gemm ) [Relu|Sigmoid|Tanh]     one `Dense` per linear node, repeated
+    ( MatMul [Add bias] | Gemm | Conv [Add bias] ) [BatchNormalization] [Relu|Sigmoid|Tanh]
+                                              one `Dense` / `Conv2D` per linear node, repeated;
+    MaxPool | AveragePool | GlobalAveragePool   a pooling layer (2-D, NCHW, batch 1)
     [Sub|Div|Add|Mul with a constant]*        -> output normalisation y = y_norm * range + mean
+
+BatchNormalization (inference mode) is folded into the layer before it; a Relu right after a
+MaxPool that follows a linear layer without activation moves before the pool (they commute).
+Quantized graphs (QuantizeLinear/DequantizeLinear, QLinearConv, ...) are read by
+`qverify.io.onnx_quant`, which `read_onnx` hands them to.
 
 Flatten, Reshape, Identity and inference-mode Dropout may appear anywhere: they change the tensor's
 shape, never the row-major order of its values. A linear layer needs its input to be a vector (all
@@ -26,7 +33,7 @@ import enum
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +42,7 @@ from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
 from qverify.errors import InputError, UnsupportedError
+from qverify.io.onnx_quant import fold_dequantized_constants, is_quantized, read_quantized
 from qverify.network.model import (
     Activation,
     Dense,
@@ -42,6 +50,7 @@ from qverify.network.model import (
     Network,
     OutputNormalisation,
 )
+from qverify.network.spatial import AveragePool2D, Conv2D, MaxPool2D
 
 __all__ = ["METADATA_INPUT_MAX", "METADATA_INPUT_MIN", "decode_bounds", "encode_bounds", "read_onnx"]
 
@@ -163,6 +172,10 @@ def _chain(graph: onnx.GraphProto, start: str, constants: dict[str, np.ndarray],
     for index, node in enumerate(graph.node):
         if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
             continue
+        if node.output and all(
+            name in constants for name in node.output
+        ):  # folded (DequantizeLinear of weights)
+            continue
         step = _Step(node, _label(index, node))
         dynamic = [name for name in node.input if name and name not in constants]
         for name in dynamic:
@@ -224,13 +237,18 @@ class _Stage(enum.Enum):
 
 @dataclass(slots=True)
 class _OpenLayer:
-    """A linear layer whose bias `Add` and activation may still follow."""
+    """A linear layer whose bias `Add`, BatchNormalization and activation may still follow.
+
+    Dense: `weights` (n_out, n_in). Convolution: `weights` (out_channels, in/groups, kh, kw) and the
+    geometry in `conv` (keyword arguments of `Conv2D`); `bias` has one entry per output channel.
+    """
 
     step: _Step
     weights: np.ndarray
     bias: np.ndarray
     takes_bias: bool
     activation: Activation | None = None
+    conv: dict | None = None
 
 
 @dataclass(slots=True)
@@ -250,7 +268,7 @@ class _Builder:
     in_range: np.ndarray = field(default_factory=lambda: np.ones(0))
     out_mean: np.ndarray = field(default_factory=lambda: np.zeros(0))
     out_range: np.ndarray = field(default_factory=lambda: np.ones(0))
-    layers: list[Dense] = field(default_factory=list)
+    layers: list[Dense | Conv2D | MaxPool2D | AveragePool2D] = field(default_factory=list)
     open_layer: _OpenLayer | None = None
     first_output_step: _Step | None = None
 
@@ -302,6 +320,11 @@ class _Builder:
         handlers = {
             "MatMul": self.matmul,
             "Gemm": self.gemm,
+            "Conv": self.conv,
+            "BatchNormalization": self.batch_norm,
+            "MaxPool": self.pool,
+            "AveragePool": self.pool,
+            "GlobalAveragePool": self.pool,
             "Flatten": self.flatten,
             "Reshape": self.reshape,
             "Identity": self.passthrough,
@@ -386,22 +409,183 @@ class _Builder:
         if layer is None:
             return
         self.open_layer = None
+        activation = layer.activation or Activation.IDENTITY
         try:
-            self.layers.append(Dense(layer.weights, layer.bias, layer.activation or Activation.IDENTITY))
+            if layer.conv is None:
+                self.layers.append(Dense(layer.weights, layer.bias, activation))
+            else:
+                self.layers.append(Conv2D(layer.weights, layer.bias, activation, **layer.conv))
         except InputError as error:
             raise self.fail(layer.step, f"has invalid parameters: {error}") from None
 
     def activation(self, step: _Step, activation: Activation) -> None:
         self.inputs(step, 1, 1)
         layer = self.open_layer
+        if layer is None and activation is Activation.RELU and self.relu_through_max_pool():
+            return
         if layer is None or layer.activation is not None:
             raise self.unsupported(
                 step,
                 "is not supported here: an activation must directly follow a linear layer "
-                "(MatMul or Gemm, and its bias Add)",
+                "(MatMul, Gemm or Conv, and its bias Add or BatchNormalization)",
             )
         layer.activation = activation
         self.close_layer()
+
+    def relu_through_max_pool(self) -> bool:
+        """Conv -> MaxPool -> Relu is Conv -> Relu -> MaxPool (ReLU and max commute): move it."""
+        if len(self.layers) < 2 or not isinstance(self.layers[-1], MaxPool2D):
+            return False
+        before = self.layers[-2]
+        if not isinstance(before, (Conv2D, Dense)) or before.activation is not Activation.IDENTITY:
+            return False
+        if isinstance(before, Conv2D):
+            moved = Conv2D(
+                before.weights,
+                before.bias,
+                Activation.RELU,
+                before.input_shape,
+                before.strides,
+                before.pads,
+                before.groups,
+            )
+        else:
+            moved = Dense(before.weights, before.bias, Activation.RELU)
+        self.layers[-2] = moved
+        return True
+
+    # -- convolutional layers ----------------------------------------------------------------------
+
+    def ints(self, step: _Step, name: str, default: Sequence[int]) -> tuple[int, ...]:
+        """An integer-list attribute, or `default`."""
+        for attribute in step.node.attribute:
+            if attribute.name == name:
+                value = onnx.helper.get_attribute_value(attribute)
+                if not isinstance(value, (list, tuple)) or not all(isinstance(v, int) for v in value):
+                    raise self.fail(step, f"has a malformed attribute {name}={value!r}")
+                return tuple(int(v) for v in value)
+        return tuple(default)
+
+    def text(self, step: _Step, name: str, default: str) -> str:
+        for attribute in step.node.attribute:
+            if attribute.name == name:
+                value = onnx.helper.get_attribute_value(attribute)
+                return value.decode() if isinstance(value, bytes) else str(value)
+        return default
+
+    def image(self, step: _Step) -> tuple[int, int, int]:
+        """The current tensor as (channels, height, width): it must be (1, C, H, W)."""
+        if len(self.shape) != 4 or self.shape[0] != 1:
+            raise self.unsupported(step, f"needs an NCHW input of batch 1, got shape {self.shape}")
+        return self.shape[1], self.shape[2], self.shape[3]
+
+    def geometry(self, step: _Step, kernel: tuple[int, int], image: tuple[int, int, int]) -> tuple:
+        """Strides and pads (top, left, bottom, right) from the attributes, auto_pad resolved."""
+        strides = self.ints(step, "strides", (1, 1))
+        dilations = self.ints(step, "dilations", (1, 1))
+        if len(strides) != 2 or any(v < 1 for v in strides):
+            raise self.fail(step, f"has strides {list(strides)}; two positive integers expected")
+        if any(v != 1 for v in dilations):
+            raise self.unsupported(step, f"with dilations {list(dilations)} is not supported")
+        auto_pad = self.text(step, "auto_pad", "NOTSET")
+        if auto_pad in ("NOTSET", "VALID"):
+            pads = self.ints(step, "pads", (0, 0, 0, 0)) if auto_pad == "NOTSET" else (0, 0, 0, 0)
+            if len(pads) != 4 or any(v < 0 for v in pads):
+                raise self.fail(step, f"has pads {list(pads)}; four non-negative integers expected")
+            return strides, (pads[0], pads[1], pads[2], pads[3])
+        if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
+            raise self.fail(step, f"has an unknown auto_pad '{auto_pad}'")
+        pads = []
+        for size, k, stride in zip(image[1:], kernel, strides):
+            total = max((-(-size // stride) - 1) * stride + k - size, 0)
+            small, large = total // 2, total - total // 2
+            pads.append((small, large) if auto_pad == "SAME_UPPER" else (large, small))
+        return strides, (pads[0][0], pads[1][0], pads[0][1], pads[1][1])
+
+    def conv(self, step: _Step) -> None:
+        names = self.inputs(step, 2, 3)
+        if names[1] not in self.constants:
+            raise self.unsupported(step, "with a non-constant kernel is not supported")
+        image = self.image(step)
+        kernel = self.constant(step, names[1])
+        if kernel.ndim != 4:
+            raise self.unsupported(
+                step, f"has a kernel of shape {kernel.shape}; only 2-D convolutions are supported"
+            )
+        declared = self.ints(step, "kernel_shape", kernel.shape[2:])
+        if tuple(declared) != tuple(kernel.shape[2:]):
+            raise self.fail(step, f"shape mismatch: kernel_shape {list(declared)} but kernel {kernel.shape}")
+        strides, pads = self.geometry(step, (kernel.shape[2], kernel.shape[3]), image)
+        groups = int(self.attribute(step, "group", 1))
+        has_b = len(names) == 3 and names[2] != ""
+        bias = self.constant(step, names[2]).reshape(-1) if has_b else np.zeros(kernel.shape[0])
+        geometry = {"input_shape": image, "strides": strides, "pads": pads, "groups": groups}
+        try:
+            probe = Conv2D(kernel, bias, Activation.IDENTITY, **geometry)
+        except InputError as error:
+            raise self.fail(step, f"has invalid parameters: {error}") from None
+        if self.stage is _Stage.OUTPUT:
+            raise self.unsupported(step, "follows an output normalisation")
+        self.close_layer()
+        self.stage = _Stage.LAYERS
+        self.open_layer = _OpenLayer(step, kernel, bias, takes_bias=not has_b, conv=geometry)
+        self.shape = (1, *probe.output_shape)
+
+    def batch_norm(self, step: _Step) -> None:
+        """Fold inference-mode BatchNormalization into the open dense or convolution layer."""
+        names = self.inputs(step, 5, 5)
+        layer = self.open_layer
+        if layer is None or layer.activation is not None:
+            raise self.unsupported(
+                step, "is supported only directly after a Conv, Gemm or MatMul (it is folded into it)"
+            )
+        if any(name not in self.constants for name in names[1:]):
+            raise self.unsupported(step, "with non-constant parameters is not supported")
+        if int(self.attribute(step, "training_mode", 0)):
+            raise self.unsupported(step, "in training mode is not supported")
+        epsilon = float(self.attribute(step, "epsilon", 1e-5))
+        scale, shift, mean, variance = (self.constant(step, name).reshape(-1) for name in names[1:])
+        channels = layer.weights.shape[0]
+        if not all(v.size == channels for v in (scale, shift, mean, variance)):
+            raise self.fail(
+                step, f"shape mismatch: parameters for {scale.size} channels, the layer has {channels}"
+            )
+        if np.any(variance + epsilon <= 0):
+            raise self.fail(step, "has a non-positive variance + epsilon")
+        factor = scale / np.sqrt(variance + epsilon)
+        layer.weights = layer.weights * factor.reshape((-1,) + (1,) * (layer.weights.ndim - 1))
+        layer.bias = (layer.bias - mean) * factor + shift
+        layer.takes_bias = False
+
+    def pool(self, step: _Step) -> None:
+        self.inputs(step, 1, 1)
+        image = self.image(step)
+        op_type = step.node.op_type
+        if op_type == "GlobalAveragePool":
+            kernel, strides, pads = (image[1], image[2]), (1, 1), (0, 0, 0, 0)
+        else:
+            kernel = self.ints(step, "kernel_shape", ())
+            if len(kernel) != 2:
+                raise self.fail(step, f"has kernel_shape {list(kernel)}; two sizes expected")
+            strides, pads = self.geometry(step, (kernel[0], kernel[1]), image)
+            if int(self.attribute(step, "ceil_mode", 0)):
+                raise self.unsupported(step, "with ceil_mode=1 is not supported")
+            if op_type == "MaxPool" and (len(step.node.output) > 1 and step.node.output[1]):
+                raise self.unsupported(step, "with an Indices output is not supported")
+        if self.stage is _Stage.OUTPUT:
+            raise self.unsupported(step, "follows an output normalisation")
+        self.close_layer()
+        self.stage = _Stage.LAYERS
+        try:
+            if op_type == "MaxPool":
+                layer = MaxPool2D(image, kernel, strides, pads)
+            else:
+                include = bool(self.attribute(step, "count_include_pad", 0))
+                layer = AveragePool2D(image, kernel, strides, pads, include)
+        except InputError as error:
+            raise self.fail(step, f"has invalid parameters: {error}") from None
+        self.layers.append(layer)
+        self.shape = (1, *layer.output_shape)
 
     # -- shape-only operators ----------------------------------------------------------------------
 
@@ -466,7 +650,7 @@ class _Builder:
         if self.stage is _Stage.INPUT:
             self.fold_input(step, flat, constant_first)
         elif layer is not None and layer.takes_bias and step.node.op_type == "Add":
-            layer.bias = layer.bias + flat
+            layer.bias = layer.bias + self.per_channel(step, layer, flat)
             layer.takes_bias = False
         else:
             self.close_layer()
@@ -474,6 +658,15 @@ class _Builder:
                 self.stage, self.first_output_step = _Stage.OUTPUT, step
                 self.out_mean, self.out_range = np.zeros(flat.size), np.ones(flat.size)
             self.fold_output(step, flat, constant_first)
+
+    def per_channel(self, step: _Step, layer: _OpenLayer, flat: np.ndarray) -> np.ndarray:
+        """A bias added to a layer's output: per neuron (dense) or per output channel (convolution)."""
+        if layer.conv is None:
+            return flat
+        channels = flat.reshape(layer.weights.shape[0], -1)
+        if np.any(channels != channels[:, :1]):
+            raise self.unsupported(step, "adds a bias that is not constant within each output channel")
+        return channels[:, 0]
 
     def fold_input(self, step: _Step, k: np.ndarray, constant_first: bool) -> None:
         """Compose f(x) = (x - m) / r with one operator, keeping the (m, r) form exact for Sub, Div."""
@@ -511,9 +704,9 @@ class _Builder:
 
     # -- result ------------------------------------------------------------------------------------
 
-    def finish(self) -> list[Dense]:
+    def finish(self) -> list[Dense | Conv2D | MaxPool2D | AveragePool2D]:
         if self.stage is _Stage.INPUT:
-            raise InputError(f"{self.where}: ONNX graph has no linear layer (MatMul or Gemm)")
+            raise InputError(f"{self.where}: ONNX graph has no linear layer (MatMul, Gemm or Conv)")
         self.close_layer()
         return self.layers
 
@@ -575,10 +768,16 @@ def read_onnx(path: str | Path) -> Network:
         raise InputError(f"{where}: ONNX graph has no nodes")
     constants = _constants(graph, where)
     graph_input = _graph_input(graph, where)
-    steps = _chain(graph, graph_input.name, constants, where)
     shape = _static_shape(graph_input)
     if shape is None:
         raise InputError(f"{where}: graph input '{graph_input.name}' has no static shape")
+    if is_quantized(model):
+        folded = fold_dequantized_constants(graph, constants, where)
+        steps = _chain(graph, graph_input.name, folded, where)
+        network = read_quantized(model, where, constants, [(step.node, step.label) for step in steps], shape)
+        _check_output_shape(graph, network.n_outputs, where)
+        return replace(network, image_shape=_image_shape(shape))
+    steps = _chain(graph, graph_input.name, constants, where)
     builder = _Builder(where, constants, shape)
     for step in steps:
         builder.feed(step)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from qverify.network.model import Activation, Network
+from qverify.network.spatial import AveragePool2D, MaxPool2D
 
 
 def apply_activation(activation: Activation, values: np.ndarray) -> np.ndarray:
@@ -18,12 +19,35 @@ def apply_activation(activation: Activation, values: np.ndarray) -> np.ndarray:
     return values
 
 
+def pool_values(layer: MaxPool2D | AveragePool2D, values: np.ndarray, dtype: type = np.float64) -> np.ndarray:
+    """Max or mean of each window of a batch (batch, n_in) -> (batch, n_out), in `dtype`.
+
+    The mean is the exact sum divided by the divisor (the real semantics; implementations multiply
+    by a rounded reciprocal, see `qverify.quant.simulate`)."""
+    windows = layer.windows()
+    gathered = values[:, windows.inputs]  # (batch, n_out, width)
+    valid = windows.valid[None]
+    if isinstance(layer, MaxPool2D):
+        return np.where(valid, gathered, -np.inf).max(axis=2).astype(dtype)
+    total = np.where(valid, gathered, 0).sum(axis=2)
+    return (total / layer.divisors()).astype(dtype)
+
+
+def apply_layer(layer, values: np.ndarray) -> np.ndarray:
+    """One layer of the float64 reference on a batch (batch, n_in)."""
+    if isinstance(layer, (MaxPool2D, AveragePool2D)):
+        return pool_values(layer, values)
+    return apply_activation(layer.activation, values @ layer.matrix.T + layer.expanded_bias())
+
+
 def evaluate_core(net: Network, x_norm: np.ndarray) -> np.ndarray:
     """Normalised inputs (n_in,) or (batch, n_in) to normalised outputs, float64."""
     values = np.asarray(x_norm, dtype=np.float64)
+    single = values.ndim == 1
+    values = np.atleast_2d(values)
     for layer in net.layers:
-        values = apply_activation(layer.activation, values @ layer.weights.T + layer.bias)
-    return values
+        values = apply_layer(layer, values)
+    return values[0] if single else values
 
 
 def evaluate(net: Network, x: np.ndarray) -> np.ndarray:

@@ -13,10 +13,16 @@ from __future__ import annotations
 import enum
 import hashlib
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from qverify.errors import InputError
+from qverify.network.taps import Taps
+
+if TYPE_CHECKING:
+    from qverify.network.qparams import AffineQuantization
+    from qverify.network.spatial import AveragePool2D, Conv2D, MaxPool2D
 
 
 class Activation(enum.Enum):
@@ -37,7 +43,7 @@ def frozen_array(values: object, dtype: type = np.float64, ndim: int | None = No
     return array
 
 
-def _require_finite(array: np.ndarray, what: str) -> None:
+def require_finite(array: np.ndarray, what: str) -> None:
     if not np.all(np.isfinite(array)):
         bad = np.argwhere(~np.isfinite(array))[0]
         raise InputError(f"{what} holds a non-finite value at index {tuple(int(i) for i in bad)}")
@@ -56,8 +62,8 @@ class Dense:
         object.__setattr__(self, "bias", frozen_array(self.bias, ndim=1))
         if self.weights.shape[0] != self.bias.shape[0]:
             raise InputError(f"layer has {self.weights.shape[0]} weight rows but {self.bias.shape[0]} biases")
-        _require_finite(self.weights, "weight matrix")
-        _require_finite(self.bias, "bias vector")
+        require_finite(self.weights, "weight matrix")
+        require_finite(self.bias, "bias vector")
 
     @property
     def n_in(self) -> int:
@@ -66,6 +72,36 @@ class Dense:
     @property
     def n_out(self) -> int:
         return int(self.weights.shape[0])
+
+    @property
+    def input_shape(self) -> tuple[int]:
+        return (self.n_in,)
+
+    @property
+    def output_shape(self) -> tuple[int]:
+        return (self.n_out,)
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """The layer as a dense (n_out, n_in) matrix: its weights (see `Conv2D.matrix`)."""
+        return self.weights
+
+    def expanded_bias(self) -> np.ndarray:
+        return self.bias
+
+    def channel_of(self) -> np.ndarray:
+        """The output channel of every neuron: each neuron is its own channel."""
+        return np.arange(self.n_out)
+
+    def taps(self) -> Taps:
+        """Every input, in order, for every neuron (see `qverify.network.spatial.Taps`)."""
+        n_out, n_in = self.weights.shape
+        inputs = np.broadcast_to(np.arange(n_in, dtype=np.int64), (n_out, n_in))
+        weights = np.arange(n_out * n_in, dtype=np.int64).reshape(n_out, n_in)
+        return Taps(inputs, weights, np.full(n_out, n_in, dtype=np.int64))
+
+    def describe(self) -> str:
+        return f"dense {self.n_in} -> {self.n_out}"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -83,8 +119,8 @@ class InputNormalisation:
         sizes = {self.minimum.size, self.maximum.size, self.mean.size, self.range.size}
         if len(sizes) != 1:
             raise InputError("input normalisation vectors have different lengths")
-        _require_finite(self.mean, "input mean")
-        _require_finite(self.range, "input range")
+        require_finite(self.mean, "input mean")
+        require_finite(self.range, "input range")
         if np.any(self.range == 0):
             raise InputError(f"input range is zero for input {int(np.argmax(self.range == 0))}")
         if np.any(np.isnan(self.minimum)) or np.any(np.isnan(self.maximum)):
@@ -122,8 +158,8 @@ class OutputNormalisation:
         object.__setattr__(self, "range", frozen_array(self.range, ndim=1))
         if self.mean.size != self.range.size:
             raise InputError("output mean and range have different lengths")
-        _require_finite(self.mean, "output mean")
-        _require_finite(self.range, "output range")
+        require_finite(self.mean, "output mean")
+        require_finite(self.range, "output range")
         if np.any(self.range == 0):
             raise InputError("output range is zero")
 
@@ -133,14 +169,21 @@ class OutputNormalisation:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Network:
-    """A feed-forward network: layers, optional normalisation, and where it came from."""
+    """A feed-forward network: layers, optional normalisation, and where it came from.
 
-    layers: tuple[Dense, ...]
+    `layers` are `Dense`, `Conv2D`, `MaxPool2D` or `AveragePool2D` (qverify.network.spatial), each
+    mapping a flat vector to a flat vector. `quantization` holds the int8 affine parameters of a
+    model read from a quantized ONNX file (`qverify.network.qparams`): the layers then hold the
+    dequantized weights, and `quantize_network` with the int8 format uses the integers.
+    """
+
+    layers: tuple[Dense | Conv2D | MaxPool2D | AveragePool2D, ...]
     input_norm: InputNormalisation | None = None
     output_norm: OutputNormalisation | None = None
     name: str = "network"
     source: str = ""
     image_shape: tuple[int, ...] | None = field(default=None)
+    quantization: AffineQuantization | None = field(default=None)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layers", tuple(self.layers))
@@ -152,12 +195,20 @@ class Network:
                     f"layer {index} has {before.n_out} outputs but layer {index + 1} "
                     f"expects {after.n_in} inputs"
                 )
+            spatial_pair = len(before.output_shape) == 3 and len(after.input_shape) == 3
+            if spatial_pair and before.output_shape != after.input_shape:
+                raise InputError(
+                    f"shape mismatch: layer {index} gives a tensor of shape {before.output_shape} but "
+                    f"layer {index + 1} expects {after.input_shape}"
+                )
         if self.input_norm is not None and self.input_norm.size != self.n_inputs:
             raise InputError(
                 f"input normalisation has {self.input_norm.size} entries for {self.n_inputs} inputs"
             )
         if self.output_norm is not None and self.output_norm.mean.size not in (1, self.n_outputs):
             raise InputError("output normalisation does not match the number of outputs")
+        if self.quantization is not None:
+            self.quantization.check_against(self.layers)
 
     @property
     def n_inputs(self) -> int:
@@ -171,20 +222,29 @@ class Network:
     def sizes(self) -> tuple[int, ...]:
         return (self.n_inputs,) + tuple(layer.n_out for layer in self.layers)
 
-    def digest(self) -> str:
-        """A SHA-256 of the weights, biases, activations and normalisation (hex, 16 chars).
+    @property
+    def is_dense(self) -> bool:
+        """Only dense layers (what NNet files and the balanced MAC layout can express)."""
+        return all(isinstance(layer, Dense) for layer in self.layers)
 
-        Generated C records it, so a file can be traced back to the exact network.
-        """
+    def digest(self) -> str:
+        """A SHA-256 of the weights, biases, activations, geometry, normalisation and quantization
+        parameters (hex, 16 chars). Generated C records it, so a file can be traced back to the
+        exact network. Dense-only networks hash as they always did."""
         sha = hashlib.sha256()
         for layer in self.layers:
+            if not isinstance(layer, Dense):
+                sha.update(layer.describe().encode())
             sha.update(layer.activation.value.encode())
-            sha.update(np.ascontiguousarray(layer.weights).tobytes())
-            sha.update(np.ascontiguousarray(layer.bias).tobytes())
+            for name in ("weights", "bias"):
+                if hasattr(layer, name):
+                    sha.update(np.ascontiguousarray(getattr(layer, name)).tobytes())
         for norm in (self.input_norm, self.output_norm):
             if norm is not None:
                 for name in norm.__slots__:
                     sha.update(np.ascontiguousarray(getattr(norm, name)).tobytes())
+        if self.quantization is not None:
+            self.quantization.update_digest(sha)
         return sha.hexdigest()[:16]
 
     def default_input_box(self) -> tuple[np.ndarray, np.ndarray]:

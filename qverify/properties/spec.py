@@ -66,15 +66,15 @@ from qverify.properties.builders import (
 from qverify.properties.model import Property, Units
 from qverify.properties.vnnlib import read_vnnlib
 from qverify.quant import (
+    FORMAT_HELP,
     Accumulation,
-    FixedFormat,
-    FloatFormat,
-    FloatKind,
     ImplementationOptions,
     Layout,
     LutDesign,
     Overflow,
     Rounding,
+    named_format,
+    parse_number_format,
 )
 
 __all__ = ["Spec", "read_spec"]
@@ -93,7 +93,6 @@ _IMPLEMENTATION_KEYS = (
     "lut_eps",
     "lut_range",
 )
-_FLOAT_FORMATS = {"float": FloatKind.FLOAT, "double": FloatKind.DOUBLE}
 _VERIFY_CHOICES = {
     "backend": ("internal", "esbmc"),
     "intervals": ("auto", "framac", "builtin", "none"),
@@ -356,20 +355,18 @@ def _builder_domain(table: _Table, net: Network, units: Units) -> tuple[tuple, t
 
 def _implementation(table: _Table) -> ImplementationOptions:
     table.check_keys(_IMPLEMENTATION_KEYS)
-    text = table.get("format", str, 'a string: "K.L" (e.g. "16.16"), "float" or "double"', "16.16")
+    text = table.get("format", str, f"a string: {FORMAT_HELP}", "16.16")
     rounding = Rounding(table.choice("rounding", tuple(r.value for r in Rounding), Rounding.NEAREST.value))
     overflow = Overflow(table.choice("overflow", tuple(o.value for o in Overflow), Overflow.SATURATE.value))
-    if text in _FLOAT_FORMATS:
+    if named_format(text) is not None:
         for key in ("rounding", "overflow"):
             if key in table.values:
                 raise table.error(key, f"applies to fixed-point formats only, not '{text}'")
-        number: FixedFormat | FloatFormat = FloatFormat(_FLOAT_FORMATS[text])
-    else:
-        try:
-            number = FixedFormat.parse(text, rounding, overflow)
-        except InputError as error:
-            message = str(error) if f"'{text}'" in str(error) else f"'{text}': {error}"
-            raise table.error("format", message) from None
+    try:
+        number = parse_number_format(text, rounding, overflow)
+    except InputError as error:
+        message = str(error) if f"'{text}'" in str(error) else f"'{text}': {error}"
+        raise table.error("format", message) from None
     accumulation = Accumulation(table.choice("accumulate", tuple(a.value for a in Accumulation), "per-op"))
     layout = Layout(table.choice("layout", tuple(v.value for v in Layout), "sequential"))
     try:

@@ -1,5 +1,6 @@
 """Fixed-point and float number formats, range analysis, lookup tables, and the bit-exact simulator."""
 
+from qverify.quant.affine import Int8Format, RequantMode
 from qverify.quant.fixed import (
     FixedFormat,
     Overflow,
@@ -13,11 +14,13 @@ from qverify.quant.fixed import (
 )
 from qverify.quant.floatfmt import FloatFormat, FloatKind
 from qverify.quant.intervals import LayerBounds, implementation_bounds, real_bounds
+from qverify.quant.labels import FORMAT_HELP, named_format, parse_number_format
 from qverify.quant.lut import Lut, LutDesign, design_lut, lut_fixed, lut_float, measure_lut_error
 from qverify.quant.mac import balanced_tree, reduce_terms
 from qverify.quant.network import (
     Accumulation,
     ImplementationOptions,
+    Int8Tables,
     Layout,
     NumberFormat,
     QuantizedLayer,
@@ -35,12 +38,15 @@ from qverify.quant.ranges import (
 from qverify.quant.simulate import NO_OVERFLOW, SimulationResult, neuron_name, simulate
 
 __all__ = [
+    "FORMAT_HELP",
     "NO_OVERFLOW",
     "Accumulation",
     "FixedFormat",
     "FloatFormat",
     "FloatKind",
     "ImplementationOptions",
+    "Int8Format",
+    "Int8Tables",
     "IntBitsProposal",
     "LayerBounds",
     "Layout",
@@ -50,6 +56,7 @@ __all__ = [
     "Overflow",
     "QuantizedLayer",
     "QuantizedNetwork",
+    "RequantMode",
     "Rounding",
     "SimulationResult",
     "add",
@@ -63,9 +70,11 @@ __all__ = [
     "lut_float",
     "measure_lut_error",
     "mult",
+    "named_format",
     "neuron_name",
     "overflow_sites",
     "overflow_warnings",
+    "parse_number_format",
     "propose_int_bits",
     "quantize_constants",
     "quantize_network",

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from qverify.errors import InputError
-from qverify.network import Activation, Network, apply_activation
+from qverify.network import Activation, AveragePool2D, MaxPool2D, Network, apply_activation
+from qverify.network.evaluate import pool_values
 from qverify.quant.fixed import FixedFormat, Overflow, round_shift
 from qverify.quant.lut import lut_fixed, lut_float
 from qverify.quant.mac import reduce_terms
@@ -52,10 +53,16 @@ def real_bounds(net: Network, lo: np.ndarray, hi: np.ndarray) -> tuple[LayerBoun
         raise InputError(f"input box must give {net.n_inputs} intervals with lo <= hi")
     result = []
     for layer in net.layers:
-        positive, negative = np.maximum(layer.weights, 0), np.minimum(layer.weights, 0)
-        pre_hi = positive @ hi + negative @ lo + layer.bias
-        pre_lo = positive @ lo + negative @ hi + layer.bias
-        magnitude = np.abs(layer.weights) @ np.maximum(np.abs(lo), np.abs(hi)) + np.abs(layer.bias)
+        if isinstance(layer, (MaxPool2D, AveragePool2D)):
+            pre_lo, pre_hi = _real_pool(layer, lo, hi)
+            result.append(LayerBounds(pre_lo, pre_hi, pre_lo, pre_hi, np.zeros(layer.n_out, dtype=bool)))
+            lo, hi = pre_lo, pre_hi
+            continue
+        weights, bias = layer.matrix, layer.expanded_bias()
+        positive, negative = np.maximum(weights, 0), np.minimum(weights, 0)
+        pre_hi = positive @ hi + negative @ lo + bias
+        pre_lo = positive @ lo + negative @ hi + bias
+        magnitude = np.abs(weights) @ np.maximum(np.abs(lo), np.abs(hi)) + np.abs(bias)
         slack = (layer.n_in + 3) * EPS64 * magnitude + 1e-300  # float64 dot-product error bound
         pre_lo, pre_hi = pre_lo - slack, pre_hi + slack
         post_lo, post_hi = _outward(
@@ -69,6 +76,21 @@ def real_bounds(net: Network, lo: np.ndarray, hi: np.ndarray) -> tuple[LayerBoun
         result.append(LayerBounds(pre_lo, pre_hi, post_lo, post_hi, np.zeros(layer.n_out, dtype=bool)))
         lo, hi = post_lo, post_hi
     return tuple(result)
+
+
+def _real_pool(
+    layer: MaxPool2D | AveragePool2D, lo: np.ndarray, hi: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Max: the window's largest bounds (exact). Mean: the exact mean of the bounds, widened by a
+    float64 rounding margin."""
+    pool_lo = pool_values(layer, lo[None])[0]
+    pool_hi = pool_values(layer, hi[None])[0]
+    if isinstance(layer, MaxPool2D):
+        return pool_lo, pool_hi
+    margin = (layer.kernel[0] * layer.kernel[1] + 3) * EPS64 * np.maximum(
+        np.abs(pool_lo), np.abs(pool_hi)
+    ) + 1e-300
+    return pool_lo - margin, pool_hi + margin
 
 
 class _FixedIntervalArithmetic:
@@ -97,9 +119,11 @@ class _FixedIntervalArithmetic:
 
 
 def _fixed_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: QuantizedNetwork):
+    """A MAC layer. A convolution is read as its dense matrix: its structural zero products are
+    exactly 0 and adding 0 changes no partial sum, so the bounds are those of the C's loop."""
     fmt: FixedFormat = qnet.number  # type: ignore[assignment]
     arith = _FixedIntervalArithmetic(fmt, layer.n_out)
-    weights, bias = layer.weights.astype(np.int64), layer.bias.astype(np.int64)
+    weights, bias = layer.matrix.astype(np.int64), layer.expanded_bias().astype(np.int64)
     if qnet.options.accumulation is Accumulation.WIDE:
         positive, negative = np.maximum(weights, 0), np.minimum(weights, 0)
         exact_hi = bias * fmt.scale + positive @ hi + negative @ lo
@@ -120,8 +144,10 @@ def _fixed_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: Qu
 
 
 def _float_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: QuantizedNetwork):
+    """A MAC layer in the float type; a convolution's structural zeros add exact zeros (an infinite
+    operand makes the product NaN, which `plus` widens to the whole line: still sound)."""
     dtype = qnet.number.dtype  # type: ignore[union-attr]
-    weights, bias = layer.weights.astype(dtype), layer.bias.astype(dtype)
+    weights, bias = layer.matrix.astype(dtype), layer.expanded_bias().astype(dtype)
 
     def product(i: int) -> tuple[np.ndarray, np.ndarray]:
         a, b = (weights[:, i] * lo[i]).astype(dtype), (weights[:, i] * hi[i]).astype(dtype)
@@ -149,9 +175,50 @@ def activate_bounds(qnet: QuantizedNetwork, activation: Activation, lo, hi):
     return lut_float(lut, lo, qnet.number), lut_float(lut, hi, qnet.number)  # type: ignore[arg-type]
 
 
+def _pool_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: QuantizedNetwork):
+    """Pools: the C's loop on the bounds (max and the rounded sum and product are monotone)."""
+    from qverify.quant.simulate import pool_words
+
+    pre_lo, overflow_lo = pool_words(layer, lo[None], qnet)
+    pre_hi, overflow_hi = pool_words(layer, hi[None], qnet)
+    may = (overflow_lo | overflow_hi)[0]
+    if qnet.is_fixed and qnet.number.overflow is Overflow.WRAP:  # type: ignore[union-attr]
+        fmt: FixedFormat = qnet.number  # type: ignore[assignment]
+        pre_lo, pre_hi = np.where(may, fmt.min_q, pre_lo[0]), np.where(may, fmt.max_q, pre_hi[0])
+        return (pre_lo, pre_hi), may
+    return (pre_lo[0], pre_hi[0]), may
+
+
+def _int8_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray) -> tuple:
+    """int8: the exact accumulator's bounds, and the codes through the (monotone) table."""
+    from qverify.quant.affine import apply_thresholds
+
+    if not layer.is_mac:
+        windows = layer.source.windows()  # type: ignore[union-attr]
+        low = np.where(windows.valid, lo[windows.inputs], np.iinfo(np.int64).min).max(axis=1)
+        high = np.where(windows.valid, hi[windows.inputs], np.iinfo(np.int64).min).max(axis=1)
+        return (low, high), (low, high)
+    tables = layer.int8
+    weights = layer.matrix.astype(np.int64)
+    positive, negative = np.maximum(weights, 0), np.minimum(weights, 0)
+    zero = tables.input_zero  # type: ignore[union-attr]
+    bias = layer.expanded_bias().astype(np.int64)
+    acc_lo = bias + positive @ (lo - zero) + negative @ (hi - zero)
+    acc_hi = bias + positive @ (hi - zero) + negative @ (lo - zero)
+    table = tables.table  # type: ignore[union-attr]
+    if table.shape[0] > 1:
+        table = table[layer.source.channel_of()]
+    qmin = tables.code.qmin  # type: ignore[union-attr]
+    return (acc_lo, acc_hi), (
+        apply_thresholds(acc_lo[None], table, qmin)[0],
+        apply_thresholds(acc_hi[None], table, qmin)[0],
+    )
+
+
 def implementation_bounds(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) -> tuple[LayerBounds, ...]:
-    """Bounds of the C's neuron values for inputs in [lo, hi] (words for fixed, values for float)."""
-    if qnet.is_fixed:
+    """Bounds of the C's neuron values for inputs in [lo, hi] (words for fixed, values for float,
+    codes for int8; for int8 `pre` is the int32 accumulator)."""
+    if qnet.is_integer:
         lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
         layer_bounds = _fixed_layer
     else:
@@ -162,7 +229,15 @@ def implementation_bounds(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray
         raise InputError(f"input box must give {qnet.n_inputs} intervals with lo <= hi")
     result = []
     for layer in qnet.layers:
-        (pre_lo, pre_hi), may_overflow = layer_bounds(layer, lo, hi, qnet)
+        if qnet.is_int8:
+            (pre_lo, pre_hi), (lo, hi) = _int8_layer(layer, lo, hi)
+            result.append(LayerBounds(pre_lo, pre_hi, lo, hi, np.zeros(layer.n_out, dtype=bool)))
+            continue
+        if layer.is_mac:
+            (pre_lo, pre_hi), may_overflow = layer_bounds(layer, lo, hi, qnet)
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):
+                (pre_lo, pre_hi), may_overflow = _pool_layer(layer, lo, hi, qnet)
         lo, hi = activate_bounds(qnet, layer.activation, pre_lo, pre_hi)
         result.append(LayerBounds(pre_lo, pre_hi, lo, hi, may_overflow))
     return tuple(result)

@@ -8,16 +8,30 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
-from qverify.errors import InputError, RangeError
-from qverify.network import Activation, Network
+from qverify.errors import InputError, RangeError, UnsupportedError
+from qverify.network import (
+    Activation,
+    AveragePool2D,
+    CodeType,
+    Conv2D,
+    Dense,
+    Layer,
+    MaxPool2D,
+    Network,
+    PoolQuant,
+    TensorQuant,
+)
+from qverify.network.qparams import LayerQuant
+from qverify.quant.affine import Int8Format, RequantMode, accumulator_bounds, thresholds
 from qverify.quant.fixed import FixedFormat, quantize_constants
 from qverify.quant.floatfmt import FloatFormat
 from qverify.quant.lut import LIPSCHITZ, Lut, LutDesign, design_lut
 
-NumberFormat = FixedFormat | FloatFormat
+NumberFormat = FixedFormat | FloatFormat | Int8Format
 WIDE_ACCUMULATOR_LIMIT = 1 << 62  # |acc| below this leaves room for the rounding offset in int64
 
 
@@ -41,7 +55,7 @@ class ImplementationOptions:
     lut: LutDesign = field(default_factory=LutDesign)
 
     def __post_init__(self) -> None:
-        if isinstance(self.number, FloatFormat) and self.accumulation is Accumulation.WIDE:
+        if not isinstance(self.number, FixedFormat) and self.accumulation is Accumulation.WIDE:
             raise InputError("--accumulate wide applies to fixed-point formats only")
 
     def key(self) -> str:
@@ -55,25 +69,92 @@ class ImplementationOptions:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class QuantizedLayer:
-    """One dense layer's constants in the implementation's number format."""
+class Int8Tables:
+    """What an int8 layer needs beyond its integer weights: codes in and out, requantization table.
 
-    weights: np.ndarray  # int64 words (fixed) or values of the float type, shape (n_out, n_in)
+    `table` has one row of 255 thresholds per output channel (per-channel weights) or a single row
+    (per-tensor), see `qverify.quant.affine.thresholds`; pools have none (they work on codes).
+    """
+
+    quant: LayerQuant
+    table: np.ndarray | None  # int64 (rows, 255)
+    acc_lo: np.ndarray | None  # int64 per output channel: static accumulator bounds
+    acc_hi: np.ndarray | None
+
+    @property
+    def input_zero(self) -> int:
+        return self.quant.input.zero_point
+
+    @property
+    def code(self) -> CodeType:
+        return self.quant.output.code
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class QuantizedLayer:
+    """One layer's constants in the implementation's number format, and its geometry (`source`).
+
+    MAC layers (dense, convolution): `weights` in the source layer's weight shape ((n_out, n_in)
+    for dense, the 4-D kernel for a convolution) and `bias` per output channel: words (fixed),
+    values of the float type, or int8 weights and int32 biases (int8). Average pools: `weights`
+    holds the reciprocal of each output neuron's divisor in the format (the C multiplies the window's
+    sum by it), `bias` is empty. Max pools: both empty.
+    """
+
+    weights: np.ndarray
     bias: np.ndarray
     activation: Activation
+    source: Layer | None = None
+    int8: Int8Tables | None = None
+
+    def __post_init__(self) -> None:
+        if self.source is None:  # a dense layer given by its matrix (tests, hand-built networks)
+            object.__setattr__(self, "source", Dense(self.weights, self.bias, self.activation))
 
     @property
     def n_in(self) -> int:
-        return int(self.weights.shape[1])
+        return self.source.n_in  # type: ignore[union-attr]
 
     @property
     def n_out(self) -> int:
-        return int(self.weights.shape[0])
+        return self.source.n_out  # type: ignore[union-attr]
+
+    @property
+    def is_mac(self) -> bool:
+        return isinstance(self.source, (Dense, Conv2D))
+
+    @property
+    def is_dense(self) -> bool:
+        return isinstance(self.source, Dense)
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """A MAC layer's quantized weights as a dense (n_out, n_in) matrix (structural zeros for a
+        convolution): what the linear analyses read."""
+        if self.is_dense:
+            return self.weights
+        taps = self.source.taps()  # type: ignore[union-attr]
+        matrix = np.zeros((self.n_out, self.n_in), dtype=self.weights.dtype)
+        valid = taps.valid
+        rows = np.repeat(np.arange(self.n_out), taps.count)
+        matrix[rows, taps.inputs[valid]] = self.weights.reshape(-1)[taps.weights[valid]]
+        return matrix
+
+    def expanded_bias(self) -> np.ndarray:
+        """The bias of every output neuron (a convolution's bias repeated over positions)."""
+        if isinstance(self.source, Conv2D):
+            return self.bias[self.source.channel_of()]
+        return self.bias
+
+    def tap_weights(self) -> np.ndarray:
+        """(n_out, width) quantized weights of each neuron's products in C order (0 past `count`)."""
+        taps = self.source.taps()  # type: ignore[union-attr]
+        return np.where(taps.valid, self.weights.reshape(-1)[taps.weights], 0).astype(self.weights.dtype)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class QuantizedNetwork:
-    """A network as the C implements it."""
+    """A network as the C implements it (fixed point, IEEE float/double/half, or int8 affine)."""
 
     source: Network
     options: ImplementationOptions
@@ -89,12 +170,54 @@ class QuantizedNetwork:
         return isinstance(self.options.number, FixedFormat)
 
     @property
+    def is_int8(self) -> bool:
+        return isinstance(self.options.number, Int8Format)
+
+    @property
+    def is_float(self) -> bool:
+        return isinstance(self.options.number, FloatFormat)
+
+    @property
+    def is_integer(self) -> bool:
+        """Integer words everywhere (fixed point or int8 codes): exact integer reasoning applies."""
+        return not self.is_float
+
+    @property
+    def input_quant(self) -> TensorQuant:
+        """int8 only: how real inputs become input codes (the model's first QuantizeLinear)."""
+        return self.source.quantization.input  # type: ignore[union-attr]
+
+    @property
+    def output_quant(self) -> TensorQuant:
+        """int8 only: what the output codes mean (the model's last DequantizeLinear)."""
+        return self.source.quantization.output  # type: ignore[union-attr]
+
+    @property
     def n_inputs(self) -> int:
         return self.layers[0].n_in
 
     @property
     def n_outputs(self) -> int:
         return self.layers[-1].n_out
+
+    def output_reals(self, outputs: np.ndarray) -> list[Fraction]:
+        """The exact (normalised) real values of one output vector: words * 2^-l, codes
+        (y - zero_point) * scale, or the float values."""
+        if self.is_fixed:
+            return [Fraction(int(v), self.number.scale) for v in outputs]  # type: ignore[union-attr]
+        if self.is_int8:
+            out = self.output_quant
+            return [(int(v) - out.zero_point) * Fraction(out.scale) for v in outputs]
+        return [Fraction(float(v)) for v in outputs]
+
+    def input_reals(self, inputs: np.ndarray) -> np.ndarray:
+        """Normalised real inputs (float64) the implementation inputs stand for: words * 2^-l, the
+        float values, or for int8 codes their DequantizeLinear values (inputs that quantize to them)."""
+        if self.is_fixed:
+            return np.asarray(inputs, dtype=np.float64) / self.number.scale  # type: ignore[union-attr]
+        if self.is_int8:
+            return self.input_quant.dequantize(inputs).astype(np.float64)
+        return np.asarray(inputs, dtype=np.float64)
 
     def lut_for(self, activation: Activation) -> Lut:
         for lut in self.luts:
@@ -108,22 +231,35 @@ class QuantizedNetwork:
         return max((lut.error_bound for lut in self.luts), default=0.0)
 
 
-def _quantize_layer(index: int, weights: np.ndarray, bias: np.ndarray, number: NumberFormat) -> tuple:
+def _quantize_values(values: np.ndarray, number: NumberFormat, what: str) -> np.ndarray:
     if isinstance(number, FloatFormat):
-        return number.round(weights), number.round(bias)
-    return (
-        quantize_constants(weights, number, f"layer {index} weight (neuron, input)"),
-        quantize_constants(bias, number, f"layer {index} bias (neuron,)"),
-    )
+        return number.round(values)
+    return quantize_constants(values, number, what)  # type: ignore[arg-type]
+
+
+def _quantize_layer(index: int, layer: Layer, number: NumberFormat) -> QuantizedLayer:
+    """A layer's constants in a fixed-point or float format."""
+    empty = np.zeros(0)
+    if isinstance(layer, MaxPool2D):
+        return QuantizedLayer(empty, empty, layer.activation, layer)
+    if isinstance(layer, AveragePool2D):
+        reciprocals = _quantize_values(1.0 / layer.divisors(), number, f"layer {index} pool reciprocal")
+        return QuantizedLayer(reciprocals, empty, layer.activation, layer)
+    shape = "(neuron, input)" if isinstance(layer, Dense) else "(out channel, in channel, row, column)"
+    weights = _quantize_values(layer.weights, number, f"layer {index} weight {shape}")
+    bias = _quantize_values(layer.bias, number, f"layer {index} bias")
+    return QuantizedLayer(weights, bias, layer.activation, layer)
 
 
 def check_wide_accumulator(layers: tuple[QuantizedLayer, ...], number: FixedFormat) -> None:
     """Wide accumulation sums exact products in int64: prove at generation time that it cannot overflow."""
     bound_input = 1 << (number.word_bits - 1)
     for index, layer in enumerate(layers, start=1):
+        if not layer.is_mac:
+            continue
         worst = (
-            np.abs(layer.bias).astype(object) * number.scale
-            + np.abs(layer.weights).astype(object).sum(axis=1) * bound_input
+            np.abs(layer.expanded_bias()).astype(object) * number.scale
+            + np.abs(layer.tap_weights()).astype(object).sum(axis=1) * bound_input
         )
         neuron = int(np.argmax(worst))
         if worst[neuron] >= WIDE_ACCUMULATOR_LIMIT:
@@ -133,11 +269,74 @@ def check_wide_accumulator(layers: tuple[QuantizedLayer, ...], number: FixedForm
             )
 
 
+def _int8_layer(index: int, layer: Layer, quant: LayerQuant, mode: RequantMode) -> QuantizedLayer:
+    """A layer of an int8 model: integer weights and bias, and its requantization table."""
+    empty = np.zeros(0, dtype=np.int64)
+    if isinstance(quant, PoolQuant):
+        if isinstance(layer, AveragePool2D):
+            raise UnsupportedError(
+                f"layer {index} ({layer.describe()}): int8 average pooling is not supported (onnxruntime's "
+                "QLinearAveragePool rounding is not modelled); use max pooling or a float/fixed format"
+            )
+        if not quant.input.same_as(quant.output):
+            raise UnsupportedError(
+                f"layer {index} ({layer.describe()}): max pooling that changes the quantization "
+                f"({quant.input.describe()} -> {quant.output.describe()}) is not supported"
+            )
+        return QuantizedLayer(empty, empty, Activation.IDENTITY, layer, Int8Tables(quant, None, None, None))
+    if layer.activation not in (Activation.IDENTITY, Activation.RELU):
+        raise UnsupportedError(
+            f"layer {index}: {layer.activation.value} activation is not supported in int8 (ReLU, fused as "
+            "the requantization clamp, and identity are)"
+        )
+    taps = layer.taps()  # type: ignore[union-attr]
+    tap_abs = np.where(taps.valid, np.abs(quant.weights.reshape(-1)[taps.weights]), 0).sum(axis=1)
+    channel = layer.channel_of()  # type: ignore[union-attr]
+    per_channel_abs = np.zeros(quant.weights.shape[0], dtype=np.int64)
+    np.maximum.at(per_channel_abs, channel, tap_abs)
+    acc_lo, acc_hi = accumulator_bounds(quant, per_channel_abs)
+    if quant.per_channel:
+        table = thresholds(quant, mode, acc_lo, acc_hi)
+    else:  # one table valid for every channel: search over the union of their ranges
+        lo, hi = np.array([acc_lo.min()]), np.array([acc_hi.max()])
+        table = thresholds(quant, mode, np.broadcast_to(lo, acc_lo.shape), np.broadcast_to(hi, acc_hi.shape))[
+            :1
+        ]
+    table.flags.writeable = False
+    activation = Activation.RELU if quant.relu else Activation.IDENTITY
+    return QuantizedLayer(
+        quant.weights, quant.bias, activation, layer, Int8Tables(quant, table, acc_lo, acc_hi)
+    )
+
+
+def _int8_network(net: Network, options: ImplementationOptions) -> QuantizedNetwork:
+    number: Int8Format = options.number  # type: ignore[assignment]
+    if net.quantization is None:
+        raise InputError(
+            f"{net.source or net.name} has no int8 quantization parameters: quantize it first with "
+            "`qverify quantize FLOAT.onnx --calibration DATA -o MODEL.onnx` (onnxruntime's static "
+            "quantization) and verify the quantized model"
+        )
+    if options.layout is Layout.BALANCED or options.accumulation is Accumulation.WIDE:
+        raise InputError("int8 layers accumulate exactly in int32: --layout/--accumulate do not apply")
+    layers = tuple(
+        _int8_layer(index, layer, quant, number.requant)
+        for index, (layer, quant) in enumerate(zip(net.layers, net.quantization.layers), start=1)
+    )
+    return QuantizedNetwork(source=net, options=options, layers=layers, luts=())
+
+
 def quantize_network(net: Network, options: ImplementationOptions) -> QuantizedNetwork:
     """Quantise constants and design tables; raises RangeError when `detect` cannot hold a constant."""
+    if isinstance(options.number, Int8Format):
+        return _int8_network(net, options)
+    if options.layout is Layout.BALANCED and not net.is_dense:
+        raise UnsupportedError(
+            "--layout balanced is implemented for dense layers only (this network has convolution or "
+            "pooling layers); use the sequential layout"
+        )
     layers = tuple(
-        QuantizedLayer(*_quantize_layer(index, layer.weights, layer.bias, options.number), layer.activation)
-        for index, layer in enumerate(net.layers, start=1)
+        _quantize_layer(index, layer, options.number) for index, layer in enumerate(net.layers, start=1)
     )
     for layer in layers:
         layer.weights.flags.writeable = False

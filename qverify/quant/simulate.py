@@ -1,8 +1,10 @@
 """The bit-exact simulator: the Python twin of the generated C (numpy, vectorised over a batch).
 
 For fixed-point networks every value is an int64 word and every operation is the one of
-`qverify.quant.fixed`; for float networks every operation is done in the C type (float32 or
-float64), one rounding per C operation, in the C's order (no fused multiply-add).
+`qverify.quant.fixed`; for float networks every operation is done in the C type (float32, float64
+or float16), one rounding per C operation, in the C's order (no fused multiply-add). For int8
+networks values are codes, accumulators exact integers and requantization the layer's threshold
+table (`qverify.quant.affine`). MAC layers add their products in the C's order (`Taps`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from qverify.errors import InputError
-from qverify.network import Activation
+from qverify.network import Activation, AveragePool2D
+from qverify.quant.affine import apply_thresholds
 from qverify.quant.fixed import FixedFormat, Overflow, add, apply_overflow, mult, round_shift
 from qverify.quant.floatfmt import FloatFormat
 from qverify.quant.lut import lut_fixed, lut_float
@@ -66,44 +69,123 @@ class _OverflowLog:
         self.first = np.minimum(self.first, neurons.reshape(overflowed.shape[0], -1).min(axis=1))
 
 
+def _gathered(values: np.ndarray, layer: QuantizedLayer) -> tuple[np.ndarray, np.ndarray]:
+    """Per product slot t: the inputs x[:, taps.inputs[:, t]] (batch, n_out, width) and validity."""
+    taps = layer.source.taps()  # type: ignore[union-attr]
+    return values[:, taps.inputs], taps.valid
+
+
 def _fixed_accumulate(
     layer: QuantizedLayer, x: np.ndarray, qnet: QuantizedNetwork, log: _OverflowLog, offset: int
 ) -> np.ndarray:
     fmt: FixedFormat = qnet.number  # type: ignore[assignment]
-    weights = layer.weights.astype(np.int64)
-    bias = np.broadcast_to(layer.bias.astype(np.int64), (x.shape[0], layer.n_out))
+    bias = np.broadcast_to(layer.expanded_bias().astype(np.int64), (x.shape[0], layer.n_out))
+    inputs, valid = _gathered(x, layer)
+    weights = layer.tap_weights().astype(np.int64)
     if qnet.options.accumulation is Accumulation.WIDE:
-        exact = bias * fmt.scale + x @ weights.T
+        exact = bias * fmt.scale + np.einsum("bjt,jt->bj", inputs, weights)
         acc, overflowed = apply_overflow(round_shift(exact, fmt.frac_bits, fmt.rounding), fmt)
         log.record(overflowed, offset)
         return acc
+    if qnet.options.layout is Layout.BALANCED:  # dense layers only (quantize_network checks)
+        weights = layer.weights.astype(np.int64)
 
-    def product(i: int) -> np.ndarray:
-        words, overflowed = mult(weights[None, :, i], x[:, i, None], fmt)
-        log.record(overflowed, offset)
-        return words
+        def product(i: int) -> np.ndarray:
+            words, overflowed = mult(weights[None, :, i], x[:, i, None], fmt)
+            log.record(overflowed, offset)
+            return words
 
-    def plus(left: np.ndarray, right: np.ndarray) -> np.ndarray:
-        words, overflowed = add(left, right, fmt)
-        log.record(overflowed, offset)
-        return words
+        def plus(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+            words, overflowed = add(left, right, fmt)
+            log.record(overflowed, offset)
+            return words
 
-    return reduce_terms(layer.n_in, bias, product, plus, qnet.options.layout is Layout.BALANCED)
+        return reduce_terms(layer.n_in, bias, product, plus, True)
+    acc = bias
+    for t in range(weights.shape[1]):
+        words, overflowed = mult(weights[None, :, t], inputs[:, :, t], fmt)
+        total, overflowed_sum = add(acc, words, fmt)
+        log.record((overflowed | overflowed_sum) & valid[None, :, t], offset)
+        acc = np.where(valid[None, :, t], total, acc)
+    return acc
 
 
 def _float_accumulate(
     layer: QuantizedLayer, x: np.ndarray, number: FloatFormat, layout: Layout
 ) -> np.ndarray:
     dtype = number.dtype
-    weights = layer.weights.astype(dtype)
-    bias = np.broadcast_to(layer.bias.astype(dtype), (x.shape[0], layer.n_out))
-    return reduce_terms(
-        layer.n_in,
-        bias,
-        lambda i: (weights[None, :, i] * x[:, i, None]).astype(dtype),
-        lambda a, b: (a + b).astype(dtype),
-        layout is Layout.BALANCED,
+    bias = np.broadcast_to(layer.expanded_bias().astype(dtype), (x.shape[0], layer.n_out))
+    with np.errstate(over="ignore", invalid="ignore"):
+        if layout is Layout.BALANCED:  # dense layers only
+            weights = layer.weights.astype(dtype)
+            return reduce_terms(
+                layer.n_in,
+                bias,
+                lambda i: (weights[None, :, i] * x[:, i, None]).astype(dtype),
+                lambda a, b: (a + b).astype(dtype),
+                True,
+            )
+        inputs, valid = _gathered(x, layer)
+        weights = layer.tap_weights().astype(dtype)
+        acc = bias
+        for t in range(weights.shape[1]):
+            total = (acc + (weights[None, :, t] * inputs[:, :, t]).astype(dtype)).astype(dtype)
+            acc = np.where(valid[None, :, t], total, acc)
+    return acc
+
+
+def pool_words(layer: QuantizedLayer, x: np.ndarray, qnet: QuantizedNetwork) -> tuple[np.ndarray, np.ndarray]:
+    """A pool on a batch, as the C computes it, and which neurons overflowed (fixed point).
+
+    Max: the first valid element, replaced by every later one that is larger (the C's loop).
+    Average: the window's elements added in order (fixed: fxp_add; float: rounded per addition),
+    then multiplied by the neuron's reciprocal (fxp_mult / one float multiplication)."""
+    windows = layer.source.windows()  # type: ignore[union-attr]
+    inputs, valid = x[:, windows.inputs], windows.valid
+    acc = inputs[:, :, 0]
+    overflow = np.zeros(acc.shape, dtype=bool)
+    average = isinstance(layer.source, AveragePool2D)
+    fmt = qnet.number
+    with np.errstate(over="ignore", invalid="ignore"):
+        for t in range(1, windows.width):
+            value = inputs[:, :, t]
+            if not average:
+                step = np.where(value > acc, value, acc)
+            elif isinstance(fmt, FixedFormat):
+                step, overflowed = add(acc, value, fmt)
+                overflow |= overflowed & valid[None, :, t]
+            else:
+                step = (acc + value).astype(fmt.dtype)  # type: ignore[union-attr]
+            acc = np.where(valid[None, :, t], step, acc)
+        if not average:
+            return acc, overflow
+        if isinstance(fmt, FixedFormat):
+            words, overflowed = mult(acc, layer.weights.astype(np.int64)[None, :], fmt)
+            return words, overflow | overflowed
+        return (acc * layer.weights.astype(fmt.dtype)[None, :]).astype(fmt.dtype), overflow  # type: ignore[union-attr]
+
+
+def _pool(layer: QuantizedLayer, x: np.ndarray, qnet: QuantizedNetwork, log: _OverflowLog, offset: int):
+    words, overflowed = pool_words(layer, x, qnet)
+    log.record(overflowed, offset)
+    return words
+
+
+def _int8_layer(layer: QuantizedLayer, codes: np.ndarray) -> np.ndarray:
+    """acc = bias + sum w (x - z_in), exact (int32 by construction), then the threshold table."""
+    tables = layer.int8
+    if layer.source is not None and not layer.is_mac:  # max pool on codes
+        windows = layer.source.windows()  # type: ignore[union-attr]
+        gathered = np.where(windows.valid[None], codes[:, windows.inputs], np.iinfo(np.int64).min)
+        return gathered.max(axis=2)
+    inputs, _ = _gathered(codes - tables.input_zero, layer)  # type: ignore[union-attr]
+    acc = layer.expanded_bias().astype(np.int64)[None, :] + np.einsum(
+        "bjt,jt->bj", inputs, layer.tap_weights().astype(np.int64)
     )
+    table = tables.table  # type: ignore[union-attr]
+    if table.shape[0] > 1:
+        table = table[layer.source.channel_of()]
+    return apply_thresholds(acc, table, tables.code.qmin)  # type: ignore[union-attr]
 
 
 def _activate(qnet: QuantizedNetwork, activation: Activation, values: np.ndarray) -> np.ndarray:
@@ -121,31 +203,43 @@ def _check_inputs(qnet: QuantizedNetwork, x: np.ndarray) -> np.ndarray:
     x = np.atleast_2d(np.asarray(x))
     if x.shape[1] != qnet.n_inputs:
         raise InputError(f"expected {qnet.n_inputs} inputs per sample, got {x.shape[1]}")
-    if not qnet.is_fixed:
+    if qnet.is_float:
         return x.astype(qnet.number.dtype)  # type: ignore[union-attr]
-    fmt: FixedFormat = qnet.number  # type: ignore[assignment]
+    if qnet.is_int8:
+        code = qnet.input_quant.code
+        low, high, what = code.qmin, code.qmax, f"{code.value} codes"
+    else:
+        fmt: FixedFormat = qnet.number  # type: ignore[assignment]
+        low, high, what = fmt.min_q, fmt.max_q, f"words for {fmt}"
     words = x.astype(np.int64)
-    if np.any(words != x) or np.any(words < fmt.min_q) or np.any(words > fmt.max_q):
-        raise InputError(f"input words must be integers in [{fmt.min_q}, {fmt.max_q}] for {fmt}")
+    if np.any(words != x) or np.any(words < low) or np.any(words > high):
+        raise InputError(f"input {what} must be integers in [{low}, {high}]")
     return words
 
 
 def simulate(qnet: QuantizedNetwork, x: np.ndarray, trace: bool = False) -> SimulationResult:
-    """Run the implemented network on a batch of inputs (words for fixed, values for float).
+    """Run the implemented network on a batch of inputs (words for fixed, values for float, codes
+    for int8).
 
     x: shape (batch, n_inputs) (or (n_inputs,)). Returns outputs of shape (batch, n_outputs): int64
-    words or float values, exactly what the C's replay main prints (with `--raw` for words).
+    words or codes, or float values, exactly what the C's replay main prints (with `--raw` for
+    words and codes).
     """
     values = _check_inputs(qnet, x)
     log = _OverflowLog(values.shape[0])
     traces = []
     offset = 0
     for layer in qnet.layers:
-        if qnet.is_fixed:
-            pre = _fixed_accumulate(layer, values, qnet, log, offset)
+        if qnet.is_int8:
+            pre = values = _int8_layer(layer, values)
         else:
-            pre = _float_accumulate(layer, values, qnet.number, qnet.options.layout)  # type: ignore[arg-type]
-        values = _activate(qnet, layer.activation, pre)
+            if not layer.is_mac:
+                pre = _pool(layer, values, qnet, log, offset)
+            elif qnet.is_fixed:
+                pre = _fixed_accumulate(layer, values, qnet, log, offset)
+            else:
+                pre = _float_accumulate(layer, values, qnet.number, qnet.options.layout)  # type: ignore[arg-type]
+            values = _activate(qnet, layer.activation, pre)
         if trace:
             traces.append(LayerTrace(pre=pre, post=values))
         offset += layer.n_out

@@ -10,6 +10,10 @@
     image_shape = [5, 5]                   # optional, for counterexample pictures
     instances = "instances.csv"            # optional: VNN-COMP list (network,property,timeout) rows
 
+    [variants.int8-pc]                     # optional: a format label whose tasks use other model files
+    format = "int8"                        #   the number format of this label
+    networks = { "cnn.onnx" = "cnn.int8-pc.onnx" }   # task network -> the file used at this label
+
     [implementation]                       # optional defaults, keys as in a spec's [implementation]
     rounding = "nearest"
 
@@ -30,7 +34,7 @@ import csv
 import math
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +43,7 @@ from qverify.io import load_network
 from qverify.network import Network
 from qverify.properties import Property, read_vnnlib, to_normalised
 from qverify.properties.spec import implementation_from_table, property_from_table
-from qverify.quant import FloatFormat, FloatKind, ImplementationOptions
+from qverify.quant import FORMAT_HELP, ImplementationOptions, parse_number_format
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 _TOP_KEYS = (
@@ -51,9 +55,22 @@ _TOP_KEYS = (
     "instances",
     "implementation",
     "task",
+    "variants",
 )
 _TASK_KEYS = ("name", "network", "property", "timeout", "image_shape")
-FLOAT_LABELS = {"float": FloatKind.FLOAT, "double": FloatKind.DOUBLE}
+_VARIANT_KEYS = ("format", "networks")
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """A format label whose tasks run on other model files (e.g. a float network's int8 model)."""
+
+    name: str
+    format_label: str  # the number format: "int8", "half", "8.8", ...
+    networks: Mapping[Path, Path]  # a task's network file -> the file used at this label
+
+    def network_for(self, path: Path) -> Path:
+        return self.networks.get(path, path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +93,18 @@ class Suite:
     tasks: tuple[SuiteTask, ...]
     implementation: ImplementationOptions  # defaults; the number format is replaced per run
     timeout_s: float
+    variants: Mapping[str, Variant] = field(default_factory=dict)
+
+    def check_format(self, label: str, source: str) -> str:
+        """A label of `--format`/`formats`: a variant of this suite or any format label."""
+        return label if label in self.variants else check_format_label(label, source)
+
+    def resolve(self, label: str, task: SuiteTask) -> tuple[str, Path]:
+        """(number format label, network file) of `task` at the suite's format label."""
+        variant = self.variants.get(label)
+        if variant is None:
+            return label, task.network_path
+        return variant.format_label, variant.network_for(task.network_path)
 
 
 def suite_path(name_or_path: str | Path) -> Path:
@@ -93,13 +122,16 @@ def suite_path(name_or_path: str | Path) -> Path:
 
 
 def check_format_label(label: str, source: str) -> str:
-    """'8', '16.16', 'float' ... (InputError otherwise)."""
-    if label in FLOAT_LABELS or label.isdigit() and 2 <= int(label) <= 32:
+    """'8', '16.16', 'float', 'int8' ... (InputError otherwise)."""
+    if label.isdigit() and 2 <= int(label) <= 32:
         return label
-    parts = label.split(".")
-    if len(parts) == 2 and all(part.isdigit() for part in parts):
-        return label
-    raise InputError(f"{source}: formats: '{label}' is not a word length (2..32), K.L, float or double")
+    try:
+        parse_number_format(label)
+    except InputError:
+        raise InputError(
+            f"{source}: formats: '{label}' is not a word length (2..32) or {FORMAT_HELP}"
+        ) from None
+    return label
 
 
 class _NetworkCache:
@@ -180,6 +212,38 @@ def _instances(csv_path: Path, cache: _NetworkCache, source: str, shape) -> list
     return tasks
 
 
+def _variants(data: Any, base: Path, cache: _NetworkCache, source: str) -> dict[str, Variant]:
+    if not isinstance(data, Mapping):
+        raise InputError(f"{source}: variants: expected a table of [variants.NAME] tables")
+    variants = {}
+    for name, entry in data.items():
+        where = f"{source}: [variants.{name}]"
+        if not isinstance(entry, Mapping):
+            raise InputError(f"{where}: expected a table with keys {', '.join(_VARIANT_KEYS)}")
+        unknown = sorted(set(entry) - set(_VARIANT_KEYS))
+        if unknown:
+            raise InputError(f"{where}: unknown key {unknown[0]} (allowed: {', '.join(_VARIANT_KEYS)})")
+        if "format" not in entry:
+            raise InputError(f"{where}: missing key format")
+        label = check_format_label(str(entry["format"]), where)
+        networks = entry.get("networks", {})
+        if not isinstance(networks, Mapping):
+            raise InputError(f"{where}: networks: expected a table of task network = file")
+        mapping = {}
+        for original, replacement in networks.items():
+            source_path = _resolve(base, original, where, "networks")
+            target = _resolve(base, replacement, where, f"networks.{original}")
+            first, second = cache.get(source_path, where), cache.get(target, where)
+            if (first.n_inputs, first.n_outputs) != (second.n_inputs, second.n_outputs):
+                raise InputError(
+                    f"{where}: {target.name} has {second.n_inputs} inputs and {second.n_outputs} outputs, "
+                    f"{source_path.name} {first.n_inputs} and {first.n_outputs}"
+                )
+            mapping[source_path] = target
+        variants[str(name)] = Variant(str(name), label, mapping)
+    return variants
+
+
 def read_suite(name_or_path: str | Path) -> Suite:
     """Read and validate a suite (every network is loaded and every property built)."""
     path = suite_path(name_or_path)
@@ -191,12 +255,16 @@ def read_suite(name_or_path: str | Path) -> Suite:
     unknown = sorted(set(data) - set(_TOP_KEYS))
     if unknown:
         raise InputError(f"{source}: unknown key {unknown[0]} (allowed: {', '.join(_TOP_KEYS)})")
-    formats = tuple(check_format_label(str(label), source) for label in data.get("formats", ["16"]))
     timeout_s = float(data.get("timeout", 60))
     shape = _image_shape(data.get("image_shape"), source)
     implementation = implementation_from_table(data.get("implementation", {}), source)
     cache = _NetworkCache()
     base = path.parent
+    variants = _variants(data.get("variants", {}), base, cache, source)
+    formats = tuple(
+        label if label in variants else check_format_label(label, source)
+        for label in (str(item) for item in data.get("formats", ["16"]))
+    )
     tasks = [
         _task(entry, index, base, cache, source, timeout_s, shape)
         for index, entry in enumerate(data.get("task", []), start=1)
@@ -217,9 +285,5 @@ def read_suite(name_or_path: str | Path) -> Suite:
         tuple(tasks),
         implementation,
         timeout_s,
+        variants,
     )
-
-
-def float_format(label: str) -> FloatFormat | None:
-    kind = FLOAT_LABELS.get(label)
-    return FloatFormat(kind) if kind else None

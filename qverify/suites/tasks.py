@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 from qverify.io import load_network
 from qverify.network import Network
 from qverify.properties import Property
-from qverify.quant import FixedFormat, ImplementationOptions, choose_format
-from qverify.suites.suite_file import Suite, float_format
+from qverify.quant import FixedFormat, ImplementationOptions, choose_format, named_format
+from qverify.suites.suite_file import Suite
 from qverify.verification import VerifyOptions, verify_property
 
 
@@ -23,12 +23,17 @@ class TaskSpec:
 
     suite: str
     task: str
-    format_label: str  # as the suite/command line named it: "16", "16.16", "float"
+    format_label: str  # as the suite/command line named it: "16", "16.16", "float", a variant
     network_path: str
     property: Property
     implementation: ImplementationOptions  # the number format of "W" labels is chosen in the worker
     options: VerifyOptions
     image_shape: tuple[int, ...] | None
+    number_label: str = ""  # the number format of a variant label ("" : format_label itself)
+
+    @property
+    def number(self) -> str:
+        return self.number_label or self.format_label
 
     @property
     def key(self) -> str:
@@ -46,16 +51,18 @@ def expand(
         limits = replace(options.limits, timeout_s=timeout_s if timeout_s is not None else task.timeout_s)
         task_options = replace(options, limits=limits, image_shape=task.image_shape, workdir=None)
         for label in formats:
+            number_label, network_path = suite.resolve(label, task)
             specs.append(
                 TaskSpec(
                     suite.name,
                     task.name,
                     label,
-                    str(task.network_path),
+                    str(network_path),
                     task.property,
                     suite.implementation,
                     task_options,
                     task.image_shape,
+                    "" if number_label == label else number_label,
                 )
             )
     return specs
@@ -68,7 +75,7 @@ def _network(path: str) -> Network:
 
 def resolve_implementation(spec: TaskSpec, net: Network) -> tuple[ImplementationOptions, str]:
     """The implementation at the spec's format, and a note when range analysis had to compromise."""
-    number = float_format(spec.format_label)
+    number = named_format(spec.number)
     if number is not None:
         return replace(spec.implementation, number=number), ""
     base = (
@@ -76,13 +83,11 @@ def resolve_implementation(spec: TaskSpec, net: Network) -> tuple[Implementation
         if isinstance(spec.implementation.number, FixedFormat)
         else FixedFormat(16, 16)
     )
-    if "." in spec.format_label:
-        fixed = FixedFormat.parse(spec.format_label, base.rounding, base.overflow)
+    if "." in spec.number:
+        fixed = FixedFormat.parse(spec.number, base.rounding, base.overflow)
         return replace(spec.implementation, number=fixed), ""
     lo, hi = net.default_input_box()
-    fixed, note = choose_format(
-        net, int(spec.format_label), lo, hi, replace(spec.implementation, number=base)
-    )
+    fixed, note = choose_format(net, int(spec.number), lo, hi, replace(spec.implementation, number=base))
     return replace(spec.implementation, number=fixed), note
 
 

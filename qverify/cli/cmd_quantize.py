@@ -1,0 +1,128 @@
+"""`qverify quantize FLOAT.onnx --calibration DATA -o MODEL.onnx`: static int8 quantization with
+onnxruntime's quantizer (QDQ or QOperator), read back and summarised."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+from qverify.data import BUILT_IN, load_dataset
+from qverify.errors import InputError
+from qverify.io import load_network
+from qverify.network import CodeType, evaluate_core
+from qverify.quant import ImplementationOptions, Int8Format, quantize_network, simulate
+from qverify.quant.calibrate import (
+    QuantFormat,
+    QuantizeSettings,
+    pair_saturation_risk,
+    quantize_with_onnxruntime,
+    uniform_samples,
+)
+
+UNIFORM = "uniform"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "quantize",
+        help="int8-quantize a float network with onnxruntime (static, calibrated)",
+        description="Quantize a float network (NNet or ONNX) to int8 with onnxruntime's static quantizer "
+        "and write the quantized ONNX model (QDQ or QOperator). Calibration data are in the network's "
+        "raw input units (before its own normalisation).",
+    )
+    parser.add_argument("network", help="the float network (.onnx or .nnet)")
+    parser.add_argument(
+        "--calibration",
+        required=True,
+        metavar="DATA",
+        help=f"an .npz (array x) or .npy file, a built-in set ({', '.join(BUILT_IN)}, optionally :train), or "
+        f"'{UNIFORM}': uniform samples of the network's input domain",
+    )
+    parser.add_argument(
+        "-o", "--output", required=True, metavar="MODEL.onnx", help="the quantized model to write"
+    )
+    parser.add_argument(
+        "--format",
+        choices=[f.value for f in QuantFormat],
+        default=QuantFormat.QDQ.value,
+        help="QDQ (QuantizeLinear/DequantizeLinear around float operators; default) or "
+        "QOperator (QLinearConv, QGemm)",
+    )
+    parser.add_argument("--per-channel", action="store_true", help="one weight scale per output channel")
+    parser.add_argument(
+        "--activations",
+        choices=[c.value for c in CodeType],
+        default=CodeType.INT8.value,
+        help="code type of activations (default int8; weights are always int8, symmetric)",
+    )
+    parser.add_argument(
+        "--reduce-range",
+        action="store_true",
+        help="7-bit weights (rules out int16 saturation in onnxruntime's x86 kernels without VNNI)",
+    )
+    parser.add_argument(
+        "--samples",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="at most N calibration samples (default 1000; a random subset with --seed)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the sampling (default 0)")
+    parser.set_defaults(handler=run)
+
+
+def _calibration(args: argparse.Namespace, net) -> tuple[np.ndarray, np.ndarray | None, str]:
+    """Normalised calibration inputs, their labels (if any) and a description."""
+    if args.samples < 1:
+        raise InputError(f"--samples {args.samples}: must be at least 1")
+    if args.calibration == UNIFORM:
+        return (
+            uniform_samples(net, args.samples, args.seed),
+            None,
+            f"{args.samples} uniform samples of the input domain",
+        )
+    data = load_dataset(args.calibration)
+    data.check_inputs(net.n_inputs)
+    x, y = data.x, data.y
+    if data.size > args.samples:
+        chosen = np.sort(np.random.default_rng(args.seed).choice(data.size, args.samples, replace=False))
+        x, y = x[chosen], (None if y is None else y[chosen])
+    if net.input_norm is not None:
+        x = net.input_norm.apply(x)
+    return x, y, f"{x.shape[0]} samples of {data.name}"
+
+
+def run(args: argparse.Namespace) -> int:
+    net = load_network(args.network)
+    if net.quantization is not None:
+        raise InputError(f"{args.network} is already quantized")
+    x, labels, description = _calibration(args, net)
+    settings = QuantizeSettings(
+        QuantFormat(args.format), args.per_channel, CodeType(args.activations), args.reduce_range
+    )
+    quantized = quantize_with_onnxruntime(net, x, settings, args.output)
+    qnet = quantize_network(quantized, ImplementationOptions(Int8Format()))
+    print(f"wrote {args.output}: {quantized.quantization.describe()}; calibrated on {description}")
+    for index, (layer, quant) in enumerate(zip(quantized.layers, quantized.quantization.layers), start=1):
+        scales = getattr(quant, "weight_scales", None)
+        weights = "" if scales is None else f", weight scale{'s' if scales.size > 1 else ''} {_span(scales)}"
+        print(f"  layer {index}: {layer.describe()}; output {quant.output.describe()}{weights}")
+    if labels is not None and labels.max() < net.n_outputs:
+        float_pred = np.argmax(evaluate_core(net, x), axis=1)
+        int8_pred = np.argmax(simulate(qnet, qnet.input_quant.quantize(x)).outputs, axis=1)
+        print(
+            f"  accuracy on the calibration samples: float {np.mean(float_pred == labels):.2%}, "
+            f"int8 {np.mean(int8_pred == labels):.2%} (agreement {np.mean(float_pred == int8_pred):.2%})"
+        )
+    for warning in pair_saturation_risk(quantized) if settings.quant_format is QuantFormat.QDQ else []:
+        print(f"warning: {warning}", file=sys.stderr)
+    return 0
+
+
+def _span(values: np.ndarray) -> str:
+    values = np.asarray(values)
+    if values.size == 1:
+        return f"{float(values[0]):.6g}"
+    return f"{float(values.min()):.6g}..{float(values.max()):.6g}"

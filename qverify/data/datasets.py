@@ -1,0 +1,139 @@
+"""Data sets as the assurance commands use them: inputs in a network's raw units and, when known,
+labels. One module, shared by `qverify quantize` (calibration) and the studies built on it.
+
+Built in (no download; scikit-learn's bundled copy of the UCI digits):
+
+    digits          8x8 images, pixel levels / 16 in [0, 1] (what the digits CNN takes)
+    digits-raw      the same images in pixel levels 0..16 (what digits.nnet takes: it divides by 16)
+
+each optionally restricted to the benchmarks' split with `:train` / `:test` (stratified 75/25,
+seed 0: the split the digits networks were trained on). Files: `.npz` with an array `x` (samples
+first; any further dimensions are flattened in C order) and optionally `y` (integer labels), or a
+`.npy` holding `x` alone. Everything is checked before use: a clear `InputError` for an empty set,
+NaN or infinite values, a label array of the wrong length or with negative or non-integer labels.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from qverify.errors import InputError, ToolMissingError
+
+BUILT_IN = ("digits", "digits-raw")
+SPLITS = ("train", "test")
+MAX_FILE_BYTES = 4 << 30
+DIGITS_TEST_SIZE = 0.25
+DIGITS_SPLIT_SEED = 0
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Dataset:
+    """Inputs `x` (samples, features) as float64 and optional labels `y` (int64)."""
+
+    name: str
+    x: np.ndarray
+    y: np.ndarray | None = None
+    image_shape: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        x = np.asarray(self.x)
+        if x.ndim == 0 or x.shape[0] == 0:
+            raise InputError(f"data set {self.name}: it holds no samples")
+        if not np.issubdtype(x.dtype, np.number):
+            raise InputError(f"data set {self.name}: inputs are not numbers (dtype {x.dtype})")
+        x = x.reshape(x.shape[0], -1).astype(np.float64)
+        if not np.all(np.isfinite(x)):
+            sample = int(np.argwhere(~np.isfinite(x))[0][0])
+            raise InputError(f"data set {self.name}: sample {sample} holds NaN or an infinite value")
+        object.__setattr__(self, "x", x)
+        if self.y is not None:
+            y = np.asarray(self.y)
+            if y.ndim != 1 or y.shape[0] != x.shape[0]:
+                raise InputError(
+                    f"data set {self.name}: {y.size} labels (shape {y.shape}) for {x.shape[0]} samples"
+                )
+            if y.dtype.kind == "f" and np.any(y != np.round(y)) or y.dtype.kind not in "iuf":
+                raise InputError(f"data set {self.name}: labels must be integers")
+            if np.any(y < 0):
+                raise InputError(f"data set {self.name}: labels must be >= 0 (found {int(y.min())})")
+            object.__setattr__(self, "y", y.astype(np.int64))
+
+    @property
+    def size(self) -> int:
+        return int(self.x.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        return int(self.x.shape[1])
+
+    def check_inputs(self, n_inputs: int, what: str = "the network") -> None:
+        if self.n_features != n_inputs:
+            raise InputError(
+                f"data set {self.name}: {self.n_features} values per sample, {what} takes {n_inputs}"
+            )
+
+    def check_labels(self, n_classes: int, what: str = "the network") -> None:
+        if self.y is None:
+            raise InputError(f"data set {self.name} has no labels (an .npz with an array 'y' is needed)")
+        if int(self.y.max()) >= n_classes:
+            raise InputError(
+                f"data set {self.name}: label {int(self.y.max())} out of range for {what} "
+                f"({n_classes} outputs: labels 0..{n_classes - 1})"
+            )
+
+
+def _digits(scaled: bool, split: str | None) -> Dataset:
+    try:
+        from sklearn.datasets import load_digits
+        from sklearn.model_selection import train_test_split
+    except ImportError:
+        raise ToolMissingError(
+            "the built-in digits data needs scikit-learn (pip install scikit-learn)"
+        ) from None
+    digits = load_digits()
+    x, y = digits.data.astype(np.float64), digits.target.astype(np.int64)
+    if split is not None:
+        x_train, x_test, y_train, y_test = train_test_split(
+            x, y, test_size=DIGITS_TEST_SIZE, random_state=DIGITS_SPLIT_SEED, stratify=y
+        )
+        x, y = (x_train, y_train) if split == "train" else (x_test, y_test)
+    name = ("digits" if scaled else "digits-raw") + (f":{split}" if split else "")
+    return Dataset(name, x / 16.0 if scaled else x, y, (8, 8))
+
+
+def _from_file(path: Path) -> Dataset:
+    if not path.is_file():
+        raise InputError(f"{path}: no such data file")
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise InputError(f"{path}: larger than {MAX_FILE_BYTES >> 30} GiB")
+    try:
+        if path.suffix.lower() == ".npy":
+            return Dataset(path.name, np.load(path, allow_pickle=False))
+        with np.load(path, allow_pickle=False) as archive:
+            if "x" not in archive.files:
+                raise InputError(f"{path}: no array 'x' (found: {', '.join(archive.files) or 'none'})")
+            x = archive["x"]
+            y = archive["y"] if "y" in archive.files else None
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:
+        raise InputError(f"{path}: not a readable .npz/.npy file: {error}") from None
+    image_shape = tuple(int(d) for d in x.shape[1:]) if x.ndim >= 3 else None
+    return Dataset(path.name, x, y, image_shape)
+
+
+def load_dataset(spec: str) -> Dataset:
+    """A built-in set (`digits`, `digits-raw`, optionally `:train`/`:test`) or an `.npz`/`.npy` file."""
+    name, _, split = spec.partition(":")
+    if name in BUILT_IN:
+        if split and split not in SPLITS:
+            raise InputError(f"data set {spec}: unknown split '{split}' (train or test)")
+        return _digits(name == "digits", split or None)
+    path = Path(spec)
+    if path.suffix.lower() not in (".npz", ".npy"):
+        raise InputError(
+            f"unknown data set '{spec}': give an .npz (x, y) or .npy file, or one of {', '.join(BUILT_IN)}"
+        )
+    return _from_file(path)

@@ -1,0 +1,687 @@
+"""Read int8 quantized ONNX models (QDQ and QOperator formats) into a `Network` with its
+`AffineQuantization` (using the `onnx` package only).
+
+Both formats describe the same computation: codes flow between layers; a dense or convolution layer
+reads the codes of its input, multiplies them by int8 weights, adds an int32 bias and requantizes
+to its output's codes. What is understood, in graph order along the one dynamic tensor:
+
+    QuantizeLinear                                  the graph input's codes (float input -> codes)
+    QDQ:  DequantizeLinear -> (Conv | Gemm | MatMul) [Relu] -> QuantizeLinear
+          with weights and bias given as DequantizeLinear of int8 / int32 initializers
+    QOp:  QLinearConv | QGemm (com.microsoft) | QLinearMatMul
+    either: MaxPool, Flatten, Reshape, Identity on codes (QDQ: between DequantizeLinear and
+          QuantizeLinear with the same parameters), AveragePool likewise (read, then refused by the
+          int8 format: its rounding is not modelled)
+    DequantizeLinear                                the graph output (codes -> float output)
+
+Activations must be quantized per tensor; weights symmetric (zero point 0), per tensor or per output
+channel; biases int32 with scale input_scale * weight_scale (as onnxruntime's quantizer writes
+them). The float layers of the returned `Network` hold the dequantized weights and biases (float32
+values, as DequantizeLinear computes them): the model the int8 one approximates. Anything else is
+an `UnsupportedError` naming the node; malformed parameters (missing scale, zero point out of
+range, NaN or non-positive scale, shape mismatch) are `InputError`s naming the node.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from qverify.errors import InputError, UnsupportedError
+from qverify.network import (
+    Activation,
+    AffineQuantization,
+    AveragePool2D,
+    CodeType,
+    Conv2D,
+    Dense,
+    MacQuant,
+    MaxPool2D,
+    Network,
+    PoolQuant,
+    TensorQuant,
+)
+
+QUANTIZED_OPS = frozenset(
+    {
+        "QuantizeLinear",
+        "DequantizeLinear",
+        "QLinearConv",
+        "QLinearMatMul",
+        "QGemm",
+        "ConvInteger",
+        "MatMulInteger",
+        "QLinearAdd",
+        "QLinearMul",
+        "QLinearAveragePool",
+        "QLinearGlobalAveragePool",
+        "QLinearSigmoid",
+        "QLinearLeakyRelu",
+        "QLinearConcat",
+        "DynamicQuantizeLinear",
+    }
+)
+_CODE_TYPES = {onnx.TensorProto.INT8: CodeType.INT8, onnx.TensorProto.UINT8: CodeType.UINT8}
+
+
+def is_quantized(model: onnx.ModelProto) -> bool:
+    """Does the graph use quantization operators (so `read_quantized` must read it)?"""
+    return any(node.op_type in QUANTIZED_OPS for node in model.graph.node)
+
+
+@dataclass(frozen=True, slots=True)
+class _Constant:
+    """A constant tensor: its value and, for the output of a DequantizeLinear of an initializer,
+    the integers, scales, zero points and axis it came from."""
+
+    value: np.ndarray
+    integers: np.ndarray | None = None
+    scale: np.ndarray | None = None
+    zero_point: np.ndarray | None = None
+    axis: int = 1
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A layer read from a float operator between DequantizeLinear and QuantizeLinear (QDQ)."""
+
+    node: onnx.NodeProto
+    label: str
+    kind: str  # "mac" or "pool"
+    layer: object = None
+    int_weights: np.ndarray | None = None
+    weight_scales: np.ndarray | None = None
+    bias: np.ndarray | None = None
+    relu: bool = False
+
+
+@dataclass(slots=True)
+class _Reader:
+    """Walks the dynamic chain of one quantized graph; lives for one `read_quantized` call."""
+
+    where: str
+    constants: dict[str, _Constant]
+    shape: tuple[int, ...]
+    codes: TensorQuant | None = None  # the quantization of the current tensor's codes
+    float_view: bool = False  # the current tensor is DequantizeLinear(codes) (QDQ)
+    pending: _Pending | None = None
+    input_quant: TensorQuant | None = None
+    layers: list = field(default_factory=list)
+    quants: list = field(default_factory=list)
+    origin: set[str] = field(default_factory=set)
+    done: bool = False
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def describe(self, node: onnx.NodeProto, label: str) -> str:
+        return f"{self.where}: ONNX node '{label}' ({node.op_type})"
+
+    def fail(self, node: onnx.NodeProto, label: str, what: str) -> InputError:
+        return InputError(f"{self.describe(node, label)} {what}")
+
+    def unsupported(self, node: onnx.NodeProto, label: str, what: str) -> UnsupportedError:
+        return UnsupportedError(f"{self.describe(node, label)} {what}")
+
+    def constant(self, node: onnx.NodeProto, label: str, index: int, what: str) -> _Constant:
+        names = node.input
+        if index >= len(names) or not names[index]:
+            raise self.fail(node, label, f"has no {what} (input {index})")
+        found = self.constants.get(names[index])
+        if found is None:
+            raise self.unsupported(node, label, f"has a non-constant {what} '{names[index]}'")
+        return found
+
+    def attribute(self, node: onnx.NodeProto, name: str, default):
+        for attribute in node.attribute:
+            if attribute.name == name:
+                return onnx.helper.get_attribute_value(attribute)
+        return default
+
+    def tensor_quant(
+        self, node: onnx.NodeProto, label: str, scale_index: int, zero_index: int, what: str
+    ) -> TensorQuant:
+        """Per-tensor scale and zero point of an activation (inputs of `node` at the two indices)."""
+        scale = self.constant(node, label, scale_index, f"{what} scale").value
+        if scale.size != 1:
+            raise self.unsupported(
+                node, label, f"quantizes its {what} per axis; only per-tensor activations are supported"
+            )
+        if zero_index >= len(node.input) or not node.input[zero_index]:
+            raise self.fail(node, label, f"has no {what} zero point (uint8 defaults are not assumed)")
+        zero = self.constant(node, label, zero_index, f"{what} zero point").value
+        if zero.size != 1:
+            raise self.unsupported(node, label, f"has a per-axis {what} zero point")
+        code = _CODE_TYPES.get(_dtype_code(zero.dtype))
+        if code is None:
+            raise self.unsupported(
+                node, label, f"has {what} codes of type {zero.dtype}; int8 and uint8 are supported"
+            )
+        value = float(scale.reshape(-1)[0])
+        if not math.isfinite(value) or value <= 0:
+            raise self.fail(node, label, f"has a {what} scale {value!r}: it must be positive and finite")
+        try:
+            return TensorQuant(value, int(zero.reshape(-1)[0]), code, f"{label} {what}")
+        except InputError as error:
+            raise self.fail(node, label, str(error)) from None
+
+    def weights(
+        self,
+        node: onnx.NodeProto,
+        label: str,
+        integers: np.ndarray,
+        scale: np.ndarray,
+        zero: np.ndarray,
+        channel_axis: int,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """int8 weights and one scale per output channel (or one), checked symmetric."""
+        if integers.dtype != np.int8:
+            raise self.unsupported(node, label, f"has {integers.dtype} weights; int8 weights are supported")
+        scale = np.asarray(scale, dtype=np.float32).reshape(-1)
+        zero = np.asarray(zero).reshape(-1)
+        channels = integers.shape[channel_axis]
+        if scale.size not in (1, channels):
+            raise self.fail(
+                node, label, f"shape mismatch: {scale.size} weight scales for {channels} output channels"
+            )
+        if np.any(~np.isfinite(scale)) or np.any(scale <= 0):
+            raise self.fail(node, label, "has a weight scale that is not positive and finite")
+        if zero.size and np.any(zero != 0):
+            raise self.unsupported(
+                node, label, "has non-zero weight zero points; symmetric weights are supported"
+            )
+        return integers, scale.astype(np.float64)
+
+    def bias(
+        self,
+        node: onnx.NodeProto,
+        label: str,
+        integers: np.ndarray | None,
+        channels: int,
+        input_scale: float,
+        weight_scales: np.ndarray,
+        stated_scale: np.ndarray | None,
+    ) -> np.ndarray:
+        """int32 bias per output channel (zeros when absent), its scale checked against s_in * s_w."""
+        if integers is None:
+            return np.zeros(channels, dtype=np.int64)
+        if integers.dtype != np.int32:
+            raise self.unsupported(node, label, f"has a {integers.dtype} bias; int32 biases are supported")
+        integers = integers.reshape(-1)
+        if integers.size != channels:
+            raise self.fail(
+                node, label, f"shape mismatch: {integers.size} biases for {channels} output channels"
+            )
+        if stated_scale is not None:
+            expected = (np.float32(input_scale) * weight_scales.astype(np.float32)).astype(np.float32)
+            stated = np.broadcast_to(np.asarray(stated_scale, dtype=np.float32).reshape(-1), expected.shape)
+            if np.any(stated != expected):
+                raise self.unsupported(
+                    node, label, "has a bias scale other than input scale * weight scale; not supported"
+                )
+        return integers.astype(np.int64)
+
+    # -- the walk --------------------------------------------------------------------------------
+
+    def feed(self, node: onnx.NodeProto, label: str) -> None:
+        if self.done:
+            raise self.unsupported(node, label, "follows the final DequantizeLinear")
+        op = node.op_type
+        handler = {
+            "QuantizeLinear": self.quantize,
+            "DequantizeLinear": self.dequantize,
+            "QLinearConv": self.qlinear_conv,
+            "QGemm": self.qgemm,
+            "QLinearMatMul": self.qlinear_matmul,
+            "Conv": self.float_conv,
+            "Gemm": self.float_gemm,
+            "MatMul": self.float_matmul,
+            "Relu": self.relu,
+            "MaxPool": self.pool,
+            "AveragePool": self.pool,
+            "GlobalAveragePool": self.pool,
+            "Flatten": self.flatten,
+            "Reshape": self.reshape,
+            "Identity": lambda n, l: None,
+        }.get(op)
+        if handler is None or node.domain not in ("", "ai.onnx", "com.microsoft"):
+            raise self.unsupported(node, label, "is not supported in a quantized model")
+        handler(node, label)
+
+    def quantize(self, node: onnx.NodeProto, label: str) -> None:
+        quant = self.tensor_quant(node, label, 1, 2, "output")
+        if self.codes is None:  # the graph input
+            if self.layers:
+                raise self.unsupported(node, label, "quantizes a float tensor between layers")
+            self.input_quant = self.codes = quant
+            return
+        if self.pending is None:
+            if self.float_view and quant.same_as(self.codes):
+                self.float_view = False  # Q(DQ(codes)) with the same parameters: the codes again
+                return
+            raise self.unsupported(
+                node,
+                label,
+                "requantizes codes without a layer in between (only Q(DQ(x)) with equal parameters)",
+            )
+        self.finish_pending(quant)
+
+    def dequantize(self, node: onnx.NodeProto, label: str) -> None:
+        if self.codes is None or self.float_view or self.pending is not None:
+            raise self.unsupported(node, label, "does not dequantize the codes of the previous layer")
+        quant = self.tensor_quant(node, label, 1, 2, "input")
+        if not quant.same_as(self.codes):
+            raise self.fail(
+                node, label, f"dequantizes with {quant.describe()} codes written as {self.codes.describe()}"
+            )
+        self.float_view = True
+
+    def need_codes(self, node: onnx.NodeProto, label: str) -> TensorQuant:
+        if self.codes is None or self.float_view or self.pending is not None:
+            raise self.unsupported(node, label, "needs quantized codes as its input here")
+        return self.codes
+
+    def need_float_view(self, node: onnx.NodeProto, label: str) -> TensorQuant:
+        if self.codes is None or not self.float_view or self.pending is not None:
+            raise self.unsupported(
+                node, label, "is a float operator outside a DequantizeLinear -> op -> QuantizeLinear group"
+            )
+        return self.codes
+
+    # QOperator layers
+
+    def qlinear_conv(self, node: onnx.NodeProto, label: str) -> None:
+        input_quant = self.need_codes(node, label)
+        stated = self.tensor_quant(node, label, 1, 2, "input")
+        if not stated.same_as(input_quant):
+            raise self.fail(node, label, "input quantization differs from the codes it reads")
+        kernel = self.constant(node, label, 3, "weight").value
+        w_scale = self.constant(node, label, 4, "weight scale").value
+        w_zero = self.constant(node, label, 5, "weight zero point").value
+        output = self.tensor_quant(node, label, 6, 7, "output")
+        integers, scales = self.weights(node, label, kernel, w_scale, w_zero, 0)
+        bias_int = (
+            self.constant(node, label, 8, "bias").value if len(node.input) > 8 and node.input[8] else None
+        )
+        bias = self.bias(node, label, bias_int, integers.shape[0], input_quant.scale, scales, None)
+        layer = self.conv_layer(node, label, integers, scales, bias, input_quant.scale)
+        self.add_mac(layer, MacQuant(input_quant, integers, scales, bias, output, False, label))
+        self.origin.add("QOperator")
+
+    def qgemm(self, node: onnx.NodeProto, label: str) -> None:
+        input_quant = self.need_codes(node, label)
+        if self.attribute(node, "transA", 0):
+            raise self.unsupported(node, label, "with transA=1 is not supported")
+        if float(self.attribute(node, "alpha", 1.0)) != 1.0:
+            raise self.unsupported(node, label, "with alpha != 1 is not supported")
+        stated = self.tensor_quant(node, label, 1, 2, "input")
+        if not stated.same_as(input_quant):
+            raise self.fail(node, label, "input quantization differs from the codes it reads")
+        matrix = self.constant(node, label, 3, "weight").value
+        if len(node.input) < 9 or not node.input[7]:
+            raise self.unsupported(node, label, "without an output scale (float output) is not supported")
+        trans_b = bool(self.attribute(node, "transB", 0))
+        w_scale = self.constant(node, label, 4, "weight scale").value
+        w_zero = self.constant(node, label, 5, "weight zero point").value
+        integers, scales = self.weights(node, label, matrix, w_scale, w_zero, 0 if trans_b else 1)
+        integers = integers if trans_b else integers.T
+        output = self.tensor_quant(node, label, 7, 8, "output")
+        bias_int = self.constant(node, label, 6, "bias").value if node.input[6] else None
+        bias = self.bias(node, label, bias_int, integers.shape[0], input_quant.scale, scales, None)
+        layer = self.dense_layer(node, label, integers, scales, bias, input_quant.scale)
+        self.add_mac(layer, MacQuant(input_quant, integers, scales, bias, output, False, label))
+        self.origin.add("QOperator")
+
+    def qlinear_matmul(self, node: onnx.NodeProto, label: str) -> None:
+        input_quant = self.need_codes(node, label)
+        stated = self.tensor_quant(node, label, 1, 2, "input")
+        if not stated.same_as(input_quant):
+            raise self.fail(node, label, "input quantization differs from the codes it reads")
+        matrix = self.constant(node, label, 3, "weight").value
+        w_scale = self.constant(node, label, 4, "weight scale").value
+        w_zero = self.constant(node, label, 5, "weight zero point").value
+        integers, scales = self.weights(node, label, matrix, w_scale, w_zero, 1)
+        output = self.tensor_quant(node, label, 6, 7, "output")
+        bias = np.zeros(integers.shape[1], dtype=np.int64)
+        layer = self.dense_layer(node, label, integers.T, scales, bias, input_quant.scale)
+        self.add_mac(layer, MacQuant(input_quant, integers.T, scales, bias, output, False, label))
+        self.origin.add("QOperator")
+
+    # QDQ layers
+
+    def dq_constant(self, node: onnx.NodeProto, label: str, index: int, what: str) -> _Constant:
+        found = self.constant(node, label, index, what)
+        if found.integers is None:
+            raise self.unsupported(
+                node,
+                label,
+                f"has a float {what}; a quantized model needs DequantizeLinear of an integer {what}",
+            )
+        return found
+
+    def float_conv(self, node: onnx.NodeProto, label: str) -> None:
+        input_quant = self.need_float_view(node, label)
+        weight = self.dq_constant(node, label, 1, "weight")
+        if weight.value.ndim != 4:
+            raise self.unsupported(node, label, "is not a 2-D convolution")
+        integers, scales = self.weights(node, label, weight.integers, weight.scale, weight.zero_point, 0)
+        if weight.scale.size > 1 and weight.axis not in (0, -4):
+            raise self.unsupported(
+                node, label, f"has weights quantized along axis {weight.axis}, not the output channels"
+            )
+        bias_const = (
+            self.dq_constant(node, label, 2, "bias") if len(node.input) > 2 and node.input[2] else None
+        )
+        bias = self.bias(
+            node,
+            label,
+            None if bias_const is None else bias_const.integers,
+            integers.shape[0],
+            input_quant.scale,
+            scales,
+            None if bias_const is None else bias_const.scale,
+        )
+        self.check_kernel_attributes(node, label, integers.shape[2:])
+        layer = self.conv_layer(node, label, integers, scales, bias, input_quant.scale)
+        self.pending = _Pending(node, label, "mac", layer, integers, scales, bias)
+        self.origin.add("QDQ")
+
+    def float_gemm(self, node: onnx.NodeProto, label: str) -> None:
+        input_quant = self.need_float_view(node, label)
+        if self.attribute(node, "transA", 0):
+            raise self.unsupported(node, label, "with transA=1 is not supported")
+        if (
+            float(self.attribute(node, "alpha", 1.0)) != 1.0
+            or float(self.attribute(node, "beta", 1.0)) != 1.0
+        ):
+            raise self.unsupported(node, label, "with alpha or beta != 1 is not supported")
+        trans_b = bool(self.attribute(node, "transB", 0))
+        weight = self.dq_constant(node, label, 1, "weight")
+        channel_axis = 0 if trans_b else 1
+        if weight.scale.size > 1 and weight.axis % 2 != channel_axis:
+            raise self.unsupported(node, label, "has weights quantized along the input axis")
+        integers, scales = self.weights(
+            node, label, weight.integers, weight.scale, weight.zero_point, channel_axis
+        )
+        integers = integers if trans_b else integers.T
+        bias_const = (
+            self.dq_constant(node, label, 2, "bias") if len(node.input) > 2 and node.input[2] else None
+        )
+        bias = self.bias(
+            node,
+            label,
+            None if bias_const is None else bias_const.integers,
+            integers.shape[0],
+            input_quant.scale,
+            scales,
+            None if bias_const is None else bias_const.scale,
+        )
+        layer = self.dense_layer(node, label, integers, scales, bias, input_quant.scale)
+        self.pending = _Pending(node, label, "mac", layer, integers, scales, bias)
+        self.origin.add("QDQ")
+
+    def float_matmul(self, node: onnx.NodeProto, label: str) -> None:
+        input_quant = self.need_float_view(node, label)
+        weight = self.dq_constant(node, label, 1, "weight")
+        if weight.value.ndim != 2:
+            raise self.unsupported(node, label, "needs a weight matrix")
+        if weight.scale.size > 1 and weight.axis % 2 != 1:
+            raise self.unsupported(node, label, "has weights quantized along the input axis")
+        integers, scales = self.weights(node, label, weight.integers, weight.scale, weight.zero_point, 1)
+        bias = np.zeros(integers.shape[1], dtype=np.int64)
+        layer = self.dense_layer(node, label, integers.T, scales, bias, input_quant.scale)
+        self.pending = _Pending(node, label, "mac", layer, integers.T, scales, bias)
+        self.origin.add("QDQ")
+
+    def relu(self, node: onnx.NodeProto, label: str) -> None:
+        if self.pending is None or self.pending.kind != "mac" or self.pending.relu:
+            raise self.unsupported(
+                node, label, "is supported only between a quantized layer and its QuantizeLinear"
+            )
+        self.pending.relu = True
+
+    def finish_pending(self, output: TensorQuant) -> None:
+        pending, input_quant = self.pending, self.codes
+        self.pending, self.float_view = None, False
+        assert pending is not None and input_quant is not None
+        if pending.kind == "pool":
+            self.add_pool(pending.layer, input_quant, output, pending.label)
+            return
+        layer = pending.layer
+        if pending.relu:
+            layer = _with_activation(layer, Activation.RELU)
+        quant = MacQuant(
+            input_quant,
+            pending.int_weights,
+            pending.weight_scales,
+            pending.bias,
+            output,
+            pending.relu,
+            pending.label,
+        )
+        self.add_mac(layer, quant)
+
+    # layers shared by both formats
+
+    def check_kernel_attributes(self, node: onnx.NodeProto, label: str, kernel: tuple[int, ...]) -> None:
+        declared = tuple(self.attribute(node, "kernel_shape", list(kernel)))
+        if declared != tuple(kernel):
+            raise self.fail(
+                node, label, f"shape mismatch: kernel_shape {list(declared)} but weights {tuple(kernel)}"
+            )
+
+    def image(self, node: onnx.NodeProto, label: str) -> tuple[int, int, int]:
+        if len(self.shape) != 4 or self.shape[0] != 1:
+            raise self.unsupported(node, label, f"needs an NCHW input of batch 1, got shape {self.shape}")
+        return self.shape[1], self.shape[2], self.shape[3]
+
+    def geometry(self, node: onnx.NodeProto, label: str, kernel: tuple[int, int]) -> dict:
+        if self.attribute(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"VALID", "VALID"):
+            raise self.unsupported(node, label, "with auto_pad SAME_* is not supported in quantized models")
+        if any(v != 1 for v in self.attribute(node, "dilations", [1, 1])):
+            raise self.unsupported(node, label, "with dilations is not supported")
+        strides = tuple(self.attribute(node, "strides", [1, 1]))
+        pads = tuple(self.attribute(node, "pads", [0, 0, 0, 0]))
+        if len(strides) != 2 or len(pads) != 4:
+            raise self.fail(
+                node, label, f"has strides {list(strides)} / pads {list(pads)} of the wrong length"
+            )
+        return {"strides": strides, "pads": pads}
+
+    def conv_layer(self, node, label, integers, scales, bias, input_scale) -> Conv2D:
+        image = self.image(node, label)
+        geometry = self.geometry(node, label, tuple(integers.shape[2:]))
+        weights, float_bias = _dequantized(integers, scales, bias, input_scale, 0)
+        try:
+            layer = Conv2D(
+                weights,
+                float_bias,
+                Activation.IDENTITY,
+                image,
+                groups=int(self.attribute(node, "group", 1)),
+                **geometry,
+            )
+        except InputError as error:
+            raise self.fail(node, label, f"has invalid parameters: {error}") from None
+        self.shape = (1, *layer.output_shape)
+        return layer
+
+    def dense_layer(self, node, label, integers, scales, bias, input_scale) -> Dense:
+        if not self.shape or any(dim != 1 for dim in self.shape[:-1]):
+            raise self.unsupported(node, label, f"needs a vector input, got shape {self.shape}")
+        if integers.shape[1] != self.shape[-1]:
+            raise self.fail(
+                node,
+                label,
+                f"shape mismatch: weights expect {integers.shape[1]} inputs, the tensor has {self.shape[-1]}",
+            )
+        weights, float_bias = _dequantized(integers, scales, bias, input_scale, 0)
+        self.shape = (*self.shape[:-1], integers.shape[0])
+        return Dense(weights, float_bias, Activation.IDENTITY)
+
+    def add_mac(self, layer, quant: MacQuant) -> None:
+        self.layers.append(layer)
+        self.quants.append(quant)
+        self.codes = quant.output
+
+    def add_pool(self, layer, input_quant: TensorQuant, output: TensorQuant, label: str) -> None:
+        self.layers.append(layer)
+        self.quants.append(PoolQuant(input_quant, output, label))
+        self.codes = output
+
+    def pool(self, node: onnx.NodeProto, label: str) -> None:
+        qdq = self.float_view
+        quant = self.need_float_view(node, label) if qdq else self.need_codes(node, label)
+        image = self.image(node, label)
+        if node.op_type == "GlobalAveragePool":
+            kernel, geometry = (image[1], image[2]), {"strides": (1, 1), "pads": (0, 0, 0, 0)}
+        else:
+            kernel = tuple(self.attribute(node, "kernel_shape", []))
+            if len(kernel) != 2:
+                raise self.fail(node, label, f"has kernel_shape {list(kernel)}; two sizes expected")
+            if self.attribute(node, "ceil_mode", 0):
+                raise self.unsupported(node, label, "with ceil_mode=1 is not supported")
+            geometry = self.geometry(node, label, kernel)
+        try:
+            if node.op_type == "MaxPool":
+                layer = MaxPool2D(image, kernel, **geometry)
+            else:
+                layer = AveragePool2D(
+                    image,
+                    kernel,
+                    count_include_pad=bool(self.attribute(node, "count_include_pad", 0)),
+                    **geometry,
+                )
+        except InputError as error:
+            raise self.fail(node, label, f"has invalid parameters: {error}") from None
+        self.shape = (1, *layer.output_shape)
+        if qdq:
+            self.pending = _Pending(node, label, "pool", layer)
+        else:
+            self.add_pool(layer, quant, quant, label)
+
+    def flatten(self, node: onnx.NodeProto, label: str) -> None:
+        axis = int(self.attribute(node, "axis", 1))
+        rank = len(self.shape)
+        axis = axis + rank if axis < 0 else axis
+        if not 0 <= axis <= rank:
+            raise self.fail(node, label, f"has axis {axis} outside 0..{rank}")
+        self.shape = (math.prod(self.shape[:axis]), math.prod(self.shape[axis:]))
+
+    def reshape(self, node: onnx.NodeProto, label: str) -> None:
+        requested = [int(v) for v in self.constant(node, label, 1, "shape").value.reshape(-1)]
+        dims = [self.shape[i] if v == 0 and i < len(self.shape) else v for i, v in enumerate(requested)]
+        size, known = math.prod(self.shape), math.prod(v for v in dims if v != -1)
+        if dims.count(-1) == 1 and known and size % known == 0:
+            dims = [size // known if v == -1 else v for v in dims]
+        if any(v < 0 for v in dims) or math.prod(dims) != size:
+            raise self.fail(node, label, f"shape mismatch: cannot reshape {self.shape} to {tuple(requested)}")
+        self.shape = tuple(dims)
+
+    def finish(self, last_node: onnx.NodeProto, last_label: str) -> None:
+        if not self.float_view or self.pending is not None or not self.layers:
+            raise self.unsupported(
+                last_node,
+                last_label,
+                "ends the graph: a quantized model must end with DequantizeLinear of its last layer's codes",
+            )
+        self.done = True
+
+
+def _with_activation(layer, activation: Activation):
+    if isinstance(layer, Conv2D):
+        return Conv2D(
+            layer.weights, layer.bias, activation, layer.input_shape, layer.strides, layer.pads, layer.groups
+        )
+    return Dense(layer.weights, layer.bias, activation)
+
+
+def _dequantized(
+    integers, scales, bias, input_scale: float, channel_axis: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """DequantizeLinear of the weights and of the bias, as float32 values (held as float64)."""
+    shape = [1] * integers.ndim
+    shape[channel_axis] = -1
+    weight_scale = np.asarray(scales, dtype=np.float32).reshape(shape)
+    weights = (integers.astype(np.float32) * weight_scale).astype(np.float32)
+    bias_scale = (np.float32(input_scale) * np.asarray(scales, dtype=np.float32)).astype(np.float32)
+    float_bias = (np.asarray(bias).astype(np.float32) * bias_scale).astype(np.float32)
+    return weights.astype(np.float64), np.broadcast_to(float_bias, (integers.shape[0],)).astype(np.float64)
+
+
+def _dtype_code(dtype: np.dtype) -> int:
+    return {np.dtype(np.int8): onnx.TensorProto.INT8, np.dtype(np.uint8): onnx.TensorProto.UINT8}.get(
+        np.dtype(dtype), -1
+    )
+
+
+def fold_dequantized_constants(
+    graph: onnx.GraphProto, values: dict[str, np.ndarray], where: str
+) -> dict[str, _Constant]:
+    """Every constant tensor; a DequantizeLinear of constants becomes a constant that remembers its
+    integers, scale, zero point and axis."""
+    constants = {name: _Constant(value) for name, value in values.items()}
+    for index, node in enumerate(graph.node):
+        if node.op_type != "DequantizeLinear" or not node.input or node.input[0] not in constants:
+            continue
+        label = node.name or f"#{index} DequantizeLinear"
+        if len(node.input) < 2 or node.input[1] not in constants:
+            raise InputError(f"{where}: ONNX node '{label}' (DequantizeLinear) has no constant scale")
+        integers = constants[node.input[0]].value
+        scale = np.asarray(constants[node.input[1]].value, dtype=np.float32)
+        zero = (
+            constants[node.input[2]].value
+            if len(node.input) > 2 and node.input[2] in constants
+            else np.zeros(1, dtype=integers.dtype)
+        )
+        axis = 1
+        for attribute in node.attribute:
+            if attribute.name == "axis":
+                axis = int(onnx.helper.get_attribute_value(attribute))
+        if np.any(~np.isfinite(scale)) or np.any(scale <= 0):
+            raise InputError(
+                f"{where}: ONNX node '{label}' (DequantizeLinear) has a scale that is not positive and finite"
+            )
+        shape = [1] * integers.ndim
+        if scale.size > 1:
+            if integers.ndim == 0 or scale.size != integers.shape[axis]:
+                raise InputError(
+                    f"{where}: ONNX node '{label}' (DequantizeLinear): shape mismatch between scale "
+                    f"{scale.shape} and tensor {integers.shape} along axis {axis}"
+                )
+            shape[axis] = -1
+        value = (
+            integers.astype(np.float32)
+            - np.asarray(zero, dtype=np.float32).reshape(
+                shape if np.size(zero) > 1 else [1] * max(integers.ndim, 1)
+            )
+        ) * scale.reshape(shape if scale.size > 1 else [1] * max(integers.ndim, 1))
+        constants[node.output[0]] = _Constant(
+            value.astype(np.float32), integers, scale, np.asarray(zero), axis
+        )
+    return constants
+
+
+def read_quantized(
+    model: onnx.ModelProto, where: str, constants: dict[str, np.ndarray], steps, shape
+) -> Network:
+    """The quantized graph's `Network` with its `AffineQuantization` (see the module docstring).
+
+    `steps` are the dynamic chain's nodes with labels (`qverify.io.onnx_reader` finds them, after
+    folding the constant DequantizeLinear nodes given by `fold_dequantized_constants`)."""
+    folded = fold_dequantized_constants(model.graph, constants, where)
+    reader = _Reader(where, folded, shape)
+    for node, label in steps:
+        reader.feed(node, label)
+    reader.finish(*steps[-1])
+    assert reader.input_quant is not None
+    try:
+        quantization = AffineQuantization(
+            reader.input_quant, tuple(reader.quants), "+".join(sorted(reader.origin))
+        )
+        return Network(tuple(reader.layers), name=Path(where).stem, source=where, quantization=quantization)
+    except InputError as error:
+        raise InputError(f"{where}: {error}") from None

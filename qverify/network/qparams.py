@@ -1,0 +1,219 @@
+"""Affine (int8/uint8) quantization parameters of a network, as a quantized ONNX model states them.
+
+A real value v is held as an integer code q with v = (q - zero_point) * scale (ONNX
+QuantizeLinear/DequantizeLinear). A MAC layer (dense or convolution) of an int8 model reads codes of
+its input tensor, multiplies them by int8 weights (symmetric: weight zero point 0; one scale per
+tensor or per output channel), accumulates in int32 with an int32 bias whose scale is
+input_scale * weight_scale, and *requantizes* the accumulator to the codes of its output tensor;
+a ReLU between the operator and its QuantizeLinear is a clamp at the output zero point. Pools work
+on codes. How requantization rounds is the runtime's business: `qverify.quant.affine`.
+
+These records hold only parameters (no arithmetic), checked when a `Network` is built: every value
+is what the file says, scales as float32 values, codes and integers as Python/numpy integers.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from qverify.errors import InputError
+
+
+class CodeType(enum.Enum):
+    """The integer type of a tensor's codes."""
+
+    INT8 = "int8"
+    UINT8 = "uint8"
+
+    @property
+    def qmin(self) -> int:
+        return -128 if self is CodeType.INT8 else 0
+
+    @property
+    def qmax(self) -> int:
+        return 127 if self is CodeType.INT8 else 255
+
+    @property
+    def c_type(self) -> str:
+        return "int8_t" if self is CodeType.INT8 else "uint8_t"
+
+
+def _float32_scale(scale: float, what: str) -> float:
+    value = float(scale)
+    if not np.isfinite(value) or value <= 0:
+        raise InputError(f"{what}: scale must be a positive finite number, got {scale!r}")
+    if float(np.float32(value)) != value:
+        raise InputError(f"{what}: scale {value!r} is not a float32 value")
+    if value < float(np.finfo(np.float32).tiny):
+        raise InputError(f"{what}: scale {value!r} is subnormal")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class TensorQuant:
+    """Scale, zero point and code type of one quantized tensor (per tensor)."""
+
+    scale: float
+    zero_point: int
+    code: CodeType
+    what: str = "tensor"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scale", _float32_scale(self.scale, self.what))
+        zero_point = int(self.zero_point)
+        if not self.code.qmin <= zero_point <= self.code.qmax:
+            raise InputError(
+                f"{self.what}: zero point {zero_point} outside the {self.code.value} range "
+                f"[{self.code.qmin}, {self.code.qmax}]"
+            )
+        object.__setattr__(self, "zero_point", zero_point)
+
+    def same_as(self, other: TensorQuant) -> bool:
+        return (self.scale, self.zero_point, self.code) == (other.scale, other.zero_point, other.code)
+
+    def describe(self) -> str:
+        return f"{self.code.value} scale {self.scale!r} zero point {self.zero_point}"
+
+    def quantize(self, values: np.ndarray) -> np.ndarray:
+        """ONNX QuantizeLinear as onnxruntime computes it on the CPU: float32 x / scale, rounded half
+        to even, plus the zero point, saturated to the code range (int64 codes)."""
+        x = np.asarray(values, dtype=np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):
+            scaled = np.rint(x / np.float32(self.scale))
+        codes = np.clip(scaled, self.code.qmin - self.zero_point, self.code.qmax - self.zero_point)
+        return np.where(np.isnan(codes), 0, codes).astype(np.int64) + self.zero_point
+
+    def dequantize(self, codes: np.ndarray) -> np.ndarray:
+        """ONNX DequantizeLinear: float32 (q - zero_point) * scale."""
+        delta = (np.asarray(codes, dtype=np.int64) - self.zero_point).astype(np.float32)
+        return (delta * np.float32(self.scale)).astype(np.float32)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class MacQuant:
+    """The integers of one dense or convolution layer and the quantization of its input and output.
+
+    `weights` has the float layer's weight shape (int8 values); `weight_scales` one float32 scale per
+    output channel (per-channel models) or a single one (per-tensor); `bias` one int32 per output
+    channel (scale input.scale * weight_scale; zeros when the model has no bias).
+    """
+
+    input: TensorQuant
+    weights: np.ndarray
+    weight_scales: np.ndarray
+    bias: np.ndarray
+    output: TensorQuant
+    relu: bool
+    what: str = "layer"
+
+    def __post_init__(self) -> None:
+        weights = np.array(self.weights, dtype=np.int64, copy=True)
+        if weights.size and (weights.min() < -128 or weights.max() > 127):
+            raise InputError(f"{self.what}: weights must be int8 values")
+        scales = np.array(self.weight_scales, dtype=np.float64, copy=True).reshape(-1)
+        for index, scale in enumerate(scales):
+            _float32_scale(float(scale), f"{self.what}: weight scale {index}")
+        bias = np.array(self.bias, dtype=np.int64, copy=True).reshape(-1)
+        if bias.size and (bias.min() < -(1 << 31) or bias.max() >= 1 << 31):
+            raise InputError(f"{self.what}: bias must be int32 values")
+        channels = weights.shape[0]
+        if scales.size not in (1, channels):
+            raise InputError(
+                f"{self.what}: {scales.size} weight scales for {channels} output channels "
+                "(expected one, or one per output channel)"
+            )
+        if bias.size != channels:
+            raise InputError(f"{self.what}: {bias.size} biases for {channels} output channels")
+        for array in (weights, scales, bias):
+            array.flags.writeable = False
+        object.__setattr__(self, "weights", weights)
+        object.__setattr__(self, "weight_scales", scales)
+        object.__setattr__(self, "bias", bias)
+
+    @property
+    def per_channel(self) -> bool:
+        return self.weight_scales.size > 1
+
+    def channel_scales(self) -> np.ndarray:
+        """One weight scale per output channel (a per-tensor scale repeated)."""
+        return np.broadcast_to(self.weight_scales, (self.weights.shape[0],))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PoolQuant:
+    """A pool on codes: input and output quantization (equal for max pooling)."""
+
+    input: TensorQuant
+    output: TensorQuant
+    what: str = "pool"
+
+
+LayerQuant = MacQuant | PoolQuant
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class AffineQuantization:
+    """The int8 parameters of a whole network: its input, one record per layer, its output."""
+
+    input: TensorQuant
+    layers: tuple[LayerQuant, ...]
+    origin: str = ""  # e.g. "QDQ", "QOperator": how the file expressed it
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layers", tuple(self.layers))
+        if not self.layers:
+            raise InputError("quantization parameters without layers")
+        if not self.layers[0].input.same_as(self.input):
+            raise InputError(
+                f"{self.layers[0].what}: input quantization ({self.layers[0].input.describe()}) differs "
+                f"from the network input's ({self.input.describe()})"
+            )
+        for before, after in zip(self.layers, self.layers[1:]):
+            if not before.output.same_as(after.input):
+                raise InputError(
+                    f"{after.what}: its input is quantized as {after.input.describe()} but "
+                    f"{before.what} writes {before.output.describe()}"
+                )
+
+    @property
+    def output(self) -> TensorQuant:
+        return self.layers[-1].output
+
+    @property
+    def per_channel(self) -> bool:
+        return any(isinstance(layer, MacQuant) and layer.per_channel for layer in self.layers)
+
+    def check_against(self, layers: Sequence[object]) -> None:
+        """One record per layer, of the right kind and shape (called by `Network`)."""
+        if len(layers) != len(self.layers):
+            raise InputError(
+                f"quantization parameters for {len(self.layers)} layers, the network has {len(layers)}"
+            )
+        for index, (layer, quant) in enumerate(zip(layers, self.layers), start=1):
+            has_weights = hasattr(layer, "weights")
+            if has_weights != isinstance(quant, MacQuant):
+                raise InputError(f"layer {index}: quantization record of the wrong kind")
+            if isinstance(quant, MacQuant) and quant.weights.shape != layer.weights.shape:  # type: ignore[attr-defined]
+                raise InputError(
+                    f"layer {index}: int8 weights of shape {quant.weights.shape}, the layer has "
+                    f"{layer.weights.shape}"  # type: ignore[attr-defined]
+                )
+
+    def update_digest(self, sha: hashlib._Hash) -> None:  # type: ignore[name-defined]
+        sha.update(self.input.describe().encode())
+        for quant in self.layers:
+            sha.update(quant.output.describe().encode())
+            if isinstance(quant, MacQuant):
+                sha.update(b"relu" if quant.relu else b"-")
+                for array in (quant.weights, quant.weight_scales, quant.bias):
+                    sha.update(np.ascontiguousarray(array).tobytes())
+
+    def describe(self) -> str:
+        kind = "per-channel" if self.per_channel else "per-tensor"
+        origin = f", {self.origin}" if self.origin else ""
+        return f"int8 affine ({kind}{origin}); input {self.input.describe()}"

@@ -1,0 +1,197 @@
+"""int8 affine quantization as runtimes compute it: requantization, thresholds, the number format.
+
+A MAC layer of an int8 model accumulates acc = bias + sum w_i (x_i - z_in) exactly in int32 and maps
+acc to an output code by *requantization*, a function of acc alone that runtimes compute in one of
+two ways (both offered, as `RequantMode`):
+
+- `onnxruntime` (default; onnxruntime's CPU kernels QLinearConv, QGemm, QLinearMatMul and the QDQ
+  groups it fuses into them): the multiplier M = float32(float32(s_in * s_w) / s_out); then
+  code = clamp(z_out + round_half_even(float32(float32(acc) * M)), lo, hi).
+- `tflite` (TFLite reference kernels, CMSIS-NN, gemmlowp): M = s_in * s_w / s_out in double,
+  written as a Q31 integer multiplier m and a shift (`frexp`); code = clamp(z_out +
+  RoundingDivideByPOT(SaturatingRoundingDoublingHighMul(acc * 2^left, m), right), lo, hi).
+
+lo is the code range's minimum, or the output zero point when a ReLU is fused (the runtimes' clamp).
+Both functions are monotone (non-decreasing) in acc, so each is exactly a step function with at most
+255 steps: `thresholds` gives, per output channel, t[k] = the smallest acc with code >= qmin + k + 1,
+found by binary search over every accumulator the layer can produce. The generated C (integer only)
+and the simulator both use the tables; the tests compare them with the formulas above on every
+accumulator near every threshold, and with onnxruntime on many inputs.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from qverify.errors import RangeError
+from qverify.network.qparams import MacQuant, TensorQuant
+
+INT32_MIN = -(1 << 31)
+INT32_MAX = (1 << 31) - 1
+LEVELS = 255  # thresholds per table: one per code above the minimum
+
+
+class RequantMode(enum.Enum):
+    ONNXRUNTIME = "onnxruntime"
+    TFLITE = "tflite"
+
+
+@dataclass(frozen=True, slots=True)
+class Int8Format:
+    """The int8 affine number format: codes and scales come from the model, rounding from the mode."""
+
+    requant: RequantMode = RequantMode.ONNXRUNTIME
+
+    @property
+    def label(self) -> str:
+        return "int8" if self.requant is RequantMode.ONNXRUNTIME else "int8-tflite"
+
+    @property
+    def word_bits(self) -> int:
+        return 8
+
+    def __str__(self) -> str:
+        return self.label
+
+    @classmethod
+    def parse(cls, text: str) -> Int8Format | None:
+        """`int8` / `int8-onnxruntime` / `int8-tflite`, else None."""
+        key = text.strip().lower()
+        if key in ("int8", "int8-onnxruntime", "int8-ort"):
+            return cls(RequantMode.ONNXRUNTIME)
+        if key == "int8-tflite":
+            return cls(RequantMode.TFLITE)
+        return None
+
+
+def ort_multiplier(input_scale: float, weight_scales: np.ndarray, output_scale: float) -> np.ndarray:
+    """onnxruntime's float32 requantization multipliers: (s_in * s_w) / s_out, each step in float32."""
+    product = np.float32(input_scale) * np.asarray(weight_scales, dtype=np.float32)
+    return (product.astype(np.float32) / np.float32(output_scale)).astype(np.float32)
+
+
+def quantize_multiplier(real: float) -> tuple[int, int]:
+    """TFLite's QuantizeMultiplier: real = m * 2^(shift - 31), m a Q31 integer in [2^30, 2^31)."""
+    if real <= 0:
+        raise RangeError(f"requantization multiplier {real!r} is not positive")
+    fraction, shift = math.frexp(real)
+    multiplier = round(fraction * (1 << 31))
+    if multiplier == 1 << 31:
+        multiplier //= 2
+        shift += 1
+    if shift < -31:  # the result is 0 for every int32 accumulator
+        return 0, 0
+    return multiplier, shift
+
+
+def _srdhm(a: np.ndarray, b: int) -> np.ndarray:
+    """gemmlowp's SaturatingRoundingDoublingHighMul on int64 arrays holding int32 values."""
+    product = a.astype(np.int64) * np.int64(b)  # |a|, |b| <= 2^31: |product| <= 2^62
+    total = product + np.where(product >= 0, 1 << 30, 1 - (1 << 30))
+    quotient = np.where(total >= 0, total >> 31, -((-total) >> 31))  # C division: towards zero
+    saturated = (a == INT32_MIN) & (b == INT32_MIN)
+    return np.where(saturated, INT32_MAX, quotient).astype(np.int64)
+
+
+def _rounding_divide_by_pot(x: np.ndarray, exponent: int) -> np.ndarray:
+    """gemmlowp's RoundingDivideByPOT: x / 2^exponent rounded half away from zero."""
+    if exponent == 0:
+        return x
+    mask = (1 << exponent) - 1
+    remainder = x & mask
+    threshold = (mask >> 1) + (x < 0)
+    return (x >> exponent) + (remainder > threshold)
+
+
+def requantize(acc: np.ndarray, quant: MacQuant, mode: RequantMode, channel: np.ndarray | int) -> np.ndarray:
+    """The requantized codes of int64 accumulators `acc` whose output channels are `channel`.
+
+    The runtime's formula itself (not the tables): the reference the tables are checked against.
+    """
+    acc = np.asarray(acc, dtype=np.int64)
+    channels = np.broadcast_to(np.asarray(channel), acc.shape)
+    out = quant.output
+    low = out.zero_point if quant.relu else out.code.qmin
+    if mode is RequantMode.ONNXRUNTIME:
+        multipliers = ort_multiplier(quant.input.scale, quant.channel_scales(), out.scale)
+        scaled = (acc.astype(np.float32) * multipliers[channels]).astype(np.float32)
+        codes = np.rint(scaled).astype(np.int64) + out.zero_point
+    else:
+        codes = np.empty(acc.shape, dtype=np.int64)
+        scales = quant.channel_scales()
+        for c in np.unique(channels):
+            where = channels == c
+            real = float(np.float32(quant.input.scale)) * float(scales[c]) / float(np.float32(out.scale))
+            multiplier, shift = quantize_multiplier(real)
+            left, right = max(shift, 0), max(-shift, 0)
+            shifted = acc[where] * (1 << left)
+            if np.any(np.abs(shifted) > INT32_MAX):
+                raise RangeError(f"{quant.what}: acc * 2^{left} leaves int32 in TFLite requantization")
+            codes[where] = _rounding_divide_by_pot(_srdhm(shifted, multiplier), right) + out.zero_point
+    return np.clip(codes, low, out.code.qmax)
+
+
+def accumulator_bounds(quant: MacQuant, taps_abs_weight_sum: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per output channel, bounds of acc over every input code: bias +- sum|w| * max|x - z_in|.
+
+    `taps_abs_weight_sum[c]`: the largest sum of |w| over the products of one neuron of channel c.
+    :raises RangeError: the int32 accumulator could overflow (the C would then wrap).
+    """
+    x_quant: TensorQuant = quant.input
+    spread = max(x_quant.zero_point - x_quant.code.qmin, x_quant.code.qmax - x_quant.zero_point)
+    reach = np.asarray(taps_abs_weight_sum, dtype=np.int64) * spread
+    lo, hi = quant.bias - reach, quant.bias + reach
+    if np.any(lo < INT32_MIN + 1) or np.any(hi > INT32_MAX - 1):
+        channel = int(np.argmax(np.maximum(-lo, hi)))
+        raise RangeError(
+            f"{quant.what}, output channel {channel}: the int32 accumulator can overflow "
+            f"(|bias| + sum|w| * {spread} reaches {int(max(-lo[channel], hi[channel]))})"
+        )
+    return lo, hi
+
+
+def thresholds(quant: MacQuant, mode: RequantMode, acc_lo: np.ndarray, acc_hi: np.ndarray) -> np.ndarray:
+    """int64 (channels, 255): t[c, k] = the smallest acc in [acc_lo[c], acc_hi[c]] whose code is at
+    least qmin + k + 1; INT32_MIN when every such acc reaches it, INT32_MAX when none does.
+
+    Exact: a vectorised binary search over the integers of the range, valid because requantization
+    is non-decreasing in acc.
+    """
+    channels = quant.weights.shape[0]
+    qmin = quant.output.code.qmin
+    targets = qmin + 1 + np.arange(LEVELS)[None, :]
+    lo = np.broadcast_to(np.asarray(acc_lo, dtype=np.int64)[:, None], (channels, LEVELS)).copy()
+    hi = np.broadcast_to(np.asarray(acc_hi, dtype=np.int64)[:, None], (channels, LEVELS)).copy()
+    channel = np.broadcast_to(np.arange(channels)[:, None], (channels, LEVELS))
+    reached_at_lo = requantize(lo, quant, mode, channel) >= targets
+    reached_at_hi = requantize(hi, quant, mode, channel) >= targets
+    # invariant: code(hi) >= target where searched; find the smallest such acc in (lo, hi]
+    search = ~reached_at_lo & reached_at_hi
+    while True:
+        open_ = search & (hi - lo > 1)
+        if not open_.any():
+            break
+        middle = lo + (hi - lo) // 2
+        above = requantize(middle, quant, mode, channel) >= targets
+        hi = np.where(open_ & above, middle, hi)
+        lo = np.where(open_ & ~above, middle, lo)
+    table = np.where(reached_at_lo, INT32_MIN, np.where(reached_at_hi, hi, INT32_MAX))
+    return table.astype(np.int64)
+
+
+def apply_thresholds(acc: np.ndarray, table: np.ndarray, qmin: int) -> np.ndarray:
+    """Codes of accumulators acc (batch, n) through per-neuron rows of `table` (n, 255) or one row."""
+    acc = np.asarray(acc, dtype=np.int64)
+    if table.shape[0] == 1:
+        return qmin + np.searchsorted(table[0], acc, side="right")
+    codes = np.empty_like(acc)
+    rows = np.unique(table, axis=0, return_inverse=True)
+    unique_rows, inverse = rows[0], np.asarray(rows[1]).reshape(-1)
+    for index, row in enumerate(unique_rows):
+        columns = np.flatnonzero(inverse == index)
+        codes[:, columns] = qmin + np.searchsorted(row, acc[:, columns], side="right")
+    return codes

@@ -1,0 +1,45 @@
+"""One parser for number-format labels, shared by the command line, spec files and suite files.
+
+Labels: `K.L` (fixed point <K,L>), `float`, `double`, `half` (IEEE binary32/64/16), `int8`
+(affine int8 with onnxruntime's requantization; the model's own scales) and `int8-tflite` (the same
+with TFLite/CMSIS-NN's integer multiplier and shift). Suites also accept a word length `W`
+(`qverify.quant.ranges.choose_format` picks the integer bits per network), which is not a format
+by itself and is handled by the suite runner.
+"""
+
+from __future__ import annotations
+
+from qverify.errors import InputError
+from qverify.quant.affine import Int8Format
+from qverify.quant.fixed import FixedFormat, Overflow, Rounding
+from qverify.quant.floatfmt import FloatFormat, FloatKind
+
+FORMAT_HELP = "K.L (fixed point, e.g. 16.16), float, double, half, int8 or int8-tflite"
+_FLOAT_LABELS = {kind.value: kind for kind in FloatKind}
+
+
+def named_format(label: str) -> FloatFormat | Int8Format | None:
+    """The float or int8 format a label names (`float`, `double`, `half`, `int8`, ...), else None."""
+    key = label.strip().lower()
+    if key in _FLOAT_LABELS:
+        return FloatFormat(_FLOAT_LABELS[key])
+    return Int8Format.parse(key)
+
+
+def parse_number_format(
+    label: str, rounding: Rounding = Rounding.NEAREST, overflow: Overflow = Overflow.SATURATE
+) -> FixedFormat | FloatFormat | Int8Format:
+    """A format label to its number format; `rounding`/`overflow` apply to fixed point only.
+
+    :raises InputError: not a label of `FORMAT_HELP`'s forms.
+    """
+    named = named_format(label)
+    if named is not None:
+        return named
+    if "." not in label:
+        raise InputError(f"bad format '{label}': expected {FORMAT_HELP}")
+    return FixedFormat.parse(label, rounding, overflow)
+
+
+def is_fixed_label(label: str) -> bool:
+    return named_format(label) is None
