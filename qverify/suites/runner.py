@@ -48,15 +48,16 @@ def _write_counterexample(entry: dict[str, Any], out: Path) -> None:
     record = entry["record"]
     if not record.get("counterexample"):
         return
-    stem = out / "cex" / _safe_name(f"{entry['task']}@{entry['format']}")
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    stem.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
-    entry["cex_json"] = str(stem.with_suffix(".json").relative_to(out))
+    folder, stem = out / "cex", _safe_name(f"{entry['task']}@{entry['format']}")
+    folder.mkdir(parents=True, exist_ok=True)
+    json_path = folder / f"{stem}.json"  # not with_suffix: task names such as img00-eps0.5 hold dots
+    json_path.write_text(json.dumps(record, indent=2) + "\n")
+    entry["cex_json"] = str(json_path.relative_to(out))
     example = AdversarialExample.from_json(record["counterexample"])
     if example.image_shape is not None:
         try:
             png = write_example_png(
-                example, stem.with_suffix(".png"), title=f"{entry['task']} @ {entry['format']}"
+                example, folder / f"{stem}.png", title=f"{entry['task']} @ {entry['format']}"
             )
             entry["cex_png"] = str(png.relative_to(out))
         except QverifyError as error:
