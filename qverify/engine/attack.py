@@ -22,6 +22,7 @@ import numpy as np
 from qverify.engine import ssa
 from qverify.engine.evaluate import VIOLATED, Evaluator, ProgramRunner, input_env
 from qverify.engine.linear import dnf
+from qverify.engine.semantics import FLOAT_MAX, float_dtype
 from qverify.engine.ssa import Binary, Compare, Const, Input, Node, Unary
 
 MAX_CORNER_INPUTS = 12
@@ -45,11 +46,8 @@ def input_boxes(program: ssa.Program, interval, limit: int = 64) -> list[Box]:
         lo, hi = interval(node)
         if node.ty.is_float:
             if math.isnan(lo):
-                lo, hi = (
-                    -3.4e38 if node.ty.bits == 32 else -1.7e308,
-                    3.4e38 if node.ty.bits == 32 else 1.7e308,
-                )
-            lo, hi = max(lo, -1.7e308), min(hi, 1.7e308)
+                lo, hi = -FLOAT_MAX[node.ty.bits], FLOAT_MAX[node.ty.bits]
+            lo, hi = max(lo, -FLOAT_MAX[node.ty.bits]), min(hi, FLOAT_MAX[node.ty.bits])
         base_lo[node.index], base_hi[node.index] = lo, hi
     disjuncts: list[list[tuple[Node, bool]]] = [[]]
     for step in program.steps:
@@ -225,8 +223,7 @@ class Attack:
         out = np.empty_like(x, dtype=np.float64)
         for i, ty in enumerate(self.dtypes):
             if ty.is_float:
-                dtype = np.float32 if ty.bits == 32 else np.float64
-                column = x[:, i].astype(dtype).astype(np.float64)
+                column = x[:, i].astype(float_dtype(ty)).astype(np.float64)
                 out[:, i] = np.clip(column, float(box.lo[i]), float(box.hi[i]))
             else:
                 out[:, i] = np.round(x[:, i])

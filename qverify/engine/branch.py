@@ -8,8 +8,12 @@ bisected along the input with the largest gain for the undecided literals' upper
 moves them across the box (coefficient times width; for a tabulated input, its table's spread)
 plus its share of the relaxation error they paid at unstable units (`BoundResult.row_spread`). Integer
 boxes shrink to single points, which the probe decides exactly: for integer inputs the search is
-complete, given time. The boxes of a batch are bounded together (numpy over the batch). With a
-`BoxMilp`, open boxes with few unstable ReLUs are also asked to the exact-ReLU MILP (`boxmilp`).
+complete, given time. So are float inputs (`grid`): their boxes have ends of the input's type and
+are bisected at one of its values, so that no value is lost between the halves and the boxes end as
+points (for _Float16, a few thousand values per unit interval, the search is complete in practice;
+the probe of a point at zero covers both zeros, see `Strategy._signed_zeros`). The boxes of a batch
+are bounded together (numpy over the batch). With a `BoxMilp`, open boxes with few unstable ReLUs
+are also asked to the exact-ReLU MILP (`boxmilp`).
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from qverify.engine import ssa
 from qverify.engine.boxmilp import MAX_UNSTABLE, MILP_RETRY_AFTER, MILP_TRIAL, TIME_LIMIT_S, BoxMilp
 from qverify.engine.combine import fixed_weights, refuted_by_fixed, tightest_literals
 from qverify.engine.linear import Conjunction, Literal, Lowering
 from qverify.engine.relax import RelaxedModel, Row, bounds
+from qverify.engine.semantics import float_dtype
 from qverify.engine.solvers.base import CheckStatus
 
 BATCH = 128
@@ -119,8 +125,37 @@ def _take_batch(stack: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
     return tuple(np.concatenate(arrays) for arrays in zip(*parts))
 
 
-def _split_boxes(lo: np.ndarray, hi: np.ndarray, gain: np.ndarray, integer: np.ndarray):
-    """Bisect each box along the input with the largest gain (ties and zero gains: the widest)."""
+def to_grid(values: np.ndarray, bits: int, up: bool) -> np.ndarray:
+    """Each value rounded up (down) to the float type of `bits` bits (float64 arrays)."""
+    dtype = float_dtype(ssa.Type("float", bits))
+    with np.errstate(over="ignore"):
+        nearest = values.astype(dtype)
+        wrong = nearest < values if up else nearest > values
+        step = np.nextafter(nearest, dtype(np.inf if up else -np.inf))
+    return np.where(wrong, step, nearest).astype(np.float64)
+
+
+def next_on_grid(values: np.ndarray, bits: int) -> np.ndarray:
+    """The next value of the float type of `bits` bits above each value (one of that type)."""
+    dtype = float_dtype(ssa.Type("float", bits))
+    with np.errstate(over="ignore"):
+        return np.nextafter(values.astype(dtype), dtype(np.inf)).astype(np.float64)
+
+
+def snap_to_grid(lo: np.ndarray, hi: np.ndarray, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Box ends moved inward to values of each float input's type (grid[i] bits; 0: unchanged):
+    the box keeps every input value it had."""
+    lo, hi = lo.astype(np.float64).copy(), hi.astype(np.float64).copy()
+    for column in np.flatnonzero(grid):
+        lo[..., column] = to_grid(lo[..., column], int(grid[column]), True)
+        hi[..., column] = to_grid(hi[..., column], int(grid[column]), False)
+    return lo, hi
+
+
+def _split_boxes(lo: np.ndarray, hi: np.ndarray, gain: np.ndarray, integer: np.ndarray, grid: np.ndarray):
+    """Bisect each box along the input with the largest gain (ties and zero gains: the widest).
+    Integers split at m and m + 1, grid floats at a value of their type m and the next one: the
+    halves hold every value of the box and are strictly smaller (the box ends are values)."""
     widths = hi - lo
     score = np.where(widths > 0, gain + 1e-12 * widths, -1.0)
     dim = score.argmax(axis=1)
@@ -128,6 +163,11 @@ def _split_boxes(lo: np.ndarray, hi: np.ndarray, gain: np.ndarray, integer: np.n
     low_mid = (lo[rows, dim] + hi[rows, dim]) / 2
     low_mid = np.where(integer[dim], np.floor(low_mid), low_mid)
     high_start = np.where(integer[dim], low_mid + 1, low_mid)
+    for bits in np.unique(grid[dim]):
+        if bits:
+            on = grid[dim] == bits
+            low_mid[on] = to_grid(low_mid[on], int(bits), False)
+            high_start[on] = next_on_grid(low_mid[on], int(bits))
     left_hi = hi.copy()
     left_hi[rows, dim] = low_mid
     right_lo = lo.copy()
@@ -147,10 +187,14 @@ def split(
     max_boxes: int = 10_000_000,
     checks: tuple | None = None,
     box_milp: BoxMilp | None = None,
+    grid: np.ndarray | None = None,
 ) -> SplitResult:
     """Refute the literals on every sub-box of [lo, hi], or find a point that violates (`probe`
     returns a confirmed counterexample row or None). With `box_milp`, boxes the bounds leave open
-    but with few unstable ReLUs are decided by the exact-ReLU MILP (`boxmilp`)."""
+    but with few unstable ReLUs are decided by the exact-ReLU MILP (`boxmilp`). `grid` gives per
+    input the bits of its float type (0: an integer or a real input)."""
+    grid = np.zeros(len(lo), dtype=np.int64) if grid is None else np.asarray(grid, dtype=np.int64)
+    lo, hi = snap_to_grid(lo, hi, grid)
     n_checks = len(checks[0]) if checks else 0
     # per box: lower and upper corners, the checks not yet proved on it, and how many more
     # generations wait before its descendants ask the box MILP again (after a failed MILP)
@@ -227,7 +271,7 @@ def split(
             gain = (spread * undecided[:, :, None]).sum(axis=1)
         else:
             gain = open_hi - open_lo
-        (a_lo, a_hi), (b_lo, b_hi) = _split_boxes(open_lo, open_hi, gain, integer)
+        (a_lo, a_hi), (b_lo, b_hi) = _split_boxes(open_lo, open_hi, gain, integer, grid)
         stack.append((b_lo, b_hi, open_checks.copy(), open_wait))
         stack.append((a_lo, a_hi, open_checks.copy(), open_wait))
     return outcome.end("refuted", processed)

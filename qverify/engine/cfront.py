@@ -4,7 +4,9 @@
 and function definitions, ready for symbolic execution (`qverify.engine.symex`). The system headers
 are replaced by small stand-ins (`FAKE_HEADERS`, written to a temporary folder): stdint.h and the
 like declare what verification C uses; stdio.h, math.h and stdlib.h declare their functions only so
-that a call to one is reported as unsupported at the line of the call.
+that a call to one is reported as unsupported at the line of the call. gcc's `_Float16` is a
+typedef name for pycparser (BUILTINS_HEADER, included first) resolved to binary16, and
+`__extension__` (which silences -pedantic about it) is defined away.
 
 Every error is an `InputError` (malformed C, preprocessor failure) or `UnsupportedError`
 (well-formed C the engine does not handle) whose message starts with `file:line:`.
@@ -29,6 +31,10 @@ from qverify.engine.ssa import Coord
 from qverify.errors import InputError, ToolMissingError, UnsupportedError
 
 PREPROCESS_TIMEOUT_S = 120
+BUILTINS_HEADER = "qv_builtins.h"
+# gcc's built-in type names that pycparser does not know: declared as typedef names by
+# BUILTINS_HEADER, resolved to these types
+BUILTIN_TYPES = {"_Float16": ssa.F16}
 
 # Integer types of x86-64 Linux (LP64); int64_t is `long long` here (same width and rank behaviour).
 FAKE_HEADERS = {
@@ -96,6 +102,9 @@ double exp(double x); double tanh(double x); double sqrt(double x); double ldexp
 double fmod(double x, double y); float expf(float x); float tanhf(float x); float fabsf(float x);
 """,
     "setjmp.h": "typedef long jmp_buf[8];\nint setjmp(jmp_buf env);\nvoid longjmp(jmp_buf env, int v);\n",
+    # included before the file (-include): pycparser knows no _Float16, so it is made a typedef
+    # name here, which `build_unit` maps to binary16 (BUILTIN_TYPES); the declared type is unused
+    BUILTINS_HEADER: "typedef float _Float16;\n",
 }
 
 
@@ -243,11 +252,14 @@ def char_literal(text: str, node: c_ast.Node | None = None) -> int:
     raise unsupported(node, f"character constant {text}")
 
 
+FLOAT_FORMATS = {16: (11, -14, 15), 32: (24, -126, 127), 64: (53, -1022, 1023)}  # p, emin, emax
+
+
 def nearest_float(value: Fraction, bits: int) -> float:
-    """The binary32/binary64 value nearest to `value` (ties to even), computed exactly."""
+    """The binary16/32/64 value nearest to `value` (ties to even), computed exactly."""
     if value == 0:
         return 0.0
-    mantissa_bits, min_exponent, max_exponent = (24, -126, 127) if bits == 32 else (53, -1022, 1023)
+    mantissa_bits, min_exponent, max_exponent = FLOAT_FORMATS[bits]
     sign = -1.0 if value < 0 else 1.0
     magnitude = abs(value)
     exponent = magnitude.numerator.bit_length() - magnitude.denominator.bit_length()
@@ -428,7 +440,9 @@ def build_unit(ast: c_ast.FileAST, source: str) -> TranslationUnit:
     unit = TranslationUnit(source)
     resolver = TypeResolver(unit)
     for ext in ast.ext:
-        if isinstance(ext, c_ast.Typedef):
+        if isinstance(ext, c_ast.Typedef) and ext.name in BUILTIN_TYPES:
+            unit.typedefs[ext.name] = (BUILTIN_TYPES[ext.name], False)
+        elif isinstance(ext, c_ast.Typedef):
             unit.typedefs[ext.name] = resolver.resolve(ext.type)
         elif isinstance(ext, c_ast.FuncDef):
             ftype, _ = resolver.resolve(ext.decl.type)
@@ -491,6 +505,9 @@ def preprocess(path: Path, include_dirs: Sequence[Path], defines: Sequence[str] 
             "-undef",
             "-D__QVERIFY_ENGINE__=1",
             "-D__x86_64__=1",
+            "-D__extension__=",  # gcc's marker that silences -pedantic (`__extension__ typedef _Float16 t;`)
+            "-include",
+            str(fake / BUILTINS_HEADER),
             *(f"-D{define}" for define in defines),
             *(f"-I{directory}" for directory in include_dirs),
             f"-I{fake}",

@@ -1,8 +1,10 @@
 """The bit-exact SSA evaluator, vectorised over many input vectors with numpy.
 
 Integer values of every width are held in int64 arrays (a u64 value as its bit pattern, viewed as
-uint64 where signedness matters); float/double values in float32/float64 arrays, each operation in
-the node's type (numpy rounds to nearest even and never fuses); booleans in bool arrays. The scalar
+uint64 where signedness matters); _Float16/float/double values in float16/float32/float64 arrays,
+each operation in the node's type (numpy rounds to nearest even and never fuses; its float16
+arithmetic is float32 arithmetic rounded back, the correctly rounded binary16 result); booleans in
+bool arrays. The scalar
 twin is `qverify.engine.semantics`. This evaluator is the attack's simulator and the confirmation of
 every counterexample: an UNSAFE is reported only for an input it evaluates as violating.
 
@@ -29,7 +31,7 @@ def _dtype(ty: ssa.Type):
     if ty.is_bool:
         return np.bool_
     if ty.is_float:
-        return np.float32 if ty.bits == 32 else np.float64
+        return semantics.float_dtype(ty)
     return np.int64
 
 

@@ -41,8 +41,11 @@ from qverify.errors import InternalError, UnsupportedError
 
 Number = int | Fraction | float
 MAX_DNF = 64
-EPS = {32: 2.0**-24, 64: 2.0**-53}
-TINY = {32: 2.0**-149, 64: 2.0**-1074}
+# per float width: the unit roundoff, the smallest subnormal (an absolute error bound for results
+# in the subnormal range), and the largest magnitude up to which every integer is exact
+EPS = {16: 2.0**-11, 32: 2.0**-24, 64: 2.0**-53}
+TINY = {16: 2.0**-24, 32: 2.0**-149, 64: 2.0**-1074}
+EXACT_INT = {16: 1 << 11, 32: 1 << 24, 64: 1 << 53}
 
 
 class Affine:
@@ -394,7 +397,7 @@ class Lowering:
             if node.a.ty.is_float:
                 return self._round(node, a)
             lo, hi = self._int_bounds(node.a) if not node.a.ty.is_bool else (0, 1)
-            exact_limit = 1 << (24 if node.ty.bits == 32 else 53)
+            exact_limit = EXACT_INT[node.ty.bits]
             if -exact_limit <= lo and hi <= exact_limit:
                 return a
             return self._round(node, a)

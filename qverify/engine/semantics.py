@@ -3,7 +3,9 @@
 C rules as gcc implements them on x86-64 (the replay oracle): integers are two's complement and
 wrap (signed overflow is undefined in C and does not occur in qverify's generated code, which forms
 sums and products in int64 where they are exact); `>>` of a negative value is arithmetic; `/` and
-`%` truncate toward zero; float operations round to nearest even in the operation's type (no FMA);
+`%` truncate toward zero; float operations round to nearest even in the operation's type (no FMA),
+binary16 (`_Float16`) included: numpy's float16 arithmetic computes in float32 and rounds back, which
+is the correctly rounded binary16 result (double rounding is innocuous since 24 >= 2 * 11 + 2);
 float to int truncates toward zero. Division by zero, shifts by the width or more and out-of-range
 float-to-int conversions are undefined in C; here they give 0, as in the numpy evaluator, and are
 assumed not to happen (as with ESBMC's --no-div-by-zero-check).
@@ -34,21 +36,40 @@ def wrap(ty: Type, value: int) -> int:
     return value
 
 
+FLOAT_DTYPES = {16: np.float16, 32: np.float32, 64: np.float64}
+FLOAT_MAX = {16: 65504.0, 32: float(np.finfo(np.float32).max), 64: float(np.finfo(np.float64).max)}
+
+
+def float_dtype(ty: Type) -> type:
+    """The numpy dtype of a float type (float16 for _Float16, float32, float64)."""
+    return FLOAT_DTYPES[ty.bits]
+
+
 def round_float(ty: Type, value: float) -> float:
-    """A Python float rounded to the float type (binary32 rounds to nearest even)."""
-    if ty.bits == 32:
-        return float(np.float32(value))
-    return float(value)
+    """A Python float rounded to the float type (to nearest even; numpy converts a double to
+    float16/float32 with one correct rounding, overflow to inf)."""
+    if ty.bits == 64:
+        return float(value)
+    with np.errstate(over="ignore"):
+        return float(FLOAT_DTYPES[ty.bits](value))
+
+
+def round_float_directed(ty: Type, value: float, up: bool) -> float:
+    """The least value of the float type >= `value` (up) or the greatest <= `value` (down)."""
+    nearest = round_float(ty, value)
+    if nearest == value or math.isnan(value):
+        return nearest
+    dtype = FLOAT_DTYPES[ty.bits]
+    if (nearest > value) != up:
+        with np.errstate(over="ignore"):
+            return float(np.nextafter(dtype(nearest), dtype(math.inf if up else -math.inf)))
+    return nearest
 
 
 def normalise(ty: Type, value: float) -> int | float:
     if ty.kind == "float":
         return round_float(ty, float(value))
     return wrap(ty, int(value))
-
-
-def _float(ty: Type):
-    return np.float32 if ty.bits == 32 else np.float64
 
 
 def unary(op: str, ty: Type, a: float) -> int | float:
@@ -78,7 +99,7 @@ def shr_rna(a: int, shift: int) -> int:
 def binary(op: str, ty: Type, a: float, b: float, b_ty: Type | None = None) -> int | float | None:
     """The value of `a op b` in type `ty`; None when the operation is undefined here (not folded)."""
     if ty.kind == "float":
-        dtype = _float(ty)
+        dtype = float_dtype(ty)
         x, y = dtype(a), dtype(b)
         with np.errstate(all="ignore"):
             if op == "add":
@@ -151,9 +172,10 @@ def cast(to: Type, source: Type, value: float) -> int | float:
     if to.kind == "float":
         if source.kind == "float":
             return round_float(to, float(value))
-        # int -> float: one correct rounding (numpy's C cast of int64/uint64)
+        # int -> float: one correct rounding (numpy's C cast of int64/uint64; half: inf from 65520)
         array = np.array([value], dtype=np.uint64 if value >= 1 << 63 else np.int64)
-        return float(array.astype(_float(to))[0])
+        with np.errstate(over="ignore"):
+            return float(array.astype(float_dtype(to))[0])
     if source.kind == "float":
         if math.isnan(value) or math.isinf(value):
             return 0

@@ -6,9 +6,9 @@ function, built by the simplifier from table reads) and the two events `Assume` 
 which `Program.steps` lists in execution order.
 
 Node values are C values of the node's `Type`: integers of 1..64 bits (signed or not) with C's
-conversion rules, IEEE binary32/binary64, and booleans. Semantics of every operation are in
-`qverify.engine.semantics`; the numpy evaluator (`qverify.engine.evaluate`) and the encoders must
-agree with it (tests check the evaluator against gcc bit for bit).
+conversion rules, IEEE binary16 (`_Float16`), binary32 and binary64, and booleans. Semantics of
+every operation are in `qverify.engine.semantics`; the numpy evaluator (`qverify.engine.evaluate`)
+and the encoders must agree with it (tests check the evaluator against gcc bit for bit).
 
 Nodes are built only through `NodeManager`, which folds constants and interns nodes: two
 structurally equal nodes are the same object, so equality is identity and the hash is the id.
@@ -16,6 +16,7 @@ structurally equal nodes are the same object, so equality is identity and the ha
 
 from __future__ import annotations
 
+import math
 from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -66,13 +67,14 @@ class Type:
         if self.kind == "bool":
             return "bool"
         if self.kind == "float":
-            return "float" if self.bits == 32 else "double"
+            return {16: "half", 32: "float"}.get(self.bits, "double")
         return f"{'i' if self.signed else 'u'}{self.bits}"
 
 
 BOOL = Type("bool", 1, False)
 I8, I16, I32, I64 = (Type("int", b) for b in (8, 16, 32, 64))
 U8, U16, U32, U64 = (Type("int", b, False) for b in (8, 16, 32, 64))
+F16 = Type("float", 16)  # IEEE binary16, C's _Float16
 F32 = Type("float", 32)
 F64 = Type("float", 64)
 
@@ -332,7 +334,8 @@ class NodeManager:
     Identities applied here (each pattern above the code that applies it):
     constant operands fold; ite(true, a, b) -> a; ite(c, a, a) -> a; land/lor with constants;
     lnot(lnot(x)) -> x; x + 0, x - 0, x * 1, x * 0 (ints) -> x, x, x, 0; commutative operands ordered
-    (constant last). Everything else is in `qverify.engine.passes`.
+    (constant last); comparisons of widened floats on the narrow values; (half)(a op b) computed in a
+    wider float from half values -> a op b in half. Everything else is in `qverify.engine.passes`.
     """
 
     def __init__(self) -> None:
@@ -433,7 +436,33 @@ class NodeManager:
             op, a, b = _SWAP[op], b, a  # constant on the right
         if a is b and not a.ty.is_float:
             return self.boolean(op in ("le", "ge", "eq"))
+        narrow = self._narrow_compare(op, a, b)
+        if narrow is not None:
+            return narrow
         return self._intern(Compare, BOOL, (op, a.id, b.id), op, a, b)
+
+    def _narrow_compare(self, op: str, a: Node, b: Node) -> Node | None:
+        """(W)x cmp (W)y -> x cmp y, and (W)x cmp c -> x cmp c' (c' of x's type), for a widening
+        float conversion (W)x: widening is exact and order-preserving (NaN stays NaN), and x cannot
+        lie strictly between the two neighbours of c in its type, so c' is c rounded down for <= and
+        >, up for < and >=; x == c is false and x != c true when c is not of x's type. Why: C
+        compares a _Float16 with a float literal in float (`x <= 0x1p-1f`); on x itself the
+        comparison is a fact about the input (the attack's box, intervals, splitting)."""
+        if not (isinstance(a, Cast) and a.ty.is_float and a.a.ty.is_float and a.a.ty.bits < a.ty.bits):
+            return None
+        x = a.a
+        if isinstance(b, Cast) and b.a.ty == x.ty:
+            return self.compare(op, x, b.a)
+        if not isinstance(b, Const) or math.isnan(b.value):
+            return None
+        value = b.value
+        if sem.round_float(x.ty, value) == value:
+            return self.compare(op, x, self.const(x.ty, value))
+        if op in ("eq", "ne"):
+            return self.boolean(op == "ne")
+        return self.compare(
+            op, x, self.const(x.ty, sem.round_float_directed(x.ty, value, op in ("lt", "ge")))
+        )
 
     def ite(self, c: Node, a: Node, b: Node) -> Node:
         if c.ty != BOOL:
@@ -457,6 +486,9 @@ class NodeManager:
             return self.const(ty, sem.cast(ty, a.ty, a.value))
         if ty == BOOL:
             return self.compare("ne", a, self.const(a.ty, 0))
+        narrow = self._narrow_operation(ty, a)
+        if narrow is not None:
+            return narrow
         # (T)(U)x -> (T)x when U holds every value of x's type and T is an int type
         if (
             isinstance(a, Cast)
@@ -468,6 +500,34 @@ class NodeManager:
         ):
             return self.cast(ty, a.a)
         return self._intern(Cast, ty, (a.id,), a)
+
+    def _narrow_operation(self, ty: Type, a: Node) -> Node | None:
+        """(half)(x op y) -> x op y in half, for + - * / computed in a wider float on operands that
+        are half values (widened halves, constants representable in half).
+
+        gcc on x86-64 evaluates _Float16 arithmetic in float and rounds at the conversion to
+        _Float16 (its excess precision, see symex.EXCESS_F16); symex computes it the same way.
+        Rounding the float (or double) result to half gives the correctly rounded half result:
+        double rounding is innocuous when the wide significand has at least 2 * 11 + 2 bits (24
+        and 53 do), half's overflow threshold and subnormal results included. The half operation
+        is what the generated C means (every operation cast) and what the bounds (one rounding
+        error instead of two) and the SMT encoding handle best."""
+        if not (ty == F16 and isinstance(a, Binary) and a.op in ("add", "sub", "mul", "div")):
+            return None
+        if not (a.ty.is_float and a.ty.bits > ty.bits):
+            return None
+        x, y = self._as_narrow(a.a, ty), self._as_narrow(a.b, ty)
+        if x is None or y is None:
+            return None
+        return self.binary(a.op, x, y)
+
+    def _as_narrow(self, node: Node, ty: Type) -> Node | None:
+        """`node` (a wider float) as a node of the float type `ty` if it is one of its values."""
+        if isinstance(node, Cast) and node.a.ty == ty:
+            return node.a
+        if isinstance(node, Const) and sem.round_float(ty, node.value) == node.value:
+            return self.const(ty, node.value)
+        return None
 
     def read(self, table: Table, index: Node) -> Node:
         if isinstance(index, Const):

@@ -37,6 +37,7 @@ from qverify.engine.linear import Conjunction, Lowering, conjunctions
 from qverify.engine.passes.simplify import Simplified
 from qverify.engine.relax import RelaxedModel, bounds
 from qverify.engine.result import EngineOptions, EngineResult, EngineStatus
+from qverify.engine.semantics import float_dtype
 from qverify.engine.solvers.base import CheckStatus
 from qverify.errors import QverifyError, ToolMissingError, UnsupportedError
 
@@ -61,6 +62,7 @@ class Subquery:
     lo: np.ndarray | None = None
     hi: np.ndarray | None = None
     integer: np.ndarray | None = None
+    grid: np.ndarray | None = None  # per input: the bits of its float type, 0 for integers
     whole: object = None  # bounds over the whole box (its row fields: the rows before dropping)
     probe: Callable | None = None
     status: str = "open"  # open | proven | found
@@ -196,12 +198,26 @@ class Strategy:
         if self.is_float:
             out = points.copy()
             for node in self.original.inputs:
-                if node.ty.is_float and node.ty.bits == 32:
-                    out[:, node.index] = out[:, node.index].astype(np.float32).astype(np.float64)
-                elif not node.ty.is_float:
+                if node.ty.is_float:
+                    out[:, node.index] = out[:, node.index].astype(float_dtype(node.ty)).astype(np.float64)
+                else:
                     out[:, node.index] = np.round(out[:, node.index])
             return out
         return np.round(points).astype(np.int64)
+
+    def _signed_zeros(self, points: np.ndarray) -> np.ndarray:
+        """The points, and for each float input at zero a copy with the other zero: a box [-0, 0]
+        is one point to splitting, but -0.0 and 0.0 are different inputs (1 / x)."""
+        if not self.is_float:
+            return points
+        for node in self.original.inputs:
+            if node.ty.is_float:
+                zero = points[:, node.index] == 0
+                if zero.any():
+                    other = points[zero]
+                    other[:, node.index] = np.where(np.signbit(other[:, node.index]), 0.0, -0.0)
+                    points = np.vstack([points, other])
+        return points
 
     def complete(self, partial: dict[int, float]) -> np.ndarray:
         """A full input vector from values for some inputs (others: the first box's midpoint)."""
@@ -406,7 +422,7 @@ class Strategy:
             base = self.complete({})
             full = np.tile(base, (len(points), 1))
             full[:, order] = points
-            full = self._typed(full)
+            full = self._signed_zeros(self._typed(full))
             self.rec.add("probes", len(full))
             if fast is not None:
                 full = full[fast.holds(conjunction, full)]
@@ -417,6 +433,12 @@ class Strategy:
     def bounds_one(self, q: Subquery) -> None:
         model, lowering = q.model, q.lowering
         lo, hi, q.integer = self.model_box(model)
+        q.grid = np.array(
+            [
+                self.original.inputs[i].ty.bits if not integer else 0
+                for i, integer in zip(sorted(model.input_kept), q.integer)
+            ]
+        )
         with self.rec.timer("bounds"):
             q.rows, q.senses, q.lo, q.hi, q.literals = literal_rows(model, lowering, q.conjunction, lo, hi)
         if np.any(q.lo > q.hi):
@@ -517,6 +539,7 @@ class Strategy:
                 self.until(seconds),
                 checks=checks,
                 box_milp=self.box_milp(q),
+                grid=q.grid,
             )
         self.rec.add("boxes", result.boxes)
         self.rec.add("box_milps", result.milps)

@@ -8,7 +8,8 @@ assume or assert under a guard `g` becomes `!g || cond`. Loops must have conditi
 constants (the loop bound is a constant); a read of a constant table at a symbolic index becomes a
 `Read` node; any other array read at a symbolic index becomes an ite chain.
 
-Supported: scalar integer/float/_Bool variables, arrays of any dimension (local, global, const),
+Supported: scalar integer/float/double/_Float16/_Bool variables (_Float16 arithmetic as gcc
+evaluates it: in float, see EXCESS_F16), arrays of any dimension (local, global, const),
 pointers to arrays and array elements with constant offsets, every C operator on those, if/else,
 for/while/do loops, break/continue/return, calls of functions with bodies (inlined; recursion is an
 error), nondet_* / __VERIFIER_nondet_* calls (inputs, in call order), __ESBMC_assume /
@@ -49,6 +50,19 @@ from qverify.errors import InputError, InternalError, ResourceLimitError, Unsupp
 MAX_LOOP_ITERATIONS = 10_000_000
 MAX_SYMBOLIC_EXIT_ITERATIONS = 1_000  # a loop whose exit depends on inputs: unrolled this far at most
 MAX_CALL_DEPTH = 200
+# gcc on x86-64 (without AVX512-FP16) evaluates _Float16 arithmetic in float and keeps the float
+# value (an *excess-precision* half) until a conversion (a cast, an assignment, a return, an
+# argument): FLT_EVAL_METHOD 0 does not describe it. Measured with gcc 12 (-std=c99, the strict
+# flags; tests/test_engine_half.py checks every case against gcc):
+#   a + b, a * i (+ - * / whose usual arithmetic conversions give _Float16): the operands are
+#       converted to _Float16 (an int rounds to half; an excess operand keeps its float value),
+#       the operation is done in float, the result is an excess half;
+#   -e of an excess e: excess;  c ? e : i: the int arm converted to _Float16, the result excess;
+#   comparisons: in _Float16 (an int operand rounded to half) unless an operand is excess: then in
+#       float, an int operand converted to float directly;
+#   (float)(a + b), (int)(a + b) see the float value; (_Float16)(a + b) rounds it.
+# Symex holds an excess half as a float node and tracks which expressions (AST nodes) are excess.
+EXCESS_F16 = ssa.F32
 
 NONDET_TYPES = {
     "int": ssa.I32,
@@ -67,6 +81,8 @@ NONDET_TYPES = {
     "_Bool": BOOL,
     "float": ssa.F32,
     "double": ssa.F64,
+    "half": ssa.F16,
+    "float16": ssa.F16,
     "int32": ssa.I32,
     "int64": ssa.I64,
 }
@@ -192,11 +208,9 @@ def promote(ty: ssa.Type) -> ssa.Type:
 
 
 def common_type(a: ssa.Type, b: ssa.Type) -> ssa.Type:
-    """C's usual arithmetic conversions."""
+    """C's usual arithmetic conversions (_Float16 ranks below float; with an integer: _Float16)."""
     if a.is_float or b.is_float:
-        if a == ssa.F64 or b == ssa.F64:
-            return ssa.F64
-        return ssa.F32
+        return max((t for t in (a, b) if t.is_float), key=lambda t: t.bits)
     a, b = promote(a), promote(b)
     if a == b:
         return a
@@ -257,6 +271,7 @@ class Executor:
         self._ticks = 0
         self._constants: dict[c_ast.Node, Value] = {}
         self._cast_types: dict[c_ast.Node, CType] = {}
+        self._excess: set[int] = set()  # ids of the expressions whose value is an excess half
         self.summaries: dict[str, Summary | None] = {}
         self._summarising = 0
         self.call_stack: list[str] = []
@@ -398,7 +413,9 @@ class Executor:
                 if len(init.exprs) != 1:
                     raise unsupported(init, "scalar initialiser list with several values")
                 init = init.exprs[0]
-            value = self.convert(self.rvalue(init), ctype, init)
+            value = self.nondet_narrowed(init, ctype)
+            if value is None:
+                value = self.convert(self.rvalue(init), ctype, init)
         elif zero:
             value = self.m.const(ctype, 0)
         return Cell(ctype, value, name, const)
@@ -716,6 +733,8 @@ class Executor:
         value: Value = self.m.const(ssa.I32, 0)
         for item in node.exprs:
             value = self.expr(item)
+        if node.exprs and id(node.exprs[-1]) in self._excess:
+            self._excess.add(id(node))
         return value
 
     def e_cast(self, node: c_ast.Cast) -> Value:
@@ -751,9 +770,30 @@ class Executor:
             return self.logical(node)
         left = self.expr(node.left)
         right = self.expr(node.right)
-        return self.apply_binary(op, left, right, node)
+        excess = (id(node.left) in self._excess, id(node.right) in self._excess)
+        value = self.apply_binary(op, left, right, node, excess)
+        if op in ("+", "-", "*", "/") and self.half_arithmetic(left, right, excess):
+            self._excess.add(id(node))
+        return value
 
-    def apply_binary(self, op: str, left: Value, right: Value, node: c_ast.Node) -> Value:
+    def semantic_type(self, value: Node, excess: bool) -> ssa.Type:
+        """The C type of a scalar value: _Float16 for an excess half (held in a float node)."""
+        return ssa.F16 if excess else value.ty
+
+    def half_arithmetic(self, left: Value, right: Value, excess: tuple[bool, bool]) -> bool:
+        """Whether arithmetic on these operands is _Float16 arithmetic (done in float by gcc)."""
+        if not (isinstance(left, Node) and isinstance(right, Node)):
+            return False
+        ty = common_type(self.semantic_type(left, excess[0]), self.semantic_type(right, excess[1]))
+        return ty == ssa.F16
+
+    def excess_operand(self, value: Node, excess: bool) -> Node:
+        """An operand of _Float16 arithmetic: converted to _Float16, then held in float."""
+        return value if excess else self.m.cast(EXCESS_F16, self.m.cast(ssa.F16, value))
+
+    def apply_binary(
+        self, op: str, left: Value, right: Value, node: c_ast.Node, excess: tuple[bool, bool] = (False, False)
+    ) -> Value:
         m = self.m
         if isinstance(left, (PointerVal, ArrayVal)) or isinstance(right, (PointerVal, ArrayVal)):
             return self.pointer_binary(op, left, right, node)
@@ -764,13 +804,17 @@ class Executor:
             if a.ty.is_float or b.ty.is_float:
                 raise InputError(f"{where(node)}shift of a floating value")
             return m.binary("shl" if op == "<<" else "shr", a, b)
+        ty = common_type(self.semantic_type(left, excess[0]), self.semantic_type(right, excess[1]))
         if op in self._CMP:
-            ty = common_type(left.ty, right.ty)
+            if ty == ssa.F16 and any(excess):
+                ty = EXCESS_F16
             return m.compare(self._CMP[op], m.cast(ty, left), m.cast(ty, right))
         if op in self._ARITH:
-            ty = common_type(left.ty, right.ty)
             if ty.is_float and op in ("%", "&", "|", "^"):
                 raise InputError(f"{where(node)}operator {op} on a floating value")
+            if ty == ssa.F16:
+                a, b = self.excess_operand(left, excess[0]), self.excess_operand(right, excess[1])
+                return m.binary(self._ARITH[op], a, b)
             return m.binary(self._ARITH[op], m.cast(ty, left), m.cast(ty, right))
         raise unsupported(node, f"operator {op}")
 
@@ -845,6 +889,8 @@ class Executor:
             return m.lnot(self.truth(value, node.expr))
         if not isinstance(value, Node):
             raise unsupported(node, f"operator {op} on a pointer")
+        if op in ("-", "+") and id(node.expr) in self._excess:
+            self._excess.add(id(node))
         if op == "-":
             return m.unary("neg", self.arith(value))
         if op == "+":
@@ -861,7 +907,7 @@ class Executor:
             return variable.ctype
         value = self.expr(node)
         if isinstance(value, Node):
-            return value.ty
+            return self.semantic_type(value, id(node) in self._excess)
         if isinstance(value, ArrayVal):
             return value.ctype
         return PointerT(VOID)
@@ -914,6 +960,10 @@ class Executor:
             raise unsupported(node, "conditional expression choosing between pointers")
         if a.ty == BOOL and b.ty == BOOL:
             return m.ite(cond, a, b)
+        excess = (id(node.iftrue) in self._excess, id(node.iffalse) in self._excess)
+        if any(excess) and self.half_arithmetic(a, b, excess):
+            self._excess.add(id(node))  # an excess arm stays in float; an int arm becomes a half
+            return m.ite(cond, self.excess_operand(a, excess[0]), self.excess_operand(b, excess[1]))
         ty = common_type(a.ty, b.ty)
         return m.ite(cond, m.cast(ty, a), m.cast(ty, b))
 
@@ -1036,7 +1086,11 @@ class Executor:
 
     def e_assignment(self, node: c_ast.Assignment) -> Value:
         if node.op == "=":
-            value = self.expr(node.rvalue)
+            value = None
+            if self.nondet_call(node.rvalue) is not None:
+                value = self.nondet_narrowed(node.rvalue, self.plain_lvalue_type(node.lvalue))
+            if value is None:
+                value = self.expr(node.rvalue)
             return self.store(node.lvalue, value, node)
         op = node.op[:-1]
         left = self.expr(node.lvalue)
@@ -1064,6 +1118,50 @@ class Executor:
             raise unsupported(node, f"call to {name}, a function without a body in this file (not supported)")
         values = [self.expr(arg) for arg in args]
         return self.inline(function, values, node)
+
+    def plain_lvalue_type(self, lvalue: c_ast.Node) -> CType | None:
+        """The type of a variable or of an array element whose indices are variables or constants
+        (None for other lvalues): what an assignment converts to, found without side effects."""
+        if isinstance(lvalue, c_ast.ID):
+            variable = self.lookup(lvalue.name, lvalue)
+            return variable.ctype if isinstance(variable, Cell) else None
+        name = lvalue
+        while isinstance(name, c_ast.ArrayRef) and isinstance(name.subscript, (c_ast.ID, c_ast.Constant)):
+            name = name.name
+        if lvalue is name or not isinstance(name, c_ast.ID):
+            return None
+        array, _ = self.element_location(lvalue)
+        return array.ctype.elem
+
+    def nondet_narrowed(self, rvalue: c_ast.Node, target: CType | None) -> Node | None:
+        """`nondet_T()` converted at once to a narrower type of its kind (`x[i] = nondet_int()`
+        with `int8_t x[2]`, qverify's int8 harnesses): the input taken in the narrow type.
+
+        The program sees only the converted value, and the conversion maps the wide type onto the
+        narrow one and is the identity there: no behaviour is lost, and a counterexample (a
+        narrow value) is a valid wide value. The evaluator converts every input value to the
+        input's type as the C does, so a value outside still gives the C's outcome. Without this,
+        the input is an int32 whose 2^32 values splitting cannot cover."""
+        source = self.nondet_call(rvalue)
+        if (
+            not isinstance(target, ssa.Type)
+            or source is None
+            or source == target
+            or source.kind != target.kind
+        ):
+            return None
+        if source.is_int and not (source.min <= target.min and target.max <= source.max):
+            return None
+        if source.is_float and target.bits > source.bits:
+            return None
+        args = list(rvalue.args.exprs) if rvalue.args is not None else []
+        return self.call_nondet(rvalue.name.name, target, args, rvalue)
+
+    def nondet_call(self, node: c_ast.Node) -> ssa.Type | None:
+        """The result type if `node` is a call of a nondet function, else None."""
+        if isinstance(node, c_ast.FuncCall) and isinstance(node.name, c_ast.ID):
+            return self.nondet_type(node.name.name)
+        return None
 
     def nondet_type(self, name: str) -> ssa.Type | None:
         for prefix in ("nondet_", "__VERIFIER_nondet_"):

@@ -28,7 +28,8 @@ from qverify.engine.ssa import Binary, Cast, Compare, Const, Input, Ite, Node, R
 from qverify.errors import InternalError, UnsupportedError
 
 Term = Any
-FP_FORMATS = {32: (8, 24), 64: (11, 53)}
+FP_FORMATS = {16: (5, 11), 32: (8, 24), 64: (11, 53)}  # SMT-LIB (exponent bits, significand bits)
+_PACK = {16: (">e", ">H"), 32: (">f", ">I"), 64: (">d", ">Q")}
 
 
 class TermBuilder(Protocol):
@@ -365,18 +366,19 @@ class SmtEncoder:
 
 
 def float_bits(value: float, bits: int) -> tuple[int, int, int]:
-    """(sign, biased exponent, significand) of a binary32/binary64 value."""
-    if bits == 32:
-        (raw,) = struct.unpack(">I", struct.pack(">f", value))
-        return raw >> 31, (raw >> 23) & 0xFF, raw & 0x7FFFFF
-    (raw,) = struct.unpack(">Q", struct.pack(">d", value))
-    return raw >> 63, (raw >> 52) & 0x7FF, raw & 0xFFFFFFFFFFFFF
+    """(sign, biased exponent, significand) of a binary16/32/64 value (`value` must be one)."""
+    float_format, int_format = _PACK[bits]
+    (raw,) = struct.unpack(int_format, struct.pack(float_format, value))
+    exponent_bits, significand_bits = FP_FORMATS[bits]
+    fraction = significand_bits - 1
+    return raw >> (bits - 1), (raw >> fraction) & ((1 << exponent_bits) - 1), raw & ((1 << fraction) - 1)
 
 
 def float_from_bits(sign: int, exponent: int, significand: int, bits: int) -> float:
-    if bits == 32:
-        return struct.unpack(">f", struct.pack(">I", (sign << 31) | (exponent << 23) | significand))[0]
-    return struct.unpack(">d", struct.pack(">Q", (sign << 63) | (exponent << 52) | significand))[0]
+    float_format, int_format = _PACK[bits]
+    fraction = FP_FORMATS[bits][1] - 1
+    raw = (sign << (bits - 1)) | (exponent << fraction) | significand
+    return struct.unpack(float_format, struct.pack(int_format, raw))[0]
 
 
 def query_conditions(simplified, p: int) -> list[tuple[Node, bool]]:

@@ -283,7 +283,7 @@ _NEGATE = {"lt": "ge", "ge": "lt", "le": "gt", "gt": "le", "eq": "ne", "ne": "eq
 
 
 def _next_float(ty: ssa.Type, value: float, up: bool) -> float:
-    dtype = np.float32 if ty.bits == 32 else np.float64
+    dtype = sem.float_dtype(ty)
     return float(np.nextafter(dtype(value), dtype(np.inf if up else -np.inf)))
 
 

@@ -53,7 +53,9 @@ class _Builder:
         return z3.BoolVal(False, ctx=self.ctx)
 
     def op(self, name: str, *args):
-        a = args
+        """`name` applied to terms; z3's fp* functions (and If) are given the context explicitly:
+        without it they build their term in z3's main context (a crash or "Context mismatch")."""
+        a, ctx = args, self.ctx
         if name in ("and", "or", "xor", "not"):
             if z3.is_bv(a[0]):
                 return {
@@ -83,17 +85,17 @@ class _Builder:
             "sge": lambda: a[0] >= a[1],
             "eq": lambda: a[0] == a[1],
             "iff": lambda: a[0] == a[1],
-            "ite": lambda: z3.If(a[0], a[1], a[2]),
-            "fp_add": lambda: z3.fpAdd(self.rne, a[0], a[1]),
-            "fp_sub": lambda: z3.fpSub(self.rne, a[0], a[1]),
-            "fp_mul": lambda: z3.fpMul(self.rne, a[0], a[1]),
-            "fp_div": lambda: z3.fpDiv(self.rne, a[0], a[1]),
-            "fp_neg": lambda: z3.fpNeg(a[0]),
-            "fp_lt": lambda: z3.fpLT(a[0], a[1]),
-            "fp_le": lambda: z3.fpLEQ(a[0], a[1]),
-            "fp_gt": lambda: z3.fpGT(a[0], a[1]),
-            "fp_ge": lambda: z3.fpGEQ(a[0], a[1]),
-            "fp_eq": lambda: z3.fpEQ(a[0], a[1]),
+            "ite": lambda: z3.If(a[0], a[1], a[2], ctx=ctx),
+            "fp_add": lambda: z3.fpAdd(self.rne, a[0], a[1], ctx=ctx),
+            "fp_sub": lambda: z3.fpSub(self.rne, a[0], a[1], ctx=ctx),
+            "fp_mul": lambda: z3.fpMul(self.rne, a[0], a[1], ctx=ctx),
+            "fp_div": lambda: z3.fpDiv(self.rne, a[0], a[1], ctx=ctx),
+            "fp_neg": lambda: z3.fpNeg(a[0], ctx=ctx),
+            "fp_lt": lambda: z3.fpLT(a[0], a[1], ctx=ctx),
+            "fp_le": lambda: z3.fpLEQ(a[0], a[1], ctx=ctx),
+            "fp_gt": lambda: z3.fpGT(a[0], a[1], ctx=ctx),
+            "fp_ge": lambda: z3.fpGEQ(a[0], a[1], ctx=ctx),
+            "fp_eq": lambda: z3.fpEQ(a[0], a[1], ctx=ctx),
         }
         return table[name]()
 
@@ -107,13 +109,13 @@ class _Builder:
         return z3.ZeroExt(extra, term)
 
     def fp_from_sbv(self, term, bits: int):
-        return z3.fpSignedToFP(self.rne, term, self.fp_sort(bits))
+        return z3.fpSignedToFP(self.rne, term, self.fp_sort(bits), ctx=self.ctx)
 
     def fp_to_sbv(self, term, width: int):
-        return z3.fpToSBV(self.rtz, term, z3.BitVecSort(width, ctx=self.ctx))
+        return z3.fpToSBV(self.rtz, term, z3.BitVecSort(width, ctx=self.ctx), ctx=self.ctx)
 
     def fp_convert(self, term, bits: int):
-        return z3.fpFPToFP(self.rne, term, self.fp_sort(bits))
+        return z3.fpFPToFP(self.rne, term, self.fp_sort(bits), ctx=self.ctx)
 
 
 class Z3Solver(SmtProcedure):
