@@ -29,9 +29,20 @@ def _subcommand_modules() -> list:
         cmd_suite,
         cmd_sweep,
         cmd_verify,
+        cmd_vnncomp,
     )
 
-    return [cmd_info, cmd_convert, cmd_codegen, cmd_harness, cmd_verify, cmd_show, cmd_suite, cmd_sweep]
+    return [
+        cmd_info,
+        cmd_convert,
+        cmd_codegen,
+        cmd_harness,
+        cmd_verify,
+        cmd_show,
+        cmd_suite,
+        cmd_sweep,
+        cmd_vnncomp,
+    ]
 
 
 def build_parser() -> argparse.ArgumentParser:
