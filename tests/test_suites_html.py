@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -80,9 +81,9 @@ def test_summary_html_renders_in_headless_chromium(run_folder, tmp_path):
     assert shot.is_file(), done.stderr[-2000:]
     image = Image.open(shot).convert("RGB")
     assert image.size == (1000, 1400)
-    pixels = list(image.getdata())
-    background = max(set(pixels), key=pixels.count)
-    inked = sum(pixel != background for pixel in pixels) / len(pixels)
+    pixels = np.asarray(image).reshape(-1, 3)
+    colours, counts = np.unique(pixels, axis=0, return_counts=True)
+    background = colours[np.argmax(counts)]
+    inked = float(np.mean(np.any(pixels != background, axis=1)))
     assert inked > 0.02, f"the page looks blank: {inked:.2%} of the pixels differ from the background"
-    colours = image.getcolors(maxcolors=1 << 16)
-    assert colours is None or len(colours) > 50  # text, table shading and pictures, not a flat page
+    assert len(colours) > 50  # text, table shading and pictures, not a flat page
