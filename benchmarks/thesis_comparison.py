@@ -33,14 +33,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from qverify.backends import HarnessJob, InternalBackend, InternalOptions, Limits, Status
+from qverify.backends import Backend, HarnessJob, InternalBackend, InternalOptions, Limits, Status
 from qverify.backends.esbmc import EsbmcBackend, EsbmcOptions
 from qverify.codegen import render_harness
 from qverify.counterexample import replay_candidate
 from qverify.errors import QverifyError
 from qverify.invariants import IntervalMethod, compute_bounds
 from qverify.io import load_network
-from qverify.quant import quantize_network
+from qverify.properties import Property
+from qverify.quant import QuantizedNetwork, quantize_network
 from qverify.suites.suite_file import read_suite
 from qverify.suites.tasks import TaskSpec, resolve_implementation
 from qverify.verification import VerifyOptions
@@ -103,7 +104,9 @@ def plan(only: list[str], limit: int | None) -> list[Job]:
     return jobs
 
 
-def _checked(backend, job: HarnessJob, limits: Limits, qnet, prop) -> Outcome:
+def _checked(
+    backend: Backend, job: HarnessJob, limits: Limits, qnet: QuantizedNetwork, prop: Property
+) -> Outcome:
     """Run one back end and replay its UNSAFE; an UNSAFE that does not replay is an ERROR."""
     start = time.perf_counter()
     verdict = backend.check(job, limits)
