@@ -31,7 +31,7 @@ td.safe { background: #c8ecc8; } td.unsafe { background: #f6c4c4; }
 td.unknown { background: #f7e7b4; } td.error { background: #d9d9d9; }
 .legend, .header { color: #555; }
 .cex { display: inline-block; margin: 0.4em; text-align: center; font-size: 0.85em; }
-.cex img { width: 160px; border: 1px solid #999; image-rendering: pixelated; }
+.cex img { width: 320px; border: 1px solid #999; }
 """
 
 
