@@ -272,7 +272,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.merge:
         rows = [row for path in args.merge for row in read_rows(path)]
-        solver = next((r.esbmc.detail for r in rows if r.esbmc.status in DECIDED), args.esbmc_solver)
+        solver = next(
+            (r.esbmc.detail for r in rows if r.esbmc.status in DECIDED and r.esbmc.detail), args.esbmc_solver
+        )
         return _finish(rows, solver, args.timeout, args.out)
     try:
         esbmc = EsbmcBackend(EsbmcOptions(executable=args.esbmc, solver=args.esbmc_solver))
@@ -295,7 +297,9 @@ def main() -> int:
                 writer.writerow(csv_row(row))
                 handle.flush()
                 print(_line(row), flush=True)
-    solver = next((r.esbmc.detail for r in rows if r.esbmc.status in DECIDED), args.esbmc_solver)
+    solver = next(
+        (r.esbmc.detail for r in rows if r.esbmc.status in DECIDED and r.esbmc.detail), args.esbmc_solver
+    )
     return _finish(rows, solver, args.timeout, args.out)
 
 
