@@ -122,7 +122,9 @@ def main() -> int:
     parser.add_argument("--formats", nargs="+", default=["8", "16", "32", "float"])
     parser.add_argument("--overflow", nargs="+", default=["saturate", "wrap", "detect"])
     parser.add_argument("--tasks", type=int, default=2, help="tasks per suite (spread over the suite)")
-    parser.add_argument("--acas", action="store_true", help="also ACAS Xu 1_1 phi1-4 at 16.16 (slow: ~1 min each)")
+    parser.add_argument(
+        "--acas", action="store_true", help="also ACAS Xu 1_1 phi1-4 at 16.16 (slow: ~1 min each)"
+    )
     parser.add_argument("--jobs", type=int, default=2, help="Frama-C runs in parallel")
     args = parser.parse_args()
     if shutil.which("frama-c") is None:

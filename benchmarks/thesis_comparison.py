@@ -11,7 +11,7 @@ Per task the harness is generated once (invariants from `--intervals`, injected 
 each back end checks that very file under the same limits; every UNSAFE is replayed in gcc and the
 simulator before it counts. ESBMC runs with the thesis' flags (`--no-bounds-check --no-pointer-check
 --no-div-by-zero-check --interval-analysis`, `--floatbv` for float harnesses) and the solver chosen
-by `--esbmc-solver` (auto: yices when that ESBMC has it, else z3; the one used is recorded).
+by `--esbmc-solver` (auto: yices when that ESBMC has it, else bitwuzla, else z3; the one used is recorded).
 
 Prints one line per task (both verdicts and times), then counts per suite x format, disagreements
 (SAFE against UNSAFE: there must be none), total times and their ratio; writes `comparison.csv`

@@ -67,7 +67,7 @@ class EsbmcOptions:
     """How ESBMC is run. The defaults are the thesis configuration; each field is one ablation."""
 
     executable: str | None = None  # --esbmc PATH; None: `esbmc` from PATH, else the bundled one
-    solver: str = AUTO  # one of SOLVERS, passed as --<solver>; auto: yices if built in, else z3
+    solver: str = AUTO  # one of SOLVERS, passed as --<solver>; auto: yices, else bitwuzla, else z3
     extra_args: tuple[str, ...] = ()  # appended last, e.g. ("--unwind", "60")
     slicing: bool = True  # False: --no-slice
     simplify: bool = True  # False: --no-simplify

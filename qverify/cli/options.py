@@ -236,7 +236,7 @@ def add_verify_options(parser: argparse.ArgumentParser) -> None:
         "--esbmc-solver",
         default="auto",
         choices=("auto", "yices", "z3", "bitwuzla", "boolector", "cvc5", "mathsat"),
-        help="auto (default): yices (the thesis' solver) when this esbmc has it, else z3",
+        help="auto (default): yices (the thesis' solver) when this esbmc has it, else bitwuzla, else z3",
     )
     esbmc.add_argument("--esbmc-arg", action="append", default=[], metavar="ARG", help="extra esbmc argument")
     esbmc.add_argument("--no-slice", action="store_true", help="esbmc without slicing (ablation)")
