@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import fnmatch
 import sys
 import tempfile
 import time
@@ -86,15 +87,17 @@ class Job:
     spec: TaskSpec
 
 
-def plan(only: list[str], limit: int | None) -> list[Job]:
-    """The tasks x formats of PLAN, optionally restricted to `suite@format` entries and `limit` per entry."""
+def plan(only: list[str], limit: int | None, pattern: str = "*") -> list[Job]:
+    """The tasks x formats of PLAN, optionally restricted to `suite@format` entries, task names
+    matching `pattern` (shell-style), and `limit` per entry."""
     jobs = []
     for name, formats in PLAN:
         suite = read_suite(name)
         for label in formats:
             if only and f"{name}@{label}" not in only and name not in only:
                 continue
-            tasks = suite.tasks[:limit] if limit else suite.tasks
+            tasks = [task for task in suite.tasks if fnmatch.fnmatchcase(task.name, pattern)]
+            tasks = tasks[:limit] if limit else tasks
             for task in tasks:
                 spec = TaskSpec(
                     suite.name, task.name, label, str(task.network_path), task.property,
@@ -265,6 +268,7 @@ def main() -> int:
     parser.add_argument("--intervals", default="builtin", choices=("builtin", "none", "framac", "auto"))
     parser.add_argument("--only", nargs="*", default=[], help="e.g. iris@8 digits (default: all of PLAN)")
     parser.add_argument("--limit", type=int, help="at most N tasks per suite x format (smoke runs)")
+    parser.add_argument("--tasks", default="*", metavar="PATTERN", help="task names to run, e.g. 'img1*'")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "thesis-comparison")
     parser.add_argument(
         "--merge", nargs="+", type=Path, metavar="CSV", help="summarise these CSVs; run nothing"
@@ -279,7 +283,7 @@ def main() -> int:
     try:
         esbmc = EsbmcBackend(EsbmcOptions(executable=args.esbmc, solver=args.esbmc_solver))
         print(f"# {esbmc.describe()}", flush=True)
-        jobs = plan(args.only, args.limit)
+        jobs = plan(args.only, args.limit, args.tasks)
     except QverifyError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
