@@ -8,16 +8,15 @@ ACAS := benchmarks/acasxu
 
 .PHONY: setup demo test test-slow verify lint clean
 
-# make verify: the default suites at 16 bit with the default back end; override any of these, e.g.
-# make verify SUITE=acasxu FORMAT=16.16 TIMEOUT=116
+# make verify: the default suites at 16 bit with qverify's own defaults (back end, intervals, the
+# suite file's timeout): the same run as `qverify suite run NAME --format 16`. Override any of these,
+# e.g. make verify SUITE=acasxu FORMAT=16.16 TIMEOUT=116 INTERVALS=framac
 SUITE ?= iris vocalic digits
 FORMAT ?= 16
-TIMEOUT ?= 20
 JOBS ?= 2
 RESULTS ?= results
-# builtin: measured as tight as Frama-C EVA or tighter, at a fraction of its time (docs/invariants.md);
-# INTERVALS=auto uses Frama-C when installed.
-INTERVALS ?= builtin
+TIMEOUT ?=
+INTERVALS ?=
 VERIFY_FLAGS ?=
 
 setup: $(STAMP)
@@ -34,7 +33,8 @@ test: setup
 
 verify: setup
 	@for suite in $(SUITE); do \
-	  $(QV) suite run $$suite $(foreach f,$(FORMAT),--format $(f)) --timeout $(TIMEOUT) --jobs $(JOBS) --intervals $(INTERVALS) \
+	  $(QV) suite run $$suite $(foreach f,$(FORMAT),--format $(f)) --jobs $(JOBS) \
+	    $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(INTERVALS),--intervals $(INTERVALS)) \
 	    --out $(RESULTS)/$$suite $(if $(RESUME),--resume,--overwrite) $(VERIFY_FLAGS) || exit $$?; \
 	done
 	@echo "summaries: $(foreach s,$(SUITE),$(RESULTS)/$(s)/summary.md)"

@@ -5,7 +5,7 @@ Usage: python benchmarks/bench_invariants.py [--formats 8.8 20.12] [--jobs 2] [-
 Prints one row per network x property x format: the mean width (pre_hi - pre_lo, real units) of the
 last hidden layer, the analysis time, and the ReLUs proved stable (pre_lo >= 0 or pre_hi <= 0), for
 Frama-C EVA, the built-in interval level, and the built-in symbolic level (what `--intervals builtin`
-injects). `auto` injects Frama-C's bounds intersected with the symbolic ones.
+injects, and what `auto` injects: docs/invariants.md, "The auto rule").
 """
 
 from __future__ import annotations

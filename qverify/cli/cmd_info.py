@@ -1,18 +1,26 @@
-"""`qverify info NET [--ranges]`: what a network is, and how many integer bits it needs."""
+"""`qverify info NET [--ranges]`: what a network is, and how many integer bits it needs;
+`qverify info --tools`: which external tools (gcc, Frama-C, ESBMC, ...) qverify finds."""
 
 from __future__ import annotations
 
 import argparse
 
-from qverify.errors import RangeError
+from qverify.errors import InputError, RangeError
 from qverify.io import load_network
 from qverify.network import Network
 from qverify.quant import IntBitsProposal, propose_int_bits, real_bounds
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("info", help="print a network's layers, normalisation and ranges")
-    parser.add_argument("network", help="an .nnet or .onnx file")
+    parser = subparsers.add_parser(
+        "info", help="print a network's layers, normalisation and ranges, or the tools found (--tools)"
+    )
+    parser.add_argument("network", nargs="?", help="an .nnet or .onnx file")
+    parser.add_argument(
+        "--tools",
+        action="store_true",
+        help="list the external tools qverify finds (gcc, frama-c, esbmc and which one, solvers, chromium)",
+    )
     parser.add_argument(
         "--ranges",
         action="store_true",
@@ -123,6 +131,14 @@ def _widest_fitting(net: Network, lo, hi, frac_bits: int) -> IntBitsProposal | N
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.tools:
+        from qverify.tools import detect_tools, format_tools
+
+        print("\n".join(format_tools(detect_tools())))
+        if args.network is None:
+            return 0
+    if args.network is None:
+        raise InputError("give a network (qverify info NET) or --tools")
     net = load_network(args.network)
     lines = describe_network(net)
     if args.ranges:

@@ -72,7 +72,7 @@ def run_command(args: argparse.Namespace) -> int:
         f"{suite.name}: {len(result.entries)} tasks ({result.ran} run now): SAFE {counts['SAFE']}, "
         f"UNSAFE {counts['UNSAFE']}, UNKNOWN {counts['UNKNOWN']}, ERROR {counts['ERROR']}"
     )
-    print(f"summary: {result.summary}")
+    print(f"summary: {result.summary} (and {result.summary.with_suffix('.html').name} beside it)")
     return 0
 
 

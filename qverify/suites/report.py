@@ -7,6 +7,7 @@ import json
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -82,14 +83,28 @@ def _cell(entry: dict[str, Any]) -> str:
     return f"{mark} {seconds:.1f}s" if status in ("SAFE", "UNSAFE") else mark
 
 
-def _counts_table(entries: Sequence[dict[str, Any]], formats: Sequence[str]) -> list[str]:
-    lines = [
-        "| suite | format | tasks | SAFE | UNSAFE | UNKNOWN | ERROR | total time (s) | median time (s) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+@dataclass(frozen=True, slots=True)
+class CountRow:
+    """One suite x format: how many tasks ended how, and their times (summary.md and summary.html)."""
+
+    suite: str
+    label: str  # the format as the run named it ("16")
+    number: str  # the resolved format ("<6,10>")
+    counts: dict[str, int]  # status -> tasks
+    total_s: float
+    median_s: float
+
+    @property
+    def tasks(self) -> int:
+        return sum(self.counts.values())
+
+
+def count_rows(entries: Sequence[dict[str, Any]], formats: Sequence[str]) -> list[CountRow]:
+    """The rows of the counts table, by suite then by the order of `formats`."""
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for entry in entries:
         groups[(entry["suite"], entry["format"])].append(entry)
+    rows = []
     for (suite, label), group in sorted(
         groups.items(),
         key=lambda item: (item[0][0], formats.index(item[0][1]) if item[0][1] in formats else 99),
@@ -97,22 +112,38 @@ def _counts_table(entries: Sequence[dict[str, Any]], formats: Sequence[str]) -> 
         counts = {status: sum(e["record"]["status"] == status for e in group) for status in STATUS_ORDER}
         times = [e["record"].get("times_s", {}).get("total", 0.0) for e in group]
         number = group[0]["record"].get("format", label)
+        rows.append(CountRow(suite, label, number, counts, sum(times), statistics.median(times)))
+    return rows
+
+
+def outcome_rows(entries: Sequence[dict[str, Any]], formats: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """(task, one cell per format: `S 1.2s`, `F*`, `TO`, ... or "") in suite order."""
+    by_task: dict[str, dict[str, dict]] = defaultdict(dict)
+    for entry in entries:
+        by_task[entry["task"]][entry["format"]] = entry
+    return [
+        (task, [_cell(cells[f]) if f in cells else "" for f in formats]) for task, cells in by_task.items()
+    ]
+
+
+def _counts_table(entries: Sequence[dict[str, Any]], formats: Sequence[str]) -> list[str]:
+    lines = [
+        "| suite | format | tasks | SAFE | UNSAFE | UNKNOWN | ERROR | total time (s) | median time (s) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in count_rows(entries, formats):
+        counts = row.counts
         lines.append(
-            f"| {suite} | {label} ({number}) | {len(group)} | {counts['SAFE']} | {counts['UNSAFE']} | "
-            f"{counts['UNKNOWN']} | {counts['ERROR']} | {sum(times):.1f} | {statistics.median(times):.2f} |"
+            f"| {row.suite} | {row.label} ({row.number}) | {row.tasks} | {counts['SAFE']} | {counts['UNSAFE']} | "
+            f"{counts['UNKNOWN']} | {counts['ERROR']} | {row.total_s:.1f} | {row.median_s:.2f} |"
         )
     return lines
 
 
 def _outcome_table(entries: Sequence[dict[str, Any]], formats: Sequence[str]) -> list[str]:
-    by_task: dict[str, dict[str, dict]] = defaultdict(dict)
-    for entry in entries:
-        by_task[entry["task"]][entry["format"]] = entry
     lines = ["| property | " + " | ".join(formats) + " |", "|---|" + "---|" * len(formats)]
-    for task, cells in by_task.items():
-        lines.append(
-            f"| {task} | " + " | ".join(_cell(cells[f]) if f in cells else "" for f in formats) + " |"
-        )
+    for task, cells in outcome_rows(entries, formats):
+        lines.append(f"| {task} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -179,9 +210,7 @@ def write_plots(entries: Sequence[dict[str, Any]], out: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     paths = []
-    groups: dict[str, list[dict]] = defaultdict(list)
-    for entry in entries:
-        groups[configuration(entry)].append(entry)
+    groups = configurations(entries)
     figure, axes = plt.subplots(figsize=(9, 4.5))
     for name, group in groups.items():
         times = [max(e["record"].get("times_s", {}).get("total", 0.0), 1e-3) for e in group]
@@ -191,14 +220,27 @@ def write_plots(entries: Sequence[dict[str, Any]], out: Path) -> list[Path]:
     paths.append(_save(figure, out / "time_per_task.png"))
     if len(groups) > 1:
         figure, axes = plt.subplots(figsize=(7, 4.5))
-        for name, group in groups.items():
-            solved = sorted(
-                e["record"].get("times_s", {}).get("total", 0.0)
-                for e in group
-                if e["record"]["status"] in ("SAFE", "UNSAFE")
-            )
-            axes.plot(range(1, len(solved) + 1), solved, marker=".", label=f"{name} ({len(solved)} solved)")
-        axes.set(xlabel="instances solved", ylabel="time (s)", yscale="log", title="cactus plot")
-        axes.legend(fontsize="small")
+        cactus_axes(axes, groups)
         paths.append(_save(figure, out / "cactus.png"))
     return paths
+
+
+def configurations(entries: Sequence[dict[str, Any]]) -> dict[str, list[dict]]:
+    """Entries grouped by configuration (format and back end): the lines of the plots."""
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for entry in entries:
+        groups[configuration(entry)].append(entry)
+    return groups
+
+
+def cactus_axes(axes, groups: dict[str, list[dict]]) -> None:
+    """Draw the cactus plot (per configuration, the sorted times of the decided tasks) on `axes`."""
+    for name, group in groups.items():
+        solved = sorted(
+            e["record"].get("times_s", {}).get("total", 0.0)
+            for e in group
+            if e["record"]["status"] in ("SAFE", "UNSAFE")
+        )
+        axes.plot(range(1, len(solved) + 1), solved, marker=".", label=f"{name} ({len(solved)} solved)")
+    axes.set(xlabel="instances solved", ylabel="time (s)", yscale="log", title="cactus plot")
+    axes.legend(fontsize="small")

@@ -1,5 +1,6 @@
 """Run a suite: expand tasks x formats, skip what the journal holds, run the rest in parallel,
-journal each result as it arrives, write counterexamples, then the reports."""
+journal each result as it arrives, write counterexamples, then the reports (summary.md, summary.html,
+results.csv/jsonl, plots)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from qverify.counterexample import AdversarialExample
 from qverify.counterexample.picture import write_example_png
 from qverify.errors import InputError, InterruptedRunError, QverifyError
 from qverify.suites.executors import Executor
+from qverify.suites.html_report import write_summary_html
 from qverify.suites.journal import Journal
 from qverify.suites.report import write_plots, write_results, write_summary
 from qverify.suites.suite_file import Suite
@@ -136,5 +138,6 @@ def run_suite(
         f"options: `{options.key()}`, executor {executor.name}",
     ]
     summary = write_summary(entries, formats, out, header)
+    write_summary_html(entries, formats, out, header)
     write_plots(entries, out)
     return SuiteRunResult(out, summary, entries, len(todo))

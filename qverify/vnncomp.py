@@ -1,0 +1,226 @@
+"""VNN-COMP's tool interface: run one instance (ONNX + VNN-LIB) and write the competition's result file.
+
+The competition calls `run_instance.sh v1 CATEGORY ONNX VNNLIB RESULTS_FILE TIMEOUT` (see
+vnncomp/README.md); that script calls `qverify vnncomp run ...`, which lands here. The result file's
+first line is `sat`, `unsat`, `timeout`, `unknown` or `error`; after `sat` comes the witness in the
+competition's format, one `(X_i value)` per input and one `(Y_j value)` per output, all inside one
+pair of parentheses (the scoring scripts join the lines and split on `)`).
+
+Units: VNN-LIB's `X_i`/`Y_j` name the ONNX graph's own inputs and outputs. When qverify folds
+normalisation nodes of the graph into the network (`Sub`/`Div` before the first layer, `Mul`/`Add`
+after the last), those are raw units: the property is read as raw and converted, and the witness is
+written in raw units. Otherwise (ACAS Xu: no normalisation in the graph) they are the network's
+inputs as they are.
+
+Which question is asked (`Semantics`):
+- `real` (the competition's default): the real-valued network, as VNN-COMP scores it. qverify
+  verifies the float harness under the engine's `--semantics real` (every float operation exact);
+  a counterexample is confirmed in exact rationals and in IEEE float (gcc), and the witness gives
+  the float64 reference network's outputs.
+- `quantized`: an implementation (fixed point `<K,L>`, or float/double under IEEE semantics). Its
+  counterexamples violate the *implementation*; the witness gives the C's outputs. A
+  quantization-induced one (the real network does not violate the property there) is still `sat`
+  for this question, and a checker that replays the real network in ONNX will reject it.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from qverify.backends import InternalOptions, Limits, Status
+from qverify.errors import InputError
+from qverify.invariants import IntervalMethod
+from qverify.io import load_network
+from qverify.network import Network
+from qverify.properties import Property, Units, read_vnnlib, to_normalised
+from qverify.quant import FixedFormat, FloatFormat, FloatKind, ImplementationOptions
+from qverify.verification import VerificationRecord, VerifyOptions, verify_property
+
+__all__ = [
+    "INTERFACE_VERSION",
+    "InstanceResult",
+    "RunnerConfig",
+    "Semantics",
+    "Witness",
+    "format_result",
+    "parse_result",
+    "prepare_instance",
+    "run_instance",
+]
+
+INTERFACE_VERSION = "v1"
+STARTUP_S = 3.0  # of the competition's timeout: interpreter start, imports, writing the file
+RESULTS = ("sat", "unsat", "timeout", "unknown", "error")
+
+
+class Semantics(enum.Enum):
+    REAL = "real"
+    QUANTIZED = "quantized"
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerConfig:
+    """What a run verifies: the real-valued network, or an implementation in `number_format`."""
+
+    semantics: Semantics = Semantics.REAL
+    number_format: str = "16.16"  # quantized only: K.L, float or double
+
+    def implementation(self) -> ImplementationOptions:
+        if self.semantics is Semantics.REAL:
+            return ImplementationOptions(FloatFormat(FloatKind.FLOAT))
+        if self.number_format in ("float", "double"):
+            return ImplementationOptions(FloatFormat(FloatKind(self.number_format)))
+        return ImplementationOptions(FixedFormat.parse(self.number_format))
+
+    def verify_options(self, timeout_s: float) -> VerifyOptions:
+        semantics = "real" if self.semantics is Semantics.REAL else "ieee"
+        return VerifyOptions(
+            limits=Limits(timeout_s=timeout_s),
+            intervals=IntervalMethod.AUTO,
+            internal=InternalOptions(semantics=semantics),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Witness:
+    """A counterexample as the competition reads it: inputs X and outputs Y (normalised units)."""
+
+    x: tuple[float, ...]
+    y: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceResult:
+    result: str  # one of RESULTS
+    witness: Witness | None
+    detail: str  # qverify's verdict line
+    record: VerificationRecord | None
+
+
+def check_version(version: str) -> None:
+    if version != INTERFACE_VERSION:
+        raise InputError(
+            f"expected the interface version '{INTERFACE_VERSION}' as first argument, got '{version}'"
+        )
+
+
+def _load(onnx: str | Path, vnnlib: str | Path) -> tuple[Network, Property, bool]:
+    """The network, the property in normalised units, and whether the graph's units are raw."""
+    net = load_network(onnx)
+    raw = Path(onnx).suffix.lower() == ".onnx" and (net.input_norm is not None or net.output_norm is not None)
+    prop = read_vnnlib(vnnlib, units=Units.RAW if raw else Units.NORMALISED)
+    prop.check_against(net.n_inputs, net.n_outputs)
+    return net, to_normalised(prop, net), raw
+
+
+def prepare_instance(onnx: str | Path, vnnlib: str | Path) -> str:
+    """What `prepare_instance.sh` checks: the network and property load and fit each other.
+
+    :returns: a one-line description of the instance.
+    :raises InputError / UnsupportedError: they do not.
+    """
+    net, prop, raw = _load(onnx, vnnlib)
+    units = "raw (the graph normalises)" if raw else "as the network's"
+    return f"{net.name}: {net.n_inputs} inputs, {net.n_outputs} outputs; {prop.name}: {len(prop.boxes)} box(es); units {units}"
+
+
+def run_instance(
+    onnx: str | Path, vnnlib: str | Path, timeout_s: float, config: RunnerConfig
+) -> InstanceResult:
+    """Verify one instance within `timeout_s` (the competition's, start-up included).
+
+    :raises InputError / UnsupportedError: the files cannot be read or do not fit.
+    """
+    if not (timeout_s > 0 and math.isfinite(timeout_s)):
+        raise InputError(f"the timeout must be a positive number of seconds, got {timeout_s}")
+    net, prop, raw = _load(onnx, vnnlib)
+    options = config.verify_options(max(1.0, timeout_s - STARTUP_S))
+    record = verify_property(net, prop, config.implementation(), options, f"{net.name}-{prop.name}")
+    witness = _witness(record, config, net if raw else None)
+    return InstanceResult(_result_word(record), witness, record.summary_line(), record)
+
+
+def _result_word(record: VerificationRecord) -> str:
+    if record.status is Status.SAFE:
+        return "unsat"
+    if record.status is Status.UNSAFE:
+        return "sat"
+    if record.status is Status.UNKNOWN:
+        return "timeout" if record.reason.startswith("timeout") else "unknown"
+    return "error"
+
+
+def _witness(record: VerificationRecord, config: RunnerConfig, raw_net: Network | None) -> Witness | None:
+    """The counterexample in the graph's units (raw when `raw_net` normalises)."""
+    example = record.counterexample
+    if record.status is not Status.UNSAFE or example is None:
+        return None
+    outputs = example.outputs_float if config.semantics is Semantics.REAL else example.outputs_c
+    x, y = example.inputs_real, outputs
+    if raw_net is not None:
+        x = example.inputs_raw if example.inputs_raw is not None else x
+        y = raw_net.output_norm.apply(y) if raw_net.output_norm is not None else y
+    return Witness(tuple(map(float, x)), tuple(map(float, y)))
+
+
+def format_result(result: str, witness: Witness | None) -> str:
+    """The result file's text: the result word, then for `sat` the witness (exact decimal floats)."""
+    if result not in RESULTS:
+        raise ValueError(f"not a VNN-COMP result: {result!r}")
+    lines = [result]
+    if result == "sat" and witness is not None:
+        entries = [f"(X_{i} {value!r})" for i, value in enumerate(witness.x)]
+        entries += [f"(Y_{j} {value!r})" for j, value in enumerate(witness.y)]
+        lines.append("(" + "\n ".join(entries) + ")")
+    return "\n".join(lines) + "\n"
+
+
+def write_result(path: str | Path, result: str, witness: Witness | None = None) -> None:
+    """Write the result file atomically (a reader never sees half a file)."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        with os.fdopen(handle, "w") as stream:
+            stream.write(format_result(result, witness))
+        os.replace(temporary, path)
+    except OSError as error:
+        raise InputError(f"cannot write the result file {path}: {error.strerror or error}") from None
+
+
+def parse_result(text: str) -> tuple[str, Witness | None]:
+    """Read a result file as the competition does (first line; for sat the `(X_i v) (Y_j v)` list).
+
+    :raises InputError: not a result file, or a malformed witness.
+    """
+    lines = text.strip().splitlines()
+    if not lines or lines[0].strip() not in RESULTS:
+        raise InputError(f"result file: first line must be one of {', '.join(RESULTS)}")
+    result = lines[0].strip()
+    body = " ".join(lines[1:]).strip()
+    if result != "sat" or not body:
+        return result, None
+    if not (body.startswith("(") and body.endswith(")")):
+        raise InputError("result file: the witness must be one parenthesised list")
+    x: list[float] = []
+    y: list[float] = []
+    for part in body[1:-1].split(")"):
+        part = " ".join(part.split())
+        if not part:
+            continue
+        if not part.startswith("("):
+            raise InputError(f"result file: malformed witness entry {part!r}")
+        name, _, value = part[1:].partition(" ")
+        target = x if name.startswith("X_") else y if name.startswith("Y_") else None
+        if target is None or name[2:] != str(len(target)):
+            raise InputError(f"result file: unexpected witness variable {name!r}")
+        try:
+            target.append(float(value))
+        except ValueError:
+            raise InputError(f"result file: {name} has no number: {value!r}") from None
+    return result, Witness(tuple(x), tuple(y))
