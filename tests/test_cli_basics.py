@@ -60,7 +60,7 @@ def test_info_prints_layers_and_ranges():
     result = qverify("info", str(ACAS_1_1), "--ranges", "--frac-bits", "12")
     assert result.returncode == 0, result.stderr
     assert "5 -> 50 -> 50 -> 50 -> 50 -> 50 -> 50 -> 5" in result.stdout
-    assert "layer 7: 50 -> 5 identity" in result.stdout
+    assert "layer 7: dense 50 -> 5, identity" in result.stdout
     assert "x0: min 0 max 60760" in result.stdout
     assert "format <20,12>" in result.stdout
 

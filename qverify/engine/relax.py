@@ -563,7 +563,17 @@ class _Relaxations:
 def _step_relaxation(
     starts: np.ndarray, values: np.ndarray, lo: np.ndarray, hi: np.ndarray, integral: bool
 ) -> tuple[np.ndarray, ...]:
-    """Linear bounds a*x + b_l <= f(x) <= a*x + b_u for x in [lo, hi] (arrays over boxes)."""
+    """Linear bounds a_l*x + b_l <= f(x) <= a_u*x + b_u for x in [lo, hi] (arrays over boxes).
+
+    Any slope gives a sound bound once its offset is the extreme of f - a*x over the pieces (f - a*x
+    is linear on a piece: extremes at the piece's ends). The slopes are chosen per box among the
+    chord, 0, the slope after the first piece and the slope up to the last one: the lower line with
+    the largest value at the middle of [lo, hi], the upper with the smallest (for a step of either
+    kind, the line closest to f in area). A requantization with a fused ReLU clamp is a convex step
+    (flat, then rising): there the lower line follows the rising part, as DeepPoly's ReLU slope does,
+    where one slope for both sides (the chord) left a band of the triangle's whole height; a
+    saturating top (concave) gets the mirror image; tables of sigmoid/tanh keep the chord.
+    Also returns the value range and how far each line can lie from f (for the split rule)."""
     count = len(starts)
     # piece k covers [starts[k], starts[k+1]) (integral: [starts[k], starts[k+1] - 1])
     ends = np.append(starts[1:], np.inf)
@@ -572,19 +582,41 @@ def _step_relaxation(
     last = np.clip(np.searchsorted(starts, hi, side="right") - 1, 0, count - 1)
     f_lo, f_hi = values[first], values[last]
     width = hi - lo
-    slope = np.where(width > 0, (f_hi - f_lo) / np.where(width > 0, width, 1), 0.0)
+    chord = np.where(width > 0, (f_hi - f_lo) / np.where(width > 0, width, 1), 0.0)
     piece = np.arange(count)
     inside = (piece[None, :] >= first[:, None]) & (piece[None, :] <= last[:, None])
     x_start = np.maximum(starts[None, :], lo[:, None])
     x_end = np.minimum(ends[None, :], hi[:, None])
-    # f - a*x over a piece is linear in x: extremes at the piece's ends
-    at_start = values[None, :] - _mul(slope[:, None], x_start)
-    at_end = values[None, :] - _mul(slope[:, None], x_end)
-    upper = np.where(inside, np.maximum(at_start, at_end), -np.inf).max(axis=1)
-    lower = np.where(inside, np.minimum(at_start, at_end), np.inf).min(axis=1)
+
+    def offsets(slope: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        at_start = values[None, :] - _mul(slope[:, None], x_start)
+        at_end = values[None, :] - _mul(slope[:, None], x_end)
+        low = np.where(inside, np.minimum(at_start, at_end), np.inf).min(axis=1)
+        high = np.where(inside, np.maximum(at_start, at_end), -np.inf).max(axis=1)
+        return low, high
+
     value_lo = np.where(inside, values[None, :], np.inf).min(axis=1)
     value_hi = np.where(inside, values[None, :], -np.inf).max(axis=1)
-    return slope, lower, upper, value_lo, value_hi
+    finite = np.isfinite(lo) & np.isfinite(hi)
+    first_end = np.minimum(ends[first], hi)
+    last_start = np.maximum(starts[last], lo)
+    rise = f_hi - f_lo
+    after_first = np.where(finite & (hi > first_end), rise / np.where(hi > first_end, hi - first_end, 1), chord)
+    before_last = np.where(finite & (last_start > lo), rise / np.where(last_start > lo, last_start - lo, 1), chord)
+    middle = np.where(finite, (lo + hi) / 2, 0.0)
+    a_l, a_u = chord, chord
+    b_l, b_u = offsets(chord)
+    for slope in (np.zeros_like(chord), after_first, before_last):
+        slope = np.where(finite, slope, chord)
+        low, high = offsets(slope)
+        better_lower = finite & (slope * middle + low > a_l * middle + b_l)
+        better_upper = finite & (slope * middle + high < a_u * middle + b_u)
+        a_l, b_l = np.where(better_lower, slope, a_l), np.where(better_lower, low, b_l)
+        a_u, b_u = np.where(better_upper, slope, a_u), np.where(better_upper, high, b_u)
+    # the largest distance of each line from f: f - a*x ranges over [low, high] for a given slope
+    gap_u = b_u - offsets(a_u)[0]
+    gap_l = offsets(a_l)[1] - b_l
+    return a_u, b_u, a_l, b_l, value_lo, value_hi, gap_u, gap_l
 
 
 def _relu_relaxation(lo_r: np.ndarray, hi_r: np.ndarray):
@@ -700,13 +732,14 @@ def bounds(
             )
             gap_u[:, r], gap_l[:, r] = _relu_gaps(arg_lo[:, r], arg_hi[:, r])
         for u, (starts, values) in level.steps.items():
-            slope, lower, upper, v_lo, v_hi = _step_relaxation(
+            slope_u, upper, slope_l, lower, v_lo, v_hi, step_gap_u, step_gap_l = _step_relaxation(
                 starts, values, arg_lo[:, u], arg_hi[:, u], bool(level.integral[u])
             )
-            a_u[:, u] = a_l[:, u] = slope
+            a_u[:, u], a_l[:, u] = slope_u, slope_l
             b_u[:, u], b_l[:, u] = upper, lower
             value_lo[:, u], value_hi[:, u] = v_lo, v_hi
-            gap_u[:, u] = gap_l[:, u] = np.where(np.isfinite(upper - lower), upper - lower, 0.0)
+            gap_u[:, u] = np.where(np.isfinite(step_gap_u), step_gap_u, 0.0)
+            gap_l[:, u] = np.where(np.isfinite(step_gap_l), step_gap_l, 0.0)
         relax.a_u.append(a_u)
         relax.b_u.append(b_u)
         relax.a_l.append(a_l)
