@@ -248,10 +248,10 @@ class _Simplifier:
                 return m.binary("max" if picks_larger else "min", x, y)
             # the same with both branches cast to one type (a max pool over int8 codes compares the
             # int-promoted values and stores the int8 ones): ite(x > y, (T)x, (T)y) -> (T)max(x, y)
-            if isinstance(a, Cast) and isinstance(b, Cast) and a.ty == b.ty and x.ty == y.ty:
-                if (a.a is y and b.a is x) or (a.a is x and b.a is y):
-                    picks_larger = (a.a is y) == less
-                    return m.cast(a.ty, m.binary("max" if picks_larger else "min", x, y))
+            casts = isinstance(a, Cast) and isinstance(b, Cast) and a.ty == b.ty and x.ty == y.ty
+            if casts and ((a.a is y and b.a is x) or (a.a is x and b.a is y)):
+                picks_larger = (a.a is y) == less
+                return m.cast(a.ty, m.binary("max" if picks_larger else "min", x, y))
             # x < c1 ? c1 : min(x, c2)  ->  max(min(x, c2), c1)   (c1 <= c2)
             if (
                 less
