@@ -211,7 +211,6 @@ def run(args: argparse.Namespace) -> int:
         family_grids,
         resolve_canvas,
         run_study,
-        subset,
         write_report,
     )
     from qverify.assurance.impact.tables import SHORT_HEADER, aligned, rows, summary_cells
@@ -226,7 +225,10 @@ def run(args: argparse.Namespace) -> int:
     _check_normalisations(reference, candidates)
     data = load_dataset(args.data)
     check_dataset(data, net.n_inputs, net.n_outputs)
-    data = subset(data, args.samples, args.seed)
+    if args.samples is not None:
+        if args.samples < 1:
+            raise InputError(f"--samples {args.samples}: must be at least 1")
+        data = data.subset(args.samples, args.seed)
     domain = _pair_of_floats(args.domain, "--domain") if args.domain else None
     canvas, domain_source = resolve_canvas(
         data, net, domain, parse_image_shape(args.image_shape, net.n_inputs)

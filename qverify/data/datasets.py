@@ -73,6 +73,15 @@ class Dataset:
     def n_features(self) -> int:
         return int(self.x.shape[1])
 
+    def subset(self, count: int, seed: int) -> Dataset:
+        """At most `count` samples: a seeded random choice, kept in the original order (the same
+        seed gives the same choice, so calibrations and studies on a subset are reproducible)."""
+        if count >= self.size:
+            return self
+        chosen = np.sort(np.random.default_rng(seed).choice(self.size, count, replace=False))
+        y = None if self.y is None else self.y[chosen]
+        return Dataset(self.name, self.x[chosen], y, self.image_shape, self.domain)
+
     def check_inputs(self, n_inputs: int, what: str = "the network") -> None:
         if self.n_features != n_inputs:
             raise InputError(

@@ -8,7 +8,7 @@ Modules, one job each: `inputs` (data, canvas, grids), `metrics` (metrics and th
 (one PNG per family), `html` (report.html), `report` (writing every file).
 """
 
-from qverify.assurance.impact.inputs import FamilyGrid, check_dataset, family_grids, resolve_canvas, subset
+from qverify.assurance.impact.inputs import FamilyGrid, check_dataset, family_grids, resolve_canvas
 from qverify.assurance.impact.records import CLEAN, Cell, Comparison, Estimate, ImpactStudy, Scores
 from qverify.assurance.impact.report import write_report
 from qverify.assurance.impact.study import StudySettings, run_study
@@ -26,6 +26,5 @@ __all__ = [
     "family_grids",
     "resolve_canvas",
     "run_study",
-    "subset",
     "write_report",
 ]

@@ -34,19 +34,6 @@ def check_dataset(data: Dataset, n_inputs: int, n_classes: int) -> None:
     data.check_labels(n_classes)
 
 
-def subset(data: Dataset, samples: int | None, seed: int) -> Dataset:
-    """At most `samples` images of `data`, a random subset in the original order (seeded)."""
-    if samples is None or samples >= data.size:
-        return data
-    if samples < 1:
-        raise InputError(f"--samples {samples}: must be at least 1")
-    chosen = np.sort(np.random.default_rng(seed).choice(data.size, samples, replace=False))
-    y = None if data.y is None else data.y[chosen]
-    return Dataset(
-        f"{data.name} ({samples} of {data.size})", data.x[chosen], y, data.image_shape, data.domain
-    )
-
-
 def _network_domain(net: Network) -> tuple[float, float] | None:
     """The NNet input minimum/maximum when they are finite and the same for every input."""
     norm = net.input_norm
