@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import itertools
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pytest
@@ -44,6 +46,8 @@ FAST_SEEDS = range(60)
 SLOW_SEEDS = range(60, 300)
 CERTIFY_SEEDS = range(24)
 ANNOTATED_SEEDS = range(40)
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -185,17 +189,21 @@ def check_instance(instance: Instance, options: EngineOptions, annotated: bool =
         assert line == f"VIOLATED {result.violated}", (instance.description, line, result.violated)
 
 
-@pytest.fixture(scope="module")
-def cases(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("oracle")
-    cache: dict[int, Instance] = {}
+def seeded_instances(directory: Path, make: Callable[[int, Path], T]) -> Callable[[int], T]:
+    """Instances by seed, each made (compiled, enumerated) once per module however many tests use it."""
+    cache: dict[int, T] = {}
 
-    def get(seed: int) -> Instance:
+    def get(seed: int) -> T:
         if seed not in cache:
-            cache[seed] = make_instance(seed, directory)
+            cache[seed] = make(seed, directory)
         return cache[seed]
 
     return get
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory):
+    return seeded_instances(tmp_path_factory.mktemp("oracle"), make_instance)
 
 
 @pytest.mark.parametrize("seed", FAST_SEEDS)

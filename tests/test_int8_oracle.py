@@ -35,6 +35,7 @@ from qverify.network import (
 )
 from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Relation
 from qverify.quant import ImplementationOptions, Int8Format, RequantMode, quantize_network, simulate
+from tests.test_engine_oracle import seeded_instances
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
 
@@ -167,15 +168,7 @@ def check_instance(instance: Instance, options: EngineOptions, annotated: bool =
 
 @pytest.fixture(scope="module")
 def cases(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("int8-oracle")
-    cache: dict[int, Instance] = {}
-
-    def get(seed: int) -> Instance:
-        if seed not in cache:
-            cache[seed] = make_instance(seed, directory)
-        return cache[seed]
-
-    return get
+    return seeded_instances(tmp_path_factory.mktemp("int8-oracle"), make_instance)
 
 
 @pytest.mark.parametrize("seed", FAST_SEEDS)

@@ -372,22 +372,26 @@ class _Reader:
             raise self.unsupported(
                 node, label, f"has weights quantized along axis {weight.axis}, not the output channels"
             )
-        bias_const = (
-            self.dq_constant(node, label, 2, "bias") if len(node.input) > 2 and node.input[2] else None
-        )
-        bias = self.bias(
-            node,
-            label,
-            None if bias_const is None else bias_const.integers,
-            integers.shape[0],
-            input_quant.scale,
-            scales,
-            None if bias_const is None else bias_const.scale,
-        )
+        bias = self.dq_bias(node, label, integers.shape[0], input_quant.scale, scales)
         self.check_kernel_attributes(node, label, integers.shape[2:])
         layer = self.conv_layer(node, label, integers, scales, bias, input_quant.scale)
         self.pending = _Pending(node, label, "mac", layer, integers, scales, bias)
         self.origin.add("QDQ")
+
+    def dq_bias(
+        self, node: onnx.NodeProto, label: str, n_out: int, input_scale: float, scales: np.ndarray
+    ) -> np.ndarray:
+        """The int32 bias of a QDQ conv/gemm: its DequantizeLinear'd third input, or zeros."""
+        const = self.dq_constant(node, label, 2, "bias") if len(node.input) > 2 and node.input[2] else None
+        return self.bias(
+            node,
+            label,
+            None if const is None else const.integers,
+            n_out,
+            input_scale,
+            scales,
+            None if const is None else const.scale,
+        )
 
     def float_gemm(self, node: onnx.NodeProto, label: str) -> None:
         input_quant = self.need_float_view(node, label)
@@ -407,18 +411,7 @@ class _Reader:
             node, label, weight.integers, weight.scale, weight.zero_point, channel_axis
         )
         integers = integers if trans_b else integers.T
-        bias_const = (
-            self.dq_constant(node, label, 2, "bias") if len(node.input) > 2 and node.input[2] else None
-        )
-        bias = self.bias(
-            node,
-            label,
-            None if bias_const is None else bias_const.integers,
-            integers.shape[0],
-            input_quant.scale,
-            scales,
-            None if bias_const is None else bias_const.scale,
-        )
+        bias = self.dq_bias(node, label, integers.shape[0], input_quant.scale, scales)
         layer = self.dense_layer(node, label, integers, scales, bias, input_quant.scale)
         self.pending = _Pending(node, label, "mac", layer, integers, scales, bias)
         self.origin.add("QDQ")
