@@ -126,7 +126,9 @@ def check_provable(pair: ImplementationPair) -> None:
                          f"{fixed[0]} and {fixed[1]}; compare each with a float reference")  # fmt: skip
 
 
-def _conversion(implementation: Implementation, prefix: str, lo: np.ndarray, hi: np.ndarray) -> tuple[list[str], str]:
+def _conversion(
+    implementation: Implementation, prefix: str, lo: np.ndarray, hi: np.ndarray
+) -> tuple[list[str], str]:
     """C lines giving the side's inputs `{prefix}x[i]` from `x[i]`, and the nondet calls they add."""
     qnet = implementation.qnet
     n = implementation.n_inputs
@@ -136,7 +138,9 @@ def _conversion(implementation: Implementation, prefix: str, lo: np.ndarray, hi:
     words_lo, words_hi = implementation.inputs(lo[None, :])[0], implementation.inputs(hi[None, :])[0]
     scaled_lo, scaled_hi = np.ldexp(lo, number.frac_bits), np.ldexp(hi, number.frac_bits)
     if np.any(scaled_lo < number.min_q - 0.5) or np.any(scaled_hi > number.max_q + 0.5):
-        raise InputError(f"the region leaves the input word range of {number}: proof mode states in-range rounding only")
+        raise InputError(
+            f"the region leaves the input word range of {number}: proof mode states in-range rounding only"
+        )
     scale = literal(2.0**number.frac_bits)
     lines = []
     for i in range(n):
@@ -173,8 +177,12 @@ def _criterion_lines(pair: ImplementationPair, criterion: Criterion) -> list[str
              f"        if ({a}y[j] > {a}y[ra]) {{", "            ra = j;", "        }",
              f"        if ({b}y[j] > {b}y[rb]) {{", "            rb = j;", "        }", "    }"]  # fmt: skip
     if criterion.kind == "targeted":
-        message = c_string(f"disagreement: the candidate predicts class {criterion.target}, the reference does not")
-        lines.append(f'    __ESBMC_assert(!(rb == {criterion.target} && ra != {criterion.target}), "{message}");')
+        message = c_string(
+            f"disagreement: the candidate predicts class {criterion.target}, the reference does not"
+        )
+        lines.append(
+            f'    __ESBMC_assert(!(rb == {criterion.target} && ra != {criterion.target}), "{message}");'
+        )
     else:
         lines.append('    __ESBMC_assert(ra == rb, "disagreement: the top-1 classes differ");')
     return [*lines, "}"]
@@ -237,7 +245,9 @@ def render_diff_harness(pair: ImplementationPair, criterion: Criterion, region: 
     check_provable(pair)
     sides = (pair.reference, pair.candidate)
     n = pair.reference.n_inputs
-    declarations = [f"{p}num {p}{v}[QV_N_{'INPUTS' if v == 'x' else 'OUTPUTS'}];" for p in PREFIXES for v in "xy"]
+    declarations = [
+        f"{p}num {p}{v}[QV_N_{'INPUTS' if v == 'x' else 'OUTPUTS'}];" for p in PREFIXES for v in "xy"
+    ]
     if region.brightness is None and region.contrast is None:
         body = []
         for i in range(n):
@@ -256,8 +266,15 @@ def render_diff_harness(pair: ImplementationPair, criterion: Criterion, region: 
     context = {
         "version": network_context(pair.reference.qnet, None)["version"],  # type: ignore[arg-type]
         "name": pair.describe(),
-        "networks": [{"role": role, "describe": f"{side.label} ({side.network.name})", "prefix": prefix,
-                      "code": prefixed_network(side, prefix)} for role, side, prefix in zip(ROLES, sides, PREFIXES)],  # fmt: skip
+        "networks": [
+            {
+                "role": role,
+                "describe": f"{side.label} ({side.network.name})",
+                "prefix": prefix,
+                "code": prefixed_network(side, prefix),
+            }
+            for role, side, prefix in zip(ROLES, sides, PREFIXES)
+        ],  # fmt: skip
         "region": region_text,
         "criterion": f"not ({criterion.describe()})",
         "nondet_calls": "; ".join(calls),
@@ -280,7 +297,10 @@ def make_regions(source: SeedSource, seeds: np.ndarray, settings: ProofSettings)
                 for c in settings.contrast or (1.0, 1.0):
                     y = canvas.clip(canvas.middle + c * (seed - canvas.middle))
                     corners.append(canvas.clip(y + b * canvas.width))
-            reach_lo, reach_hi = np.min(corners, axis=0), np.max(corners, axis=0)  # affine per input: corners bound it
+            reach_lo, reach_hi = (
+                np.min(corners, axis=0),
+                np.max(corners, axis=0),
+            )  # affine per input: corners bound it
             lo, hi = source.normalise(reach_lo[None, :])[0], source.normalise(reach_hi[None, :])[0]
             regions.append(Region(index, index, seed, lo, hi, settings.brightness, settings.contrast))
         else:
@@ -309,15 +329,23 @@ class Replayer:
             raw_inputs = side.inputs(x_norm[None, :]) if qnet.is_fixed else x_norm[None, :]  # type: ignore[union-attr]
             run = compiled.run(raw_inputs, raw=True)
             if run.overflowed[0]:
-                raise InputError(f"{side.label}: the compiled network reports an overflow on the counterexample")
+                raise InputError(
+                    f"{side.label}: the compiled network reports an overflow on the counterexample"
+                )
             simulated = side.run(x_norm[None, :])
-            if not np.array_equal(np.asarray(run.outputs, dtype=np.float64), np.asarray(simulated.raw, dtype=np.float64)):
-                raise InputError(f"{side.label}: the compiled C and the simulator differ on the counterexample")
+            if not np.array_equal(
+                np.asarray(run.outputs, dtype=np.float64), np.asarray(simulated.raw, dtype=np.float64)
+            ):
+                raise InputError(
+                    f"{side.label}: the compiled C and the simulator differ on the counterexample"
+                )
             results.append(side.real_outputs(run.outputs)[0])
         return results
 
 
-def _x_from_values(region: Region, source: SeedSource, values: Sequence[float], n: int) -> tuple[np.ndarray, np.ndarray]:
+def _x_from_values(
+    region: Region, source: SeedSource, values: Sequence[float], n: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(search-coordinate input, normalised input) of a counterexample's nondet values."""
     if region.brightness is None and region.contrast is None:
         x_norm = np.array(values[:n], dtype=np.float64)
@@ -375,7 +403,10 @@ def prove_region(pair: ImplementationPair, criterion: Criterion, source: SeedSou
         x, x_norm = _x_from_values(region, source, values, n)
         replayed = run_lines(compile_replay(harness), [_harness_line(pair, x_norm, values, n_doubles)])
         if not replayed[0].startswith("VIOLATED"):
-            return verdict("ERROR", f"the counterexample of {answer.backend} does not replay in the harness: {replayed[0]}")
+            return verdict(
+                "ERROR",
+                f"the counterexample of {answer.backend} does not replay in the harness: {replayed[0]}",
+            )
         reference, candidate = replayer.outputs(x_norm)
         if not criterion.disagrees(reference[None, :], candidate[None, :])[0]:
             return verdict("ERROR", "the counterexample does not make the compiled networks disagree")
@@ -385,7 +416,9 @@ def prove_region(pair: ImplementationPair, criterion: Criterion, source: SeedSou
         return verdict("ERROR", str(error))
 
 
-def _harness_line(pair: ImplementationPair, x_norm: np.ndarray, values: Sequence[float], n_doubles: int) -> str:
+def _harness_line(
+    pair: ImplementationPair, x_norm: np.ndarray, values: Sequence[float], n_doubles: int
+) -> str:
     """The harness' nondet values as a replay line: the doubles (exact, hexadecimal), then each
     fixed-point side's input words of x (from its simulator)."""
     parts = [float(v).hex() for v in values[:n_doubles]]
