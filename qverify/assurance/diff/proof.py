@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from qverify import __version__
 from qverify.assurance.diff.criteria import Criterion
 from qverify.assurance.diff.inputs import SeedSource
 from qverify.assurance.diff.records import RegionVerdict
@@ -264,7 +265,7 @@ def render_diff_harness(pair: ImplementationPair, criterion: Criterion, region: 
     body += [f"{p}network({p}x, {p}y);" for p in PREFIXES]
     body += _criterion_lines(pair, criterion)
     context = {
-        "version": network_context(pair.reference.qnet, None)["version"],  # type: ignore[arg-type]
+        "version": __version__,
         "name": pair.describe(),
         "networks": [
             {
@@ -274,7 +275,7 @@ def render_diff_harness(pair: ImplementationPair, criterion: Criterion, region: 
                 "code": prefixed_network(side, prefix),
             }
             for role, side, prefix in zip(ROLES, sides, PREFIXES)
-        ],  # fmt: skip
+        ],
         "region": region_text,
         "criterion": f"not ({criterion.describe()})",
         "nondet_calls": "; ".join(calls),
