@@ -91,9 +91,13 @@ def test_boundary_network_unsafe_replayed_in_both_c_programs(tmp_path):
     (x,) = verdict.x
     assert BOUNDARY < x < 5.5 * STEP  # where the rounding flips the class, and only there
     assert int(np.argmax(verdict.reference)) == 1 and int(np.argmax(verdict.candidate)) == 0
-    assert (tmp_path / "reference_network" / "network").exists() and (
-        tmp_path / "candidate_network" / "network"
-    ).exists()
+    for role in ("reference", "candidate"):  # each side's own network.c, compiled for the replay
+        assert (tmp_path / f"{role}_network" / "network").exists()
+    again = prove(boundary_pair(), 0.3, tmp_path=tmp_path, radius=0.05)  # journalled: resumed, not re-run
+    assert (tmp_path / "region000" / "verdict.json").exists()
+    assert (
+        again.status == "UNSAFE" and np.array_equal(again.x, verdict.x) and again.seconds == verdict.seconds
+    )
 
 
 @pytest.mark.parametrize("seed", [0.1, 0.6])

@@ -28,6 +28,8 @@ bit-exact simulators give the same outputs. Anything else is an ERROR that says 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import sys
 import time
@@ -56,6 +58,7 @@ from qverify.quant.fixed import Rounding
 PREFIXES = ("qa_", "qb_")
 ROLES = ("reference", "candidate")
 HARNESS_FILE = "diff_harness.c"
+JOURNAL_FILE = "verdict.json"
 # what the rendered partial defines at file scope: typedefs, tables, functions (renamed per side)
 _DEFINED = re.compile(
     r"^(?:typedef\s+[\w ]+?\s+|static\s+(?:const\s+|inline\s+)*[\w ]+?\s+|void\s+)(qv_\w+)", re.MULTILINE
@@ -385,36 +388,51 @@ def prove_region(pair: ImplementationPair, criterion: Criterion, source: SeedSou
     started = time.perf_counter()
     text = region.describe(f"radius {settings.radius:g} of the range")
     folder = workdir / f"region{region.index:03d}"
-    n = pair.reference.n_inputs
 
     def verdict(status: str, reason: str = "", **found) -> RegionVerdict:
         return RegionVerdict(region.index, region.seed_index, text, status, settings.backend,
                              round(time.perf_counter() - started, 3), reason, **found)  # fmt: skip
 
     try:
-        harness = render_diff_harness(pair, criterion, region, source, text).write(folder)
-        n_doubles = 2 if settings.distorted else n
-        job = HarnessJob(harness, folder, True, n_doubles)
-        answer = _backend(settings).check(job, Limits(timeout_s=settings.timeout_s))
-        if answer.status is not Status.UNSAFE:
-            return verdict(answer.status.value, answer.reason)
-        values = answer.counterexample
-        if values is None or len(values) < n_doubles:
-            return verdict("ERROR", f"{answer.backend} reported UNSAFE without the nondet values")
-        x, x_norm = _x_from_values(region, source, values, n)
-        replayed = run_lines(compile_replay(harness), [_harness_line(pair, x_norm, values, n_doubles)])
-        if not replayed[0].startswith("VIOLATED"):
-            return verdict(
-                "ERROR",
-                f"the counterexample of {answer.backend} does not replay in the harness: {replayed[0]}",
-            )
-        reference, candidate = replayer.outputs(x_norm)
-        if not criterion.disagrees(reference[None, :], candidate[None, :])[0]:
-            return verdict("ERROR", "the counterexample does not make the compiled networks disagree")
-        return verdict("UNSAFE", f"replayed: reference {int(np.argmax(reference))}, candidate {int(np.argmax(candidate))}",
-                       x=x, reference=reference, candidate=candidate)  # fmt: skip
+        program = render_diff_harness(pair, criterion, region, source, text)
+        journal = folder / JOURNAL_FILE
+        key = {"harness_sha256": hashlib.sha256(program.text.encode()).hexdigest(), "backend": settings.backend,
+               "timeout_s": settings.timeout_s}  # fmt: skip
+        if journal.exists():  # the same harness decided before with the same back end and limit: resume
+            done = json.loads(journal.read_text())
+            if done.get("key") == key:
+                return RegionVerdict.from_json(done["verdict"])
+        harness = program.write(folder)
+        found = _decide(pair, criterion, source, region, settings, harness, replayer, verdict)
+        journal.write_text(json.dumps({"key": key, "verdict": found.to_json()}) + "\n")
+        return found
     except QverifyError as error:
         return verdict("ERROR", str(error))
+
+
+def _decide(pair: ImplementationPair, criterion: Criterion, source: SeedSource, region: Region,
+            settings: ProofSettings, harness: Path, replayer: Replayer, verdict) -> RegionVerdict:  # fmt: skip
+    """The back end's answer on the harness; an UNSAFE only once it replays (module docstring)."""
+    n = pair.reference.n_inputs
+    n_doubles = 2 if settings.distorted else n
+    job = HarnessJob(harness, harness.parent, True, n_doubles)
+    answer = _backend(settings).check(job, Limits(timeout_s=settings.timeout_s))
+    if answer.status is not Status.UNSAFE:
+        return verdict(answer.status.value, answer.reason)
+    values = answer.counterexample
+    if values is None or len(values) < n_doubles:
+        return verdict("ERROR", f"{answer.backend} reported UNSAFE without the nondet values")
+    x, x_norm = _x_from_values(region, source, values, n)
+    replayed = run_lines(compile_replay(harness), [_harness_line(pair, x_norm, values, n_doubles)])
+    if not replayed[0].startswith("VIOLATED"):
+        return verdict(
+            "ERROR", f"the counterexample of {answer.backend} does not replay in the harness: {replayed[0]}"
+        )
+    reference, candidate = replayer.outputs(x_norm)
+    if not criterion.disagrees(reference[None, :], candidate[None, :])[0]:
+        return verdict("ERROR", "the counterexample does not make the compiled networks disagree")
+    labels = f"reference {int(np.argmax(reference))}, candidate {int(np.argmax(candidate))}"
+    return verdict("UNSAFE", f"replayed: {labels}", x=x, reference=reference, candidate=candidate)
 
 
 def _harness_line(
@@ -431,7 +449,8 @@ def _harness_line(
 
 def prove_regions(pair: ImplementationPair, criterion: Criterion, source: SeedSource, seeds: np.ndarray,
                   settings: ProofSettings, workdir: Path, progress: bool = True) -> list[RegionVerdict]:  # fmt: skip
-    """Every seed's region, in turn (journal-free: each region is independent and bounded by its timeout)."""
+    """Every seed's region, in turn; each verdict is journalled beside its harness (`verdict.json`, keyed
+    by the harness text, back end and timeout), so an interrupted run resumes where it stopped."""
     check_provable(pair)
     criterion.check(pair.reference.n_outputs)
     replayer = Replayer(pair, workdir)

@@ -97,6 +97,16 @@ class RegionVerdict:
     reference: np.ndarray | None = None
     candidate: np.ndarray | None = None
 
+    @classmethod
+    def from_json(cls, data: dict) -> RegionVerdict:
+        arrays = {
+            key: np.array(data[key], dtype=np.float64)
+            for key in ("x", "reference", "candidate")
+            if key in data
+        }
+        fields = ("index", "seed_index", "region", "status", "backend", "seconds", "reason")
+        return cls(**{key: data[key] for key in fields if key in data}, **arrays)
+
     def to_json(self) -> dict:
         data = {k: v for k, v in asdict(self).items() if not isinstance(v, np.ndarray) and v is not None}
         for key in ("x", "reference", "candidate"):
