@@ -133,16 +133,21 @@ def grid_png(
     """Rows of (seed, disagreement-inducing input) with both labels and top scores; for inputs without
     an image shape, both as bar charts of their values."""
     plt = _figure()
-    rows = max(1, len(examples))
-    figure, axes = plt.subplots(rows, 2, figsize=(6.2, 2.1 * rows), squeeze=False)
+    per_row = 2 if len(examples) > 3 else 1  # (seed, DII) pairs side by side
+    rows = max(1, -(-len(examples) // per_row))
+    figure, axes = plt.subplots(rows, 2 * per_row, figsize=(3.1 * 2 * per_row, 2.1 * rows), squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
     lo, hi = study.domain
-    for row, (method, seed_index, x, reference, candidate) in enumerate(examples):
+    for number, (method, seed_index, x, reference, candidate) in enumerate(examples):
+        row, first = divmod(number, per_row)
         seed = study.seeds[seed_index]
         pictures = ((seed, f"seed {seed_index}: both say {int(study.seed_labels[seed_index])}"),
-                    (x, (f"{method}: ref {int(np.argmax(reference))} ({np.max(reference):.3g}), "
-                        f"cand {int(np.argmax(candidate))} ({np.max(candidate):.3g})")))  # fmt: skip
+                    (x, f"{method}: ref {int(np.argmax(reference))} ({np.max(reference):.3g}), "
+                        f"cand {int(np.argmax(candidate))} ({np.max(candidate):.3g})"))  # fmt: skip
         for column, (values, title) in enumerate(pictures):
-            ax = axes[row][column]
+            ax = axes[row][2 * first + column]
+            ax.axis("on")
             if study.image_shape is not None:
                 ax.imshow(_image(values, study.image_shape), cmap="gray", vmin=lo, vmax=hi)
                 ax.set_xticks([]), ax.set_yticks([])
