@@ -185,3 +185,27 @@ def test_search_is_deterministic_under_the_seed():
     first = found(1)
     assert first == found(1) and first != found(2)
     assert all(dii > 0 for dii, _ in first)  # the flip zone lies within reach of seed 0.3
+
+
+@pytest.mark.parametrize(
+    "criterion, seed, expected",
+    [
+        (Criterion("targeted", target=0), 0.3, "UNSAFE"),  # the candidate says 0 where the reference says 1
+        (
+            Criterion("targeted", target=1),
+            0.3,
+            "SAFE",
+        ),  # the candidate never says 1 where the reference does not
+        (Criterion("distance", delta=0.03), 0.5, "UNSAFE"),  # |x - round(16 x) / 16| reaches 1/32 > 0.03
+        (Criterion("distance", delta=0.04), 0.5, "SAFE"),  # max(0.0225, 1/32) <= 0.04 everywhere
+    ],
+)
+def test_targeted_and_distance_criteria_in_proof_mode(tmp_path, criterion, seed, expected):
+    settings = ProofSettings("internal", 60.0, radius=0.1)
+    source = unit_source([seed])
+    verdict = prove_regions(
+        boundary_pair(), criterion, source, np.array([[seed]]), settings, tmp_path, False
+    )[0]
+    assert verdict.status == expected, verdict.reason
+    if expected == "UNSAFE":
+        assert criterion.disagrees(verdict.reference[None, :], verdict.candidate[None, :])[0]
