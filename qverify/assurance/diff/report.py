@@ -142,9 +142,9 @@ def grid_png(
     for number, (method, seed_index, x, reference, candidate) in enumerate(examples):
         row, first = divmod(number, per_row)
         seed = study.seeds[seed_index]
-        pictures = ((seed, f"seed {seed_index}: both say {int(study.seed_labels[seed_index])}"),
-                    (x, f"{method}: ref {int(np.argmax(reference))} ({np.max(reference):.3g}), "
-                        f"cand {int(np.argmax(candidate))} ({np.max(candidate):.3g})"))  # fmt: skip
+        scores = (f"{method}: ref {int(np.argmax(reference))} ({np.max(reference):.3g}), "
+                  f"cand {int(np.argmax(candidate))} ({np.max(candidate):.3g})")  # fmt: skip
+        pictures = ((seed, f"seed {seed_index}: both say {int(study.seed_labels[seed_index])}"), (x, scores))
         for column, (values, title) in enumerate(pictures):
             ax = axes[row][2 * first + column]
             ax.axis("on")
