@@ -33,10 +33,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_impact import mlp_int8  # noqa: E402
-from qverify.assurance.diff.report import METHOD_HEADER, REGION_HEADER  # noqa: E402
-from qverify.assurance.impact.tables import aligned  # noqa: E402
-from qverify.cli import main as qverify_main  # noqa: E402
+from benchmarks.bench_impact import mlp_int8
+from qverify.assurance.diff.report import METHOD_HEADER, REGION_HEADER
+from qverify.assurance.impact.tables import aligned
+from qverify.cli import main as qverify_main
 
 MLP = ROOT / "benchmarks" / "digits" / "digits.nnet"
 CNN = ROOT / "benchmarks" / "digits-cnn"
@@ -47,13 +47,13 @@ RADIUS = {"digits": "0.01", "acas": "0.001"}
 def pairs(out: Path) -> dict[str, tuple[list[str], str | None]]:
     """name -> (arguments of `qverify diff`, the proof-mode radius or None)."""
     mlp = [str(MLP), "--data", "digits-raw:test"]
+    cnn = [str(CNN / "digits_cnn.onnx"), "--data", "digits:test"]
     return {
         "mlp-8.8": ([*mlp, "--candidate", "8.8"], RADIUS["digits"]),
         "mlp-6.4": ([*mlp, "--candidate", "6.4"], RADIUS["digits"]),
         "mlp-half": ([*mlp, "--candidate", "half"], RADIUS["digits"]),
         "mlp-int8": ([*mlp, "--candidate", f"int8={mlp_int8(out)}"], None),
-        "cnn-int8": ([str(CNN / "digits_cnn.onnx"), "--data", "digits:test", "--candidate",
-                      f"int8={CNN / 'digits_cnn.int8.onnx'}"], None),  # fmt: skip
+        "cnn-int8": ([*cnn, "--candidate", f"int8={CNN / 'digits_cnn.int8.onnx'}"], None),
         "acas-16.16": ([str(ACAS), "--candidate", "16.16"], RADIUS["acas"]),
         "acas-4.6": ([str(ACAS), "--candidate", "4.6"], RADIUS["acas"]),
     }
@@ -121,7 +121,9 @@ def main() -> None:
         common = [*pair_args, "--seed", str(args.seed), "--seeds", str(args.seeds)]
         if not args.no_search:
             data, wall = run(out / name / "search", [*common, "--budget", str(args.budget)])
-            print(f"\n## {name}: {data['pair']} -- search, {args.seeds} seeds x {args.budget} queries ({wall:.0f} s)")
+            print(
+                f"\n## {name}: {data['pair']} -- search, {args.seeds} seeds x {args.budget} queries ({wall:.0f} s)"
+            )
             print(method_table(data))
         if not args.no_proof and radius is not None:
             proof_args = [*common, "--methods", "none", "--prove", "--radius", radius, "--regions", str(args.regions),
