@@ -54,8 +54,11 @@ def unit_source(seeds: list[float]) -> SeedSource:
     )
 
 
-def prove(pair, seed: float, backend: str = "internal", tmp_path=None, **region) -> object:
-    settings = ProofSettings(backend, 60.0, **region)
+def prove(
+    pair, seed: float, backend: str = "internal", tmp_path=None, sample: bool = False, **region
+) -> object:
+    """One region around `seed`; by default left to the back end alone (no sampling first)."""
+    settings = ProofSettings(backend, 60.0, **region, sample=sample)
     return prove_regions(
         pair, Criterion(), unit_source([seed]), np.array([[seed]]), settings, tmp_path, False
     )[0]
@@ -91,12 +94,25 @@ def test_boundary_network_unsafe_replayed_in_both_c_programs(tmp_path):
     (x,) = verdict.x
     assert BOUNDARY < x < 5.5 * STEP  # where the rounding flips the class, and only there
     assert int(np.argmax(verdict.reference)) == 1 and int(np.argmax(verdict.candidate)) == 0
+    assert verdict.reason.startswith("found by internal")
     for role in ("reference", "candidate"):  # each side's own network.c, compiled for the replay
         assert (tmp_path / f"{role}_network" / "network").exists()
     again = prove(boundary_pair(), 0.3, tmp_path=tmp_path, radius=0.05)  # journalled: resumed, not re-run
     assert (tmp_path / "region000" / "verdict.json").exists()
     assert (
         again.status == "UNSAFE" and np.array_equal(again.x, verdict.x) and again.seconds == verdict.seconds
+    )
+
+
+def test_sampling_refutes_before_the_back_end_with_the_same_replay(tmp_path):
+    verdict = prove(boundary_pair(), 0.3, tmp_path=tmp_path, sample=True, radius=0.05)
+    assert verdict.status == "UNSAFE" and verdict.reason.startswith("found by sampling, replayed")
+    assert BOUNDARY < verdict.x[0] < 5.5 * STEP
+    box = prove(boundary_pair(), 0.25, tmp_path=tmp_path / "b", sample=True, brightness=(0.0, 0.1))
+    assert (
+        box.status == "UNSAFE"
+        and box.reason.startswith("found by sampling")
+        and BOUNDARY < box.x[0] < 5.5 * STEP
     )
 
 
@@ -201,7 +217,7 @@ def test_search_is_deterministic_under_the_seed():
     ],
 )
 def test_targeted_and_distance_criteria_in_proof_mode(tmp_path, criterion, seed, expected):
-    settings = ProofSettings("internal", 60.0, radius=0.1)
+    settings = ProofSettings("internal", 60.0, radius=0.1, sample=False)
     source = unit_source([seed])
     verdict = prove_regions(
         boundary_pair(), criterion, source, np.array([[seed]]), settings, tmp_path, False

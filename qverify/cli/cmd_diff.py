@@ -145,6 +145,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     proof.add_argument(
         "--backend", default="internal", choices=("internal", "esbmc"), help="back end (default internal)"
     )
+    proof.add_argument(
+        "--no-sampling",
+        action="store_true",
+        help="leave every region to the back end (default: first try 2,000 points of it on the simulators)",
+    )
     proof.add_argument("--timeout", type=float, default=60.0, help="seconds per region (default 60)")
     parser.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
     parser.add_argument("-o", "--out", default="results/diff", metavar="DIR", help="output folder")
@@ -235,7 +240,8 @@ def run(args: argparse.Namespace) -> int:
 
         proof = ProofSettings(args.backend, args.timeout, args.radius,
                               _pair_of_floats(args.brightness, "--brightness") if args.brightness else None,
-                              _pair_of_floats(args.contrast, "--contrast") if args.contrast else None)  # fmt: skip
+                              _pair_of_floats(args.contrast, "--contrast") if args.contrast else None,
+                              not args.no_sampling)  # fmt: skip
         count = len(seeds) if args.regions is None else args.regions
         if count < 1:
             raise InputError(f"--regions {count}: must be at least 1")
@@ -253,7 +259,8 @@ def run(args: argparse.Namespace) -> int:
                   "k": args.k, "optimizer": args.optimizer, "min_psnr": args.min_psnr,
                   "families": list(space.names) if space else [],
                   **({"backend": args.backend, "timeout_s": args.timeout, "radius": args.radius,
-                      "brightness": args.brightness, "contrast": args.contrast} if args.prove else {})},
+                      "brightness": args.brightness, "contrast": args.contrast,
+                      "sampling": not args.no_sampling} if args.prove else {})},
         runs=runs,
         regions=tuple(regions),
         notes=source.notes,

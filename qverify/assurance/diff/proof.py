@@ -21,7 +21,9 @@ Only distortions affine in their parameter can be stated this way; rotation, zoo
 and blur resample the image (interpolation weights depend on the parameter non-linearly), noise and
 occlusions draw random numbers, so proof mode does not range over them.
 
-UNSAFE is reported only after the disagreement replays: the harness itself (gcc, QV_REPLAY) prints
+Before the back end, SAMPLES seeded points of the region (uniform and vertices) run through the
+simulators (`--no-sampling` turns this off): a disagreement found so is a counterexample like a back
+end's and goes through the same replay. UNSAFE is reported only after the disagreement replays: the harness itself (gcc, QV_REPLAY) prints
 VIOLATED, each implementation's own network.c (gcc) gives outputs on which the criterion holds, and the
 bit-exact simulators give the same outputs. Anything else is an ERROR that says why.
 """
@@ -59,6 +61,7 @@ PREFIXES = ("qa_", "qb_")
 ROLES = ("reference", "candidate")
 HARNESS_FILE = "diff_harness.c"
 JOURNAL_FILE = "verdict.json"
+SAMPLES = 2000  # points of a region run through the simulators before the back end
 # what the rendered partial defines at file scope: typedefs, tables, functions (renamed per side)
 _DEFINED = re.compile(
     r"^(?:typedef\s+[\w ]+?\s+|static\s+(?:const\s+|inline\s+)*[\w ]+?\s+|void\s+)(qv_\w+)", re.MULTILINE
@@ -75,6 +78,7 @@ class ProofSettings:
     radius: float = 0.01
     brightness: tuple[float, float] | None = None
     contrast: tuple[float, float] | None = None
+    sample: bool = True  # try SAMPLES points of the region on the simulators before the back end
 
     def __post_init__(self) -> None:
         if self.backend not in ("internal", "esbmc"):
@@ -354,12 +358,14 @@ def _x_from_values(
     if region.brightness is None and region.contrast is None:
         x_norm = np.array(values[:n], dtype=np.float64)
         return _search_coordinates(x_norm, source), x_norm
-    b, c = float(values[0]), float(values[1])
-    canvas = source.canvas
-    x = region.seed[None, :]
-    x = FAMILIES["contrast"](x, c, np.random.default_rng(0), canvas)
-    x = FAMILIES["brightness"](x, b, np.random.default_rng(0), canvas)
-    return x[0], source.normalise(x)[0]
+    x = _distorted(region, source, float(values[0]), float(values[1]))
+    return x, source.normalise(x[None, :])[0]
+
+
+def _distorted(region: Region, source: SeedSource, brightness: float, contrast: float) -> np.ndarray:
+    """The seed under contrast then brightness, by the registry (the order the harness computes)."""
+    x = FAMILIES["contrast"](region.seed[None, :], contrast, np.random.default_rng(0), source.canvas)
+    return FAMILIES["brightness"](x, brightness, np.random.default_rng(0), source.canvas)[0]
 
 
 def _search_coordinates(x_norm: np.ndarray, source: SeedSource) -> np.ndarray:
@@ -397,7 +403,7 @@ def prove_region(pair: ImplementationPair, criterion: Criterion, source: SeedSou
         program = render_diff_harness(pair, criterion, region, source, text)
         journal = folder / JOURNAL_FILE
         key = {"harness_sha256": hashlib.sha256(program.text.encode()).hexdigest(), "backend": settings.backend,
-               "timeout_s": settings.timeout_s}  # fmt: skip
+               "timeout_s": settings.timeout_s, "sample": settings.sample}  # fmt: skip
         if journal.exists():  # the same harness decided before with the same back end and limit: resume
             done = json.loads(journal.read_text())
             if done.get("key") == key:
@@ -412,9 +418,16 @@ def prove_region(pair: ImplementationPair, criterion: Criterion, source: SeedSou
 
 def _decide(pair: ImplementationPair, criterion: Criterion, source: SeedSource, region: Region,
             settings: ProofSettings, harness: Path, replayer: Replayer, verdict) -> RegionVerdict:  # fmt: skip
-    """The back end's answer on the harness; an UNSAFE only once it replays (module docstring)."""
-    n = pair.reference.n_inputs
-    n_doubles = 2 if settings.distorted else n
+    """A disagreement found by sampling the region (replayed), else the back end's answer on the
+    harness; an UNSAFE only once it replays (module docstring)."""
+    n_doubles = 2 if settings.distorted else pair.reference.n_inputs
+    sampled = _sample_region(pair, criterion, source, region) if settings.sample else None
+    if sampled is not None:
+        found = _confirm(
+            pair, criterion, source, region, harness, replayer, sampled, n_doubles, "sampling", verdict
+        )
+        if found.status == "UNSAFE":
+            return found
     job = HarnessJob(harness, harness.parent, True, n_doubles)
     answer = _backend(settings).check(job, Limits(timeout_s=settings.timeout_s))
     if answer.status is not Status.UNSAFE:
@@ -422,17 +435,52 @@ def _decide(pair: ImplementationPair, criterion: Criterion, source: SeedSource, 
     values = answer.counterexample
     if values is None or len(values) < n_doubles:
         return verdict("ERROR", f"{answer.backend} reported UNSAFE without the nondet values")
-    x, x_norm = _x_from_values(region, source, values, n)
+    return _confirm(
+        pair, criterion, source, region, harness, replayer, values, n_doubles, answer.backend, verdict
+    )
+
+
+def _confirm(pair: ImplementationPair, criterion: Criterion, source: SeedSource, region: Region, harness: Path,
+             replayer: Replayer, values: Sequence[float], n_doubles: int, origin: str, verdict) -> RegionVerdict:  # fmt: skip
+    """UNSAFE if the nondet values replay: VIOLATED in the harness, a disagreement of the compiled
+    networks, the simulators bit-exact with them; an ERROR that says why otherwise."""
+    x, x_norm = _x_from_values(region, source, values, pair.reference.n_inputs)
     replayed = run_lines(compile_replay(harness), [_harness_line(pair, x_norm, values, n_doubles)])
     if not replayed[0].startswith("VIOLATED"):
         return verdict(
-            "ERROR", f"the counterexample of {answer.backend} does not replay in the harness: {replayed[0]}"
+            "ERROR", f"the counterexample of {origin} does not replay in the harness: {replayed[0]}"
         )
     reference, candidate = replayer.outputs(x_norm)
     if not criterion.disagrees(reference[None, :], candidate[None, :])[0]:
-        return verdict("ERROR", "the counterexample does not make the compiled networks disagree")
+        return verdict(
+            "ERROR", f"the counterexample of {origin} does not make the compiled networks disagree"
+        )
     labels = f"reference {int(np.argmax(reference))}, candidate {int(np.argmax(candidate))}"
-    return verdict("UNSAFE", f"replayed: {labels}", x=x, reference=reference, candidate=candidate)
+    return verdict(
+        "UNSAFE", f"found by {origin}, replayed: {labels}", x=x, reference=reference, candidate=candidate
+    )
+
+
+def _sample_region(pair: ImplementationPair, criterion: Criterion, source: SeedSource, region: Region) -> tuple[float, ...] | None:  # fmt: skip
+    """The nondet values of a disagreement among SAMPLES seeded random points of the region (half
+    uniform, half vertices of the box), found with the simulators before any back end runs -- the
+    cheap refutation the search does, confirmed by the same replay as a back end's."""
+    rng = np.random.default_rng([region.index, 17])
+    if region.brightness is None and region.contrast is None:
+        span = region.hi - region.lo
+        uniform = region.lo + rng.random((SAMPLES // 2, span.size)) * span
+        vertices = np.where(rng.random((SAMPLES // 2, span.size)) < 0.5, region.lo, region.hi)
+        points = np.concatenate([uniform, vertices])
+        x_norm = points
+    else:
+        b_low, b_high = region.brightness or (0.0, 0.0)
+        c_low, c_high = region.contrast or (1.0, 1.0)
+        points = np.column_stack([b_low + rng.random(SAMPLES) * (b_high - b_low),
+                                  c_low + rng.random(SAMPLES) * (c_high - c_low)])  # fmt: skip
+        x_norm = source.normalise(np.array([_distorted(region, source, b, c) for b, c in points]))
+    reference, candidate = pair.reference.run(x_norm).outputs, pair.candidate.run(x_norm).outputs
+    hits = np.flatnonzero(criterion.disagrees(reference, candidate))
+    return tuple(float(v) for v in points[hits[0]]) if len(hits) else None
 
 
 def _harness_line(
