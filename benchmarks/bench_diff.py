@@ -12,7 +12,7 @@ vectors, the same budget per seed (queries) and the same seeds; prints #DII, DiR
 to the first DII, diversity, VR. Proof mode: L-inf regions around the first N seeds (radius as a
 fraction of the input range) with the internal engine, a timeout per region; prints the counts of
 SAFE / UNSAFE / UNKNOWN / ERROR, median and maximum time, and the share decided (goal: >= 80 % within
-60 s). int8 pairs have no proof mode (docs/diff.md). Each run is journalled as its diff.json: an
+60 s) by the back end alone (`--no-sampling`: no simulator sampling before it; `--sampling` puts it back). int8 pairs have no proof mode (docs/diff.md). Each run is journalled as its diff.json: an
 interrupted benchmark resumes where it stopped (delete the folder to start over).
 
 Usage:
@@ -110,6 +110,7 @@ def main() -> None:
     parser.add_argument("--pairs", help="comma-separated subset of the pairs")
     parser.add_argument("--no-proof", action="store_true")
     parser.add_argument("--no-search", action="store_true")
+    parser.add_argument("--sampling", action="store_true", help="sample each region before the back end")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -127,7 +128,7 @@ def main() -> None:
             print(method_table(data))
         if not args.no_proof and radius is not None:
             proof_args = [*common, "--methods", "none", "--prove", "--radius", radius, "--regions", str(args.regions),
-                          "--timeout", str(args.timeout)]  # fmt: skip
+                          "--timeout", str(args.timeout), *([] if args.sampling else ["--no-sampling"])]  # fmt: skip
             data, wall = run(out / name / "proof", proof_args)
             table, decided = region_table(data)
             print(f"\n## {name}: proof mode, {len(data['regions'])} L-inf regions of radius {radius} of the range, "
