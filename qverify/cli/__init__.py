@@ -24,6 +24,7 @@ def _subcommand_modules() -> list:
     from qverify.cli import (
         cmd_codegen,
         cmd_convert,
+        cmd_diff,
         cmd_harness,
         cmd_impact,
         cmd_info,
@@ -47,6 +48,7 @@ def _subcommand_modules() -> list:
         cmd_sweep,
         cmd_vnncomp,
         cmd_impact,
+        cmd_diff,
     ]
 
 

@@ -1,0 +1,135 @@
+"""`qverify diff` end to end: search mode on the digits MLP (float vs <6,4>) writes every file and
+reproduces under --seed; proof mode on ACAS Xu's unit-coordinate seeds; bad pairs and bad options are
+one `error:` line with exit code 2."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from qverify.cli import main
+from qverify.data import load_dataset
+from tests.conftest import ROOT
+
+MLP = str(ROOT / "benchmarks" / "digits" / "digits.nnet")
+IRIS = str(ROOT / "benchmarks" / "iris" / "iris.onnx")
+CNN_FLOAT = str(ROOT / "benchmarks" / "digits-cnn" / "digits_cnn.onnx")
+CNN_INT8 = str(ROOT / "benchmarks" / "digits-cnn" / "digits_cnn.int8.onnx")
+SMALL = ["--data", "digits-raw:test", "--seeds", "4", "--budget", "120", "--no-progress", "--keep", "5"]
+
+
+def diff(*args: str) -> int:
+    return main(["diff", *args])
+
+
+def _stable(path) -> dict:
+    data = json.loads((path / "diff.json").read_text())
+    for method in data["methods"]:
+        method.pop("wall_s"), method.pop("first_s")
+        for seed in method["per_seed"]:
+            seed.pop("first_s")
+    return data
+
+
+@pytest.fixture(scope="module")
+def search_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("diff")
+    assert diff(MLP, "--candidate", "6.4", *SMALL, "--seed", "3", "-o", str(out)) == 0
+    return out
+
+
+def test_search_writes_every_file(search_run, capsys):
+    for name in ("diis.npz", "diis.png", "sr_dir.png", "report.md", "diff.json"):
+        assert (search_run / name).stat().st_size > 0
+    data = json.loads((search_run / "diff.json").read_text())
+    assert [m["method"] for m in data["methods"]] == ["ga", "distortion", "random", "random-distortion"]
+    assert all(m["queries"] == 4 * 120 for m in data["methods"])
+    with np.load(search_run / "diis.npz") as diis:
+        assert diis["x"].shape[1] == 64 and len(diis["x"]) == len(diis["method"]) == len(diis["reference"])
+        assert np.all(np.argmax(diis["reference"], axis=1) != np.argmax(diis["candidate"], axis=1))
+    with Image.open(search_run / "sr_dir.png") as image:
+        assert image.size[0] > 500
+    report = (search_run / "report.md").read_text()
+    assert "| ga |" in report and "![SR and DiR per method](sr_dir.png)" in report
+
+
+def test_search_is_reproducible_under_the_seed(search_run, tmp_path):
+    assert diff(MLP, "--candidate", "6.4", *SMALL, "--seed", "3", "-o", str(tmp_path / "again")) == 0
+    assert _stable(search_run) == _stable(tmp_path / "again")
+    with np.load(search_run / "diis.npz") as a, np.load(tmp_path / "again" / "diis.npz") as b:
+        assert all(np.array_equal(a[key], b[key], equal_nan=a[key].dtype.kind == "f") for key in a.files)
+
+
+def test_search_on_acas_works_in_unit_coordinates(tmp_path, capsys):
+    acas = str(ROOT / "benchmarks" / "acasxu" / "nnet" / "ACASXU_run2a_1_1_batch_2000.nnet")
+    code = diff(acas, "--candidate", "4.6", "--methods", "random,distortion", "--seeds", "3", "--budget", "60",
+                "--no-progress", "-o", str(tmp_path))  # fmt: skip
+    assert code == 0 and "network's input box" in capsys.readouterr().out
+    data = json.loads((tmp_path / "diff.json").read_text())
+    assert data["settings"]["families"] == [
+        "contrast",
+        "brightness",
+        "awgn",
+        "salt-pepper",
+    ]  # no image families
+    with np.load(tmp_path / "diis.npz") as diis:
+        low, high = -3.141593, 3.141593  # the NNet's range of input 1 (theta, radians)
+        assert len(diis["x"]) > 0 and np.all((diis["x"] >= 0) & (diis["x"] <= 1))
+        assert np.all((diis["x_raw"][:, 1] >= low) & (diis["x_raw"][:, 1] <= high))
+        assert np.ptp(diis["x_raw"][:, 0]) > 100  # input 0 (rho, feet) spans its own range
+
+
+@pytest.mark.slow  # two engine runs through the CLI; proof mode itself: tests/test_assurance_diff.py
+def test_proof_mode_writes_verdicts_per_region(tmp_path, capsys):
+    test = load_dataset("digits-raw:test")
+    np.savez(
+        tmp_path / "two.npz", x=test.x[1:3], y=test.y[1:3]
+    )  # images whose regions the engine decides in seconds
+    code = diff(MLP, "--candidate", "8.8", "--data", str(tmp_path / "two.npz"), "--domain", "0,16", "--image-shape", "8x8",
+                "--seeds", "2", "--methods", "none",
+                "--prove", "--radius", "0.01", "--timeout", "30", "--no-progress", "-o", str(tmp_path))  # fmt: skip
+    assert code == 0
+    data = json.loads((tmp_path / "diff.json").read_text())
+    assert [r["status"] for r in data["regions"]] == ["SAFE", "SAFE"]
+    assert (tmp_path / "harnesses" / "region000" / "diff_harness.c").exists()
+    assert "decided (SAFE or UNSAFE): 100% of 2 regions" in (tmp_path / "report.md").read_text()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([MLP, "--candidate-network", IRIS], "do not fit together"),
+        ([MLP, "--candidate", "9.x"], "format"),
+        ([MLP, "--candidate", "8.8", "--methods", "dance"], "unknown search method"),
+        ([MLP, "--candidate", "8.8", "--criterion", "targeted"], "--target"),
+        ([MLP, "--candidate", "8.8", "--criterion", "targeted", "--target", "12"], "10 outputs"),
+        ([MLP, "--candidate", "8.8", "--budget", "0"], "--budget"),
+        (
+            [MLP, "--candidate", "8.8", "--families", "twirl", "--data", "digits-raw"],
+            "unknown perturbation family",
+        ),
+        ([MLP], "name the candidate"),
+        (
+            [
+                CNN_FLOAT,
+                "--candidate",
+                f"int8={CNN_INT8}",
+                "--prove",
+                "--methods",
+                "none",
+                "--data",
+                "digits",
+            ],
+            "does not encode int8",
+        ),
+        ([MLP, "--candidate", "8.8", "--methods", "none"], "nothing to do"),
+    ],
+)
+def test_bad_pairs_and_options_exit_2(args, message, capsys, tmp_path):
+    assert diff(*args, "--seeds", "2", "--budget" if "--budget" not in args else "--seed", "5" if "--budget" not in args else "0",
+                "--no-progress", "-o", str(tmp_path)) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
