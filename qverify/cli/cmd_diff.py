@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from qverify.cli.cmd_impact import _implementation, _Networks, _pair_of_floats
 from qverify.cli.options import parse_image_shape
+from qverify.cli.pairs import ModelFiles, implementation_of, pair_of_floats
 from qverify.data import BUILT_IN
 from qverify.errors import InputError
 
@@ -163,20 +163,20 @@ def _ranges(entries: list[str]) -> dict[str, tuple[float, float]]:
         name, sep, values = entry.partition("=")
         if not sep:
             raise InputError(f"--range '{entry}': expected FAMILY=LO,HI")
-        ranges[name.strip()] = _pair_of_floats(values, f"--range {name.strip()}")
+        ranges[name.strip()] = pair_of_floats(values, f"--range {name.strip()}")
     return ranges
 
 
-def _candidate(args: argparse.Namespace, networks: _Networks):
+def _candidate(args: argparse.Namespace, networks: ModelFiles):
     if args.candidate is None:
         if args.candidate_network is None:
             raise InputError(
                 "name the candidate: --candidate LABEL[=MODEL] (8.8, half, int8, ...) or --candidate-network MODEL"
             )
         model = networks(args.candidate_network)
-        return _implementation(model, "int8" if model.quantization is not None else "float")
+        return implementation_of(model, "int8" if model.quantization is not None else "float")
     label, _, model = args.candidate.partition("=")
-    return _implementation(networks(model.strip() or args.candidate_network or args.network), label.strip())
+    return implementation_of(networks(model.strip() or args.candidate_network or args.network), label.strip())
 
 
 def _families(text: str | None, has_image: bool) -> list[str]:
@@ -198,9 +198,9 @@ def run(args: argparse.Namespace) -> int:
     from qverify.assurance.diff.search import METHODS, PairOracle, SearchSettings, run_search, select_seeds
     from qverify.assurance.diff.space import LinfBall, distortion_space
 
-    networks = _Networks()
+    networks = ModelFiles()
     net = networks(args.network)
-    pair = ImplementationPair(_implementation(net, args.reference), _candidate(args, networks))
+    pair = ImplementationPair(implementation_of(net, args.reference), _candidate(args, networks))
     criterion = Criterion(args.criterion, args.target, args.delta)
     criterion.check(net.n_outputs)
     methods = (
@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--seeds {args.seeds}: must be at least 1")
     settings = SearchSettings(args.budget, args.time_budget, args.population, args.epsilon, args.mutation_rate,
                               args.k, args.optimizer, args.keep, args.min_psnr, args.seed)  # fmt: skip
-    domain = _pair_of_floats(args.domain, "--domain") if args.domain else None
+    domain = pair_of_floats(args.domain, "--domain") if args.domain else None
     source = seed_source(
         net, args.data, domain, parse_image_shape(args.image_shape, net.n_inputs), args.seeds, args.seed
     )
@@ -239,8 +239,8 @@ def run(args: argparse.Namespace) -> int:
         from qverify.assurance.diff.proof import ProofSettings, prove_regions
 
         proof = ProofSettings(args.backend, args.timeout, args.radius,
-                              _pair_of_floats(args.brightness, "--brightness") if args.brightness else None,
-                              _pair_of_floats(args.contrast, "--contrast") if args.contrast else None,
+                              pair_of_floats(args.brightness, "--brightness") if args.brightness else None,
+                              pair_of_floats(args.contrast, "--contrast") if args.contrast else None,
                               not args.no_sampling)  # fmt: skip
         count = len(seeds) if args.regions is None else args.regions
         if count < 1:

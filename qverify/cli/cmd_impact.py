@@ -10,17 +10,15 @@ from pathlib import Path
 
 import numpy as np
 
-from qverify.assurance import Implementation, make_implementation, normalised_inputs
+from qverify.assurance import Implementation, normalised_inputs
 from qverify.cli.options import parse_image_shape
+from qverify.cli.pairs import ModelFiles, implementation_of, pair_of_floats
 from qverify.cli.report import warn
 from qverify.data import BUILT_IN, load_dataset
 from qverify.data.transforms import FAMILIES, IMPACT_DEFAULT, PAPER_FAMILIES
 from qverify.errors import InputError
-from qverify.io import load_network
-from qverify.network import Network
 
 DEFAULT_REFERENCE = "float"
-INT8_LABELS = ("int8", "int8-tflite")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -101,14 +99,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def _pair_of_floats(text: str, option: str) -> tuple[float, float]:
-    try:
-        low, high = (float(part) for part in text.split(","))
-    except ValueError:
-        raise InputError(f"{option} '{text}': expected LO,HI (two numbers)") from None
-    return low, high
-
-
 def _grids(entries: list[str]) -> dict[str, list[float]]:
     grids: dict[str, list[float]] = {}
     for entry in entries:
@@ -137,28 +127,7 @@ def _family_names(text: str | None, has_image: bool) -> list[str]:
     return [name.strip() for name in text.split(",") if name.strip()]
 
 
-class _Networks:
-    """Model files loaded once each."""
-
-    def __init__(self) -> None:
-        self.loaded: dict[str, Network] = {}
-
-    def __call__(self, path: str) -> Network:
-        if path not in self.loaded:
-            self.loaded[path] = load_network(path)
-        return self.loaded[path]
-
-
-def _implementation(net: Network, label: str) -> Implementation:
-    try:
-        return make_implementation(net, label)
-    except InputError as error:
-        if label in INT8_LABELS and net.quantization is None:
-            raise InputError(f"{error} (or name the int8 model: --candidate {label}=MODEL.onnx)") from None
-        raise
-
-
-def _candidates(args: argparse.Namespace, networks: _Networks) -> list[Implementation]:
+def _candidates(args: argparse.Namespace, networks: ModelFiles) -> list[Implementation]:
     entries = list(args.candidate) + (
         [e for e in args.formats.split(",") if e.strip()] if args.formats else []
     )
@@ -177,7 +146,7 @@ def _candidates(args: argparse.Namespace, networks: _Networks) -> list[Implement
     labels = [label for label, _ in specs]
     candidates = []
     for label, model in specs:
-        implementation = _implementation(networks(model), label)
+        implementation = implementation_of(networks(model), label)
         if labels.count(label) > 1:  # the same format of two models: tell them apart
             implementation = replace(implementation, label=f"{label}@{Path(model).stem}")
         candidates.append(implementation)
@@ -215,12 +184,12 @@ def run(args: argparse.Namespace) -> int:
     )
     from qverify.assurance.impact.tables import SHORT_HEADER, aligned, rows, summary_cells
 
-    networks = _Networks()
+    networks = ModelFiles()
     net = networks(args.network)
     settings = StudySettings(
         args.seed, args.resamples, args.confidence, args.temperature, not args.no_progress
     )
-    reference = _implementation(net, args.reference)
+    reference = implementation_of(net, args.reference)
     candidates = _candidates(args, networks)
     _check_normalisations(reference, candidates)
     data = load_dataset(args.data)
@@ -229,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
         if args.samples < 1:
             raise InputError(f"--samples {args.samples}: must be at least 1")
         data = data.subset(args.samples, args.seed)
-    domain = _pair_of_floats(args.domain, "--domain") if args.domain else None
+    domain = pair_of_floats(args.domain, "--domain") if args.domain else None
     canvas, domain_source = resolve_canvas(
         data, net, domain, parse_image_shape(args.image_shape, net.n_inputs)
     )

@@ -1,0 +1,42 @@
+"""What the assurance commands (`impact`, `diff`, `repair`) share on their command lines: model files
+loaded once, an implementation from a format label with a hint for int8, and LO,HI options."""
+
+from __future__ import annotations
+
+from qverify.assurance import Implementation, make_implementation
+from qverify.errors import InputError
+from qverify.io import load_network
+from qverify.network import Network
+
+INT8_LABELS = ("int8", "int8-tflite")
+
+
+def pair_of_floats(text: str, option: str) -> tuple[float, float]:
+    """`LO,HI` of an option such as --domain, or a clear error naming the option."""
+    try:
+        low, high = (float(part) for part in text.split(","))
+    except ValueError:
+        raise InputError(f"{option} '{text}': expected LO,HI (two numbers)") from None
+    return low, high
+
+
+class ModelFiles:
+    """Model files loaded once each (a reference and its candidates often name the same file)."""
+
+    def __init__(self) -> None:
+        self.loaded: dict[str, Network] = {}
+
+    def __call__(self, path: str) -> Network:
+        if path not in self.loaded:
+            self.loaded[path] = load_network(path)
+        return self.loaded[path]
+
+
+def implementation_of(net: Network, label: str) -> Implementation:
+    """The network in the format `label`; an int8 label on a float model says how to name the int8 one."""
+    try:
+        return make_implementation(net, label)
+    except InputError as error:
+        if label in INT8_LABELS and net.quantization is None:
+            raise InputError(f"{error} (or name the int8 model: --candidate {label}=MODEL.onnx)") from None
+        raise
