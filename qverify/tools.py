@@ -83,7 +83,11 @@ def _chromium() -> ToolStatus:
     path = next((found for name in CHROMIUM_NAMES if (found := shutil.which(name))), None)
     version = _first_line([path, "--version"]) if path else ""
     return ToolStatus(
-        "chromium", path is not None, path or "", version, "only the test that renders summary.html"
+        "chromium",
+        path is not None,
+        path or "",
+        version,
+        "only the tests that render summary.html and report.html",
     )
 
 

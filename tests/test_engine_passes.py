@@ -94,6 +94,29 @@ def test_rule_relu_becomes_max():
     assert isinstance(root, ssa.Binary) and root.op == "min"
 
 
+def test_rule_max_of_cast_branches_becomes_cast_of_max():
+    """An int8 max pool compares int-promoted values and keeps the int8 ones: still a max."""
+    m = ssa.NodeManager()
+    x, y = m.input(ssa.I32, 0, "x"), m.input(ssa.I32, 1, "y")
+    box = [
+        m.land(m.compare("ge", v, m.const(ssa.I32, -300)), m.compare("le", v, m.const(ssa.I32, 300)))
+        for v in (x, y)
+    ]
+    node = m.ite(m.compare("gt", x, y), m.cast(ssa.I8, x), m.cast(ssa.I8, y))
+    root, _ = simplified_root(m, [x, y], box, node)
+    assert isinstance(root, ssa.Cast) and root.ty == ssa.I8
+    assert isinstance(root.a, ssa.Binary) and root.a.op == "max"
+    node = m.ite(m.compare("lt", x, y), m.cast(ssa.I8, x), m.cast(ssa.I8, y))
+    root, result = simplified_root(m, [x, y], box, node)
+    assert isinstance(root.a, ssa.Binary) and root.a.op == "min"
+    rng = np.random.default_rng(0)  # same outcome as the original program, wrap-around included
+    points = np.column_stack([rng.integers(-300, 301, (2000, 2)), rng.integers(-128, 128, 2000)])
+    original = ProgramRunner(result.original).run(points)
+    simplified = ProgramRunner(result.program).run(points)
+    assert np.array_equal(original.status, simplified.status)
+    assert (original.status == 2).any() and (original.status == 0).any()
+
+
 def test_rule_saturation_and_its_removal():
     m = ssa.NodeManager()
     v = m.input(ssa.I64, 0, "v")

@@ -4,16 +4,13 @@ headless Chromium (skipped with the reason where Chromium is not installed)."""
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 
-import numpy as np
 import pytest
-from PIL import Image
 
 from qverify.backends import Limits
 from qverify.suites import InProcessExecutor, read_suite, run_suite
 from qverify.verification import VerifyOptions
+from tests.chromium import assert_not_blank, needs_chromium, screenshot
 from tests.conftest import ROOT
 
 RELU2 = ROOT / "benchmarks" / "tiny" / "relu2.nnet"
@@ -41,7 +38,6 @@ center = [0.6, 0.45]
 eps = "0.15"
 label = 0
 """
-CHROMIUM = next((found for name in ("chromium", "chromium-browser") if (found := shutil.which(name))), None)
 
 
 @pytest.fixture(scope="module")
@@ -68,22 +64,6 @@ def test_summary_html_is_written_beside_summary_md_and_is_self_contained(run_fol
     assert "http://" not in page and "https://" not in page
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (Debian: apt-get install chromium)")
+@needs_chromium
 def test_summary_html_renders_in_headless_chromium(run_folder, tmp_path):
-    shot = tmp_path / "shot.png"
-    command = [
-        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
-        f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1000,1400", f"--screenshot={shot}",
-        (run_folder / "summary.html").as_uri(),
-    ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    assert shot.is_file(), done.stderr[-2000:]
-    image = Image.open(shot).convert("RGB")
-    assert image.size == (1000, 1400)
-    pixels = np.asarray(image).reshape(-1, 3)
-    colours, counts = np.unique(pixels, axis=0, return_counts=True)
-    background = colours[np.argmax(counts)]
-    inked = float(np.mean(np.any(pixels != background, axis=1)))
-    assert inked > 0.02, f"the page looks blank: {inked:.2%} of the pixels differ from the background"
-    assert len(colours) > 50  # text, table shading and pictures, not a flat page
+    assert_not_blank(screenshot(run_folder / "summary.html", tmp_path))

@@ -25,6 +25,7 @@ def _subcommand_modules() -> list:
         cmd_codegen,
         cmd_convert,
         cmd_harness,
+        cmd_impact,
         cmd_info,
         cmd_quantize,
         cmd_show,
@@ -45,6 +46,7 @@ def _subcommand_modules() -> list:
         cmd_suite,
         cmd_sweep,
         cmd_vnncomp,
+        cmd_impact,
     ]
 
 

@@ -85,10 +85,8 @@ def _calibration(args: argparse.Namespace, net) -> tuple[np.ndarray, np.ndarray 
         )
     data = load_dataset(args.calibration)
     data.check_inputs(net.n_inputs)
+    data = data.subset(args.samples, args.seed)
     x, y = data.x, data.y
-    if data.size > args.samples:
-        chosen = np.sort(np.random.default_rng(args.seed).choice(data.size, args.samples, replace=False))
-        x, y = x[chosen], (None if y is None else y[chosen])
     if net.input_norm is not None:
         x = net.input_norm.apply(x)
     return x, y, f"{x.shape[0]} samples of {data.name}"

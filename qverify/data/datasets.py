@@ -7,7 +7,8 @@ Built in (no download; scikit-learn's bundled copy of the UCI digits):
     digits-raw      the same images in pixel levels 0..16 (what digits.nnet takes: it divides by 16)
 
 each optionally restricted to the benchmarks' split with `:train` / `:test` (stratified 75/25,
-seed 0: the split the digits networks were trained on). Files: `.npz` with an array `x` (samples
+seed 0: the split the digits networks were trained on); their `domain` (the range a pixel can take:
+[0, 1] and [0, 16]) is known, which the perturbation studies clip to. Files: `.npz` with an array `x` (samples
 first; any further dimensions are flattened in C order) and optionally `y` (integer labels), or a
 `.npy` holding `x` alone. Everything is checked before use: a clear `InputError` for an empty set,
 NaN or infinite values, a label array of the wrong length or with negative or non-integer labels.
@@ -32,12 +33,14 @@ DIGITS_SPLIT_SEED = 0
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Dataset:
-    """Inputs `x` (samples, features) as float64 and optional labels `y` (int64)."""
+    """Inputs `x` (samples, features) as float64, optional labels `y` (int64), the image shape when
+    the features are pixels, and the range an input can take when the source says (`domain`)."""
 
     name: str
     x: np.ndarray
     y: np.ndarray | None = None
     image_shape: tuple[int, ...] | None = None
+    domain: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         x = np.asarray(self.x)
@@ -69,6 +72,15 @@ class Dataset:
     @property
     def n_features(self) -> int:
         return int(self.x.shape[1])
+
+    def subset(self, count: int, seed: int) -> Dataset:
+        """At most `count` samples: a seeded random choice, kept in the original order (the same
+        seed gives the same choice, so calibrations and studies on a subset are reproducible)."""
+        if count >= self.size:
+            return self
+        chosen = np.sort(np.random.default_rng(seed).choice(self.size, count, replace=False))
+        y = None if self.y is None else self.y[chosen]
+        return Dataset(self.name, self.x[chosen], y, self.image_shape, self.domain)
 
     def check_inputs(self, n_inputs: int, what: str = "the network") -> None:
         if self.n_features != n_inputs:
@@ -102,7 +114,7 @@ def _digits(scaled: bool, split: str | None) -> Dataset:
         )
         x, y = (x_train, y_train) if split == "train" else (x_test, y_test)
     name = ("digits" if scaled else "digits-raw") + (f":{split}" if split else "")
-    return Dataset(name, x / 16.0 if scaled else x, y, (8, 8))
+    return Dataset(name, x / 16.0 if scaled else x, y, (8, 8), (0.0, 1.0) if scaled else (0.0, 16.0))
 
 
 def _from_file(path: Path) -> Dataset:

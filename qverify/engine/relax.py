@@ -601,8 +601,12 @@ def _step_relaxation(
     first_end = np.minimum(ends[first], hi)
     last_start = np.maximum(starts[last], lo)
     rise = f_hi - f_lo
-    after_first = np.where(finite & (hi > first_end), rise / np.where(hi > first_end, hi - first_end, 1), chord)
-    before_last = np.where(finite & (last_start > lo), rise / np.where(last_start > lo, last_start - lo, 1), chord)
+    after_first = np.where(
+        finite & (hi > first_end), rise / np.where(hi > first_end, hi - first_end, 1), chord
+    )
+    before_last = np.where(
+        finite & (last_start > lo), rise / np.where(last_start > lo, last_start - lo, 1), chord
+    )
     middle = np.where(finite, (lo + hi) / 2, 0.0)
     a_l, a_u = chord, chord
     b_l, b_u = offsets(chord)

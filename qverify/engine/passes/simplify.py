@@ -13,6 +13,7 @@ Rules (x, y nodes; c constants; [lo, hi] intervals), applied to integer nodes:
     cmp(x, y)                       -> true/false        when the intervals decide it
     ite(c, a, b)                    -> a or b            when the interval of c decides it
     ite(x < y, y, x), ite(x > y, x, y), ...  -> max(x, y) / min(x, y)  (ReLU: x < 0 ? 0 : x)
+    ite(x > y, (T)x, (T)y), ...             -> (T)max(x, y) / (T)min(x, y)  (int8 max pools)
     ite(x < c1, c1, min(x, c2))     -> max(min(x, c2), c1)   (c1 <= c2; saturation)
     max(x, y) -> x  when lo(x) >= hi(y);  min(x, y) -> x  when hi(x) <= lo(y)
     (T)(U)x -> (T)x                 when the interval of x fits U
@@ -245,6 +246,12 @@ class _Simplifier:
             if (a is y and b is x) or (a is x and b is y):
                 picks_larger = (a is y) == less
                 return m.binary("max" if picks_larger else "min", x, y)
+            # the same with both branches cast to one type (a max pool over int8 codes compares the
+            # int-promoted values and stores the int8 ones): ite(x > y, (T)x, (T)y) -> (T)max(x, y)
+            casts = isinstance(a, Cast) and isinstance(b, Cast) and a.ty == b.ty and x.ty == y.ty
+            if casts and ((a.a is y and b.a is x) or (a.a is x and b.a is y)):
+                picks_larger = (a.a is y) == less
+                return m.cast(a.ty, m.binary("max" if picks_larger else "min", x, y))
             # x < c1 ? c1 : min(x, c2)  ->  max(min(x, c2), c1)   (c1 <= c2)
             if (
                 less

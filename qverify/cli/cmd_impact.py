@@ -1,0 +1,251 @@
+"""`qverify impact NET --data DATA --candidate int8[=MODEL] ...`: quantization impact under
+perturbation -- accuracy, F1 and KL divergence of a reference and quantized candidates on a labelled
+data set under each perturbation family at a grid of intensities (docs/impact.md)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from qverify.assurance import Implementation, make_implementation, normalised_inputs
+from qverify.cli.options import parse_image_shape
+from qverify.cli.report import warn
+from qverify.data import BUILT_IN, load_dataset
+from qverify.data.transforms import FAMILIES, IMPACT_DEFAULT, PAPER_FAMILIES
+from qverify.errors import InputError
+from qverify.io import load_network
+from qverify.network import Network
+
+DEFAULT_REFERENCE = "float"
+INT8_LABELS = ("int8", "int8-tflite")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "impact",
+        help="accuracy, F1 and KL divergence of quantized implementations under input perturbations",
+        description="Run a labelled data set, perturbed by each family (noise, occlusions, blur, ...) at a "
+        "grid of intensities, through a reference implementation and quantized candidates of one network; "
+        "report top-1/top-5 accuracy, macro-F1, KL divergence of the softmax outputs both ways and the "
+        "flip rate, with bootstrap intervals: impact.csv, impact.json, a PNG per family, report.md, "
+        "report.html.",
+    )
+    parser.add_argument("network", help="the network (.onnx or .nnet): the reference's model")
+    parser.add_argument(
+        "--data",
+        required=True,
+        metavar="DATA",
+        help=f"labelled data in the network's raw input units: an .npz with arrays x and y, or a built-in "
+        f"set ({', '.join(BUILT_IN)}, optionally :train / :test)",
+    )
+    parser.add_argument(
+        "--reference",
+        default=DEFAULT_REFERENCE,
+        metavar="LABEL",
+        help="the reference implementation of NET (default float: IEEE single, the deployed float model; "
+        "real: the float64 network)",
+    )
+    parser.add_argument(
+        "--candidate",
+        action="append",
+        default=[],
+        metavar="LABEL[=MODEL]",
+        help="a candidate implementation: int8, int8-tflite, half, float, double, K.L (fixed point), "
+        "optionally of another model file (e.g. int8=cnn.int8.onnx); repeatable",
+    )
+    parser.add_argument(
+        "--formats",
+        metavar="L1,L2,...",
+        help="several candidates in one run (each LABEL[=MODEL]), e.g. 6.4,8.8,half,int8=cnn.int8.onnx",
+    )
+    parser.add_argument(
+        "--candidate-network",
+        metavar="MODEL",
+        help="the model file of candidates that name none (default NET); alone, it makes the candidate "
+        "int8 when MODEL holds int8 parameters, else float",
+    )
+    parser.add_argument(
+        "--domain",
+        metavar="LO,HI",
+        help="the clip range of inputs in raw units (default: the data set's, e.g. [0, 1] for digits and "
+        "[0, 16] for digits-raw; else the network's NNet min/max; else the data's own range)",
+    )
+    parser.add_argument("--image-shape", metavar="HxW", help="image shape of the inputs (e.g. 8x8, 3x32x32)")
+    parser.add_argument(
+        "--families",
+        metavar="F1,F2,...",
+        help=f"families to study (default: {','.join(IMPACT_DEFAULT)}; 'paper': the paper's four; 'all'); "
+        f"known: {', '.join(FAMILIES)}",
+    )
+    parser.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="FAMILY=V1,V2,...",
+        help="intensities of one family instead of its default grid; repeatable",
+    )
+    parser.add_argument("--samples", type=int, metavar="N", help="at most N images (a random subset)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of perturbations and bootstrap (default 0)")
+    parser.add_argument(
+        "--resamples", type=int, default=1000, metavar="B", help="bootstrap resamples (default 1000; 0: none)"
+    )
+    parser.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
+    parser.add_argument(
+        "--temperature", type=float, default=1.0, help="softmax temperature over the outputs (default 1)"
+    )
+    parser.add_argument("-o", "--out", default="results/impact", metavar="DIR", help="output folder")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(handler=run)
+
+
+def _pair_of_floats(text: str, option: str) -> tuple[float, float]:
+    try:
+        low, high = (float(part) for part in text.split(","))
+    except ValueError:
+        raise InputError(f"{option} '{text}': expected LO,HI (two numbers)") from None
+    return low, high
+
+
+def _grids(entries: list[str]) -> dict[str, list[float]]:
+    grids: dict[str, list[float]] = {}
+    for entry in entries:
+        name, sep, values = entry.partition("=")
+        try:
+            grids[name.strip()] = [float(v) for v in values.split(",")] if sep else []
+        except ValueError:
+            raise InputError(f"--grid '{entry}': expected FAMILY=V1,V2,... (numbers)") from None
+        if not sep or not values.strip():
+            raise InputError(f"--grid '{entry}': expected FAMILY=V1,V2,...")
+    return grids
+
+
+def _family_names(text: str | None, has_image: bool) -> list[str]:
+    if text is None:
+        names = list(IMPACT_DEFAULT)
+        if not has_image:
+            skipped = [name for name in names if FAMILIES[name].spatial]
+            warn(f"the inputs have no image shape: leaving out {', '.join(skipped)} (give --image-shape)")
+            names = [name for name in names if not FAMILIES[name].spatial]
+        return names
+    if text == "all":
+        return list(FAMILIES)
+    if text == "paper":
+        return list(PAPER_FAMILIES)
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+class _Networks:
+    """Model files loaded once each."""
+
+    def __init__(self) -> None:
+        self.loaded: dict[str, Network] = {}
+
+    def __call__(self, path: str) -> Network:
+        if path not in self.loaded:
+            self.loaded[path] = load_network(path)
+        return self.loaded[path]
+
+
+def _implementation(net: Network, label: str) -> Implementation:
+    try:
+        return make_implementation(net, label)
+    except InputError as error:
+        if label in INT8_LABELS and net.quantization is None:
+            raise InputError(f"{error} (or name the int8 model: --candidate {label}=MODEL.onnx)") from None
+        raise
+
+
+def _candidates(args: argparse.Namespace, networks: _Networks) -> list[Implementation]:
+    entries = list(args.candidate) + (
+        [e for e in args.formats.split(",") if e.strip()] if args.formats else []
+    )
+    default_model = args.candidate_network or args.network
+    if not entries:
+        if args.candidate_network is None:
+            raise InputError(
+                "name the candidate implementation: --candidate LABEL[=MODEL] (int8, half, 8.8, ...), "
+                "--formats L1,L2,... or --candidate-network MODEL"
+            )
+        entries = ["int8" if networks(args.candidate_network).quantization is not None else "float"]
+    specs = []
+    for entry in entries:
+        label, _, model = entry.strip().partition("=")
+        specs.append((label.strip(), model.strip() or default_model))
+    labels = [label for label, _ in specs]
+    candidates = []
+    for label, model in specs:
+        implementation = _implementation(networks(model), label)
+        if labels.count(label) > 1:  # the same format of two models: tell them apart
+            implementation = replace(implementation, label=f"{label}@{Path(model).stem}")
+        candidates.append(implementation)
+    if len({c.label for c in candidates}) < len(candidates):
+        raise InputError(f"a candidate is named twice: {', '.join(entries)}")
+    return candidates
+
+
+def _check_normalisations(reference: Implementation, candidates: list[Implementation]) -> None:
+    """Inputs are normalised with the reference network's normalisation and every implementation
+    runs its core; say so when a candidate's model carries a different normalisation."""
+    ref = reference.network.input_norm
+    for candidate in candidates:
+        norm = candidate.network.input_norm
+        if norm is None or candidate.network is reference.network:
+            continue
+        if ref is None or any(
+            not np.array_equal(getattr(norm, name), getattr(ref, name)) for name in ("mean", "range")
+        ):
+            warn(
+                f"{candidate.label} ({candidate.network.name}) normalises its inputs differently from the "
+                f"reference; every implementation gets the reference's normalised inputs"
+            )
+
+
+def run(args: argparse.Namespace) -> int:
+    # here, not at the top: scikit-learn and scipy would slow every `qverify` start-up
+    from qverify.assurance.impact import (
+        StudySettings,
+        check_dataset,
+        family_grids,
+        resolve_canvas,
+        run_study,
+        write_report,
+    )
+    from qverify.assurance.impact.tables import SHORT_HEADER, aligned, rows, summary_cells
+
+    networks = _Networks()
+    net = networks(args.network)
+    settings = StudySettings(
+        args.seed, args.resamples, args.confidence, args.temperature, not args.no_progress
+    )
+    reference = _implementation(net, args.reference)
+    candidates = _candidates(args, networks)
+    _check_normalisations(reference, candidates)
+    data = load_dataset(args.data)
+    check_dataset(data, net.n_inputs, net.n_outputs)
+    if args.samples is not None:
+        if args.samples < 1:
+            raise InputError(f"--samples {args.samples}: must be at least 1")
+        data = data.subset(args.samples, args.seed)
+    domain = _pair_of_floats(args.domain, "--domain") if args.domain else None
+    canvas, domain_source = resolve_canvas(
+        data, net, domain, parse_image_shape(args.image_shape, net.n_inputs)
+    )
+    grids = family_grids(_family_names(args.families, canvas.shape is not None), _grids(args.grid), canvas)
+    study = run_study(
+        reference, candidates, data, canvas, grids, settings, lambda x: normalised_inputs(net, x)
+    )
+    written = write_report(study, Path(args.out))
+    names = ", ".join(f"{c.label} ({c.network.name})" for c in candidates)
+    print(
+        f"impact: {reference.label} ({net.name}) vs {names} on {data.name}: {data.size} images, "
+        f"{net.n_outputs} classes, domain [{canvas.lo:g}, {canvas.hi:g}] (from {domain_source})"
+    )
+    print(aligned(SHORT_HEADER, [row.short for row in rows(study, summary_cells(study), intervals=False)]))
+    rates = "; ".join(f"{t.label} {t.per_second:,.0f}" for t in study.throughput)
+    print(f"throughput (images/s, simulation only): {rates}")
+    print(f"wrote {len(written)} files to {args.out} (report.md, report.html, impact.csv, impact.json, "
+          f"{len(grids)} plots) in {study.wall_s:.1f} s")  # fmt: skip
+    return 0
