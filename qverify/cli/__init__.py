@@ -28,6 +28,7 @@ def _subcommand_modules() -> list:
         cmd_impact,
         cmd_info,
         cmd_quantize,
+        cmd_repair,
         cmd_show,
         cmd_suite,
         cmd_sweep,
@@ -47,6 +48,7 @@ def _subcommand_modules() -> list:
         cmd_sweep,
         cmd_vnncomp,
         cmd_impact,
+        cmd_repair,
     ]
 
 

@@ -44,6 +44,7 @@ from qverify.engine.solvers.highs import HighsSolver, Optimum, OptimumStatus
 from qverify.errors import InternalError
 
 INF = math.inf
+CHANGE_WEIGHT = 0.05  # objective cost of one weight step, against one output step of a soft goal's violation
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -54,7 +55,8 @@ class LayerData:
     input codes minus the input zero point). `base` (tests, chosen): P at d = 0. `bias_coef`: the
     coefficient of d_j (2^l for fixed point, whose exact sums carry 2l fractional bits; 1 for int8).
     `product_error` (per-op only; tests, chosen, n_in): 2^l mult(w, x) - w x, and `error_range` a
-    changed product's possible [min, max] of the same quantity. Bounds and costs per change."""
+    changed product's possible [min, max] of the same quantity; `base_partials` the C loop's partial
+    sums at d = 0 (2^l x words: the bias, then after each product). Bounds and costs per change."""
 
     inputs: np.ndarray
     base: np.ndarray
@@ -68,6 +70,9 @@ class LayerData:
     bias_cost: np.ndarray
     product_error: np.ndarray | None = None
     error_range: tuple[int, int] = (0, 0)
+    base_partials: np.ndarray | None = None  # per-op (tests, chosen, n_in + 1): 2^l x the partial sums
+    word_range: tuple[int, int] = (0, 0)  # per-op: the accumulator's word range [min_q, max_q]
+    prefix_tests: frozenset[int] = frozenset()  # per-op: tests whose partial sums must stay in range
 
     @property
     def n_tests(self) -> int:
@@ -114,8 +119,11 @@ class MilpSolution:
 class _Builder:
     """Fills one MilpModel; rows are written as `expr >= rhs`, hard or relaxed by a binary."""
 
-    def __init__(self, data: LayerData) -> None:
+    def __init__(self, data: LayerData, change_weight: float) -> None:
         self.data = data
+        self.change_weight = change_weight
+        self.unreachable: set[int] = set()  # slacks of soft goals with a row that can never hold
+        self.need: dict[int, float] = {}  # slack -> its value at the start point (the worst row)
         self.model = MilpModel()
         self.start: list[float] = []  # the unchanged network: a feasible point (hard goals hold at d = 0)
         self.fallback_pairs = 0
@@ -123,7 +131,6 @@ class _Builder:
         self.weight = np.empty((chosen, n_in), dtype=np.int64)
         self.bias = np.empty(chosen, dtype=np.int64)
         self.changed = np.full((chosen, n_in), -1, dtype=np.int64)
-        self.max_change = 0.0
         for j in range(chosen):
             for i in range(n_in):
                 self.weight[j, i] = self._change(
@@ -145,10 +152,9 @@ class _Builder:
         model = self.model
         delta = self._col(int(lo), int(hi), True)
         bound = max(abs(int(lo)), abs(int(hi)))
-        magnitude = self._col(0, bound, False, float(cost))
+        magnitude = self._col(0, bound, False, self.change_weight * float(cost))
         model.add_row({magnitude: 1.0, delta: -1.0}, 0.0, INF)
         model.add_row({magnitude: 1.0, delta: 1.0}, 0.0, INF)
-        self.max_change += float(cost) * bound
         return delta
 
     def _may_change(self, j: int, i: int) -> None:
@@ -161,13 +167,16 @@ class _Builder:
 
     # ------------------------------------------------------------------------------ P columns
 
-    def _p_terms(self, t: int, j: int, side: int) -> tuple[dict[int, float], float, float]:
-        """The linear part of P_tj (side -1: P_lo, +1: P_hi, 0: exact) and its interval bounds."""
+    def _p_terms(
+        self, t: int, j: int, side: int, upto: int | None = None
+    ) -> tuple[dict[int, float], float, float]:
+        """The linear part of P_tj (side -1: P_lo, +1: P_hi, 0: exact) and its interval bounds;
+        `upto`: only the bias and the products of inputs 0..upto (a partial sum of the C's loop)."""
         data, model = self.data, self.model
         terms: dict[int, float] = {}
         lo = hi = 0.0
         for i, x in enumerate(data.inputs[t]):
-            if x == 0:
+            if x == 0 or (upto is not None and i > upto):
                 continue
             column = int(self.weight[j, i])
             terms[column] = float(x)
@@ -180,7 +189,7 @@ class _Builder:
         if side != 0:
             e_lo, e_hi = data.error_range
             for i, x in enumerate(data.inputs[t]):
-                if x == 0:
+                if x == 0 or (upto is not None and i > upto):
                     continue
                 coef = float((e_lo if side < 0 else e_hi) - data.product_error[t, j, i])  # type: ignore[index]
                 terms[int(self.changed[j, i])] = coef
@@ -202,6 +211,8 @@ class _Builder:
         cache[(t, j)] = column
         if side == 0:
             self.p_hi[(t, j)] = column
+        if self.data.per_op and t in self.data.prefix_tests:
+            self._partial_sums_in_range(t, j, side)
         if self.data.per_op:  # the final word in range (no saturation at the end)
             readout = self.data.readouts[j]
             if side < 0:
@@ -209,6 +220,21 @@ class _Builder:
             else:
                 self.model.add_row({column: 1.0}, -INF, readout.high * readout.scale)
         return column
+
+    def _partial_sums_in_range(self, t: int, j: int, side: int) -> None:
+        """Per-op: every partial sum of the C's loop stays a word (no saturation on the way), so the
+        final word is the sum the rows describe. Added for the tests where a first solution
+        saturated (`repair` re-solves with them; the data's own partial sums are in range)."""
+        data = self.data
+        scale = float(data.bias_coef)
+        low, high = data.word_range
+        for i in np.flatnonzero(data.inputs[t]):
+            terms, _, _ = self._p_terms(t, j, side, upto=int(i))
+            constant = float(data.base_partials[t, j, i + 1])  # type: ignore[index]
+            if side < 0:
+                self.model.add_row(terms, low * scale - constant, INF)
+            else:
+                self.model.add_row(terms, -INF, high * scale - constant)
 
     # ------------------------------------------------------------------------------ rows
 
@@ -219,49 +245,49 @@ class _Builder:
             total += coef * (model.col_lo[column] if coef > 0 else model.col_hi[column])
         return total
 
-    def _at_least(self, terms: dict[int, float], rhs: float, flag: int | None) -> bool:
-        """sum(terms) >= rhs; with a flag, only when flag = 1. False when it can never hold."""
+    def _at_least(self, terms: dict[int, float], rhs: float, slack: int | None) -> None:
+        """sum(terms) >= rhs; for a soft goal, sum(terms) + slack >= rhs (its violation, paid for in
+        the objective). A row that can never hold makes a soft goal unreachable."""
         if rhs == -INF:
-            return True
+            return
         if rhs == INF:
-            if flag is None:
+            if slack is None:
                 raise InternalError("repair MILP: a hard goal that cannot hold")
-            self.model.col_hi[flag] = 0.0
-            return False
-        if flag is None:
+            self.unreachable.add(slack)
+            return
+        if slack is None:
             self.model.add_row(terms, rhs, INF)
-            return True
-        big = rhs - self._minimum(terms)
-        if big > 0:
-            self.model.add_row({**terms, flag: -big}, rhs - big, INF)
-        return True
+            return
+        self.model.add_row({**terms, slack: 1.0}, rhs, INF)
+        at_start = sum(coef * self.start[column] for column, coef in terms.items())
+        self.need[slack] = max(self.need.get(slack, 0.0), rhs - at_start)
 
-    def goal(self, goal: Goal, flag: int | None) -> None:
+    def goal(self, goal: Goal, slack: int | None) -> None:
         data = self.data
         for j, t in goal.at_least:
-            self._at_least({self._p(goal.test, j, -1): 1.0}, data.readouts[j].at_least(t), flag)
+            self._at_least({self._p(goal.test, j, -1): 1.0}, data.readouts[j].at_least(t), slack)
         for j, t in goal.at_most:
-            self._at_least({self._p(goal.test, j, +1): -1.0}, -data.readouts[j].at_most(t), flag)
+            self._at_least({self._p(goal.test, j, +1): -1.0}, -data.readouts[j].at_most(t), slack)
         for winner, loser, n in goal.pairs:
-            self._pair(goal.test, winner, loser, n, flag)
+            self._pair(goal.test, winner, loser, n, slack)
 
-    def _pair(self, t: int, winner: int, loser: int, n: int, flag: int | None) -> None:
+    def _pair(self, t: int, winner: int, loser: int, n: int, slack: int | None) -> None:
         """o_winner - o_loser >= n for two changed outputs (module docstring)."""
         rw, rl = self.data.readouts[winner], self.data.readouts[loser]
         v_lo, v_hi = rl.low, rw.high - n
         p_w, p_l = self._p(t, winner, -1), self._p(t, loser, +1)
         fit = self._level_at_zero(t, winner, loser, n)
-        if flag is None and fit is None:
+        if slack is None and fit is None:
             self.fallback_pairs += 1
             self.model.add_row({p_w: 1.0}, float(self.data.base[t, winner]), INF)
             self.model.add_row({p_l: 1.0}, -INF, float(self.data.base[t, loser]))
             return
         if v_lo > v_hi:
-            self._at_least({}, INF, flag)
+            self._at_least({}, INF, slack)
             return
         level = self._col(v_lo, v_hi, True, start=v_lo if fit is None else fit)
-        self._at_least({level: rl.scale, p_l: -1.0}, -rl.down, flag)
-        self._at_least({p_w: 1.0, level: -rw.scale}, rw.scale * n + rw.up, flag)
+        self._at_least({level: rl.scale, p_l: -1.0}, -rl.down, slack)
+        self._at_least({p_w: 1.0, level: -rw.scale}, rw.scale * n + rw.up, slack)
 
     def _level_at_zero(self, t: int, winner: int, loser: int, n: int) -> int | None:
         """A level v meeting both pair rows in the unchanged network, if there is one."""
@@ -272,15 +298,19 @@ class _Builder:
         return v_lo if v_lo <= v_hi else None
 
 
-def solve_repair(data: LayerData, goals: Sequence[Goal], time_limit_s: float) -> MilpSolution:
+def solve_repair(
+    data: LayerData, goals: Sequence[Goal], time_limit_s: float, change_weight: float = CHANGE_WEIGHT
+) -> MilpSolution:
     """Build and solve the repair MILP for `goals` (module docstring)."""
-    builder = _Builder(data)
-    penalty = builder.max_change + 1.0
-    flags: list[int | None] = []
+    builder = _Builder(data, change_weight)
+    violation_cost = 1.0 / float(np.mean([r.scale for r in data.readouts]))
+    slacks: list[int | None] = []
     for goal in goals:
-        flag = builder._col(0, 1, True, -penalty) if goal.soft else None
-        flags.append(flag)
-        builder.goal(goal, flag)
+        slack = builder._col(0, INF, False, violation_cost) if goal.soft else None
+        slacks.append(slack)
+        builder.goal(goal, slack)
+    for slack, need in builder.need.items():
+        builder.start[slack] = max(need, 0.0)
     model = builder.model
     optimum = HighsSolver().minimize(model, time_limit_s, start=np.array(builder.start))
     chosen, n_in = builder.weight.shape
@@ -291,7 +321,9 @@ def solve_repair(data: LayerData, goals: Sequence[Goal], time_limit_s: float) ->
         values = optimum.values
         weight_delta = np.rint(values[builder.weight]).astype(np.int64)
         bias_delta = np.rint(values[builder.bias]).astype(np.int64)
-        met = np.array([flag is None or values[flag] > 0.5 for flag in flags], dtype=bool)
+        met = np.array(
+            [s is None or (values[s] < 0.5 and s not in builder.unreachable) for s in slacks], dtype=bool
+        )
     return MilpSolution(
         optimum=optimum,
         weight_delta=weight_delta,

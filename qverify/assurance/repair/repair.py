@@ -28,7 +28,7 @@ from tqdm import tqdm
 from qverify.assurance.implementations import REAL, Implementation, make_implementation
 from qverify.assurance.repair.goals import GoalSet, goal_holds, label_goals, status_goals
 from qverify.assurance.repair.metrics import METRICS, RANDOM, random_ranking, ranking, suspiciousness
-from qverify.assurance.repair.milp import solve_repair
+from qverify.assurance.repair.milp import MilpSolution, solve_repair
 from qverify.assurance.repair.spectra import Spectrum, TestSplit, activation_spectrum, split_tests
 from qverify.assurance.repair.target import (
     RepairTarget,
@@ -40,6 +40,8 @@ from qverify.assurance.repair.target import (
 )
 from qverify.errors import InputError, InternalError
 from qverify.network import Network, apply_layer
+
+MAX_ROUNDS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,13 +105,14 @@ class RepairOutcome:
     status: str
     highs_status: str
     milp_time_s: float
-    milp_size: tuple[int, int, int]  # rows, columns, integer columns
+    milp_size: tuple[int, int, int]  # rows, columns, integer columns (of the last round)
+    milp_rounds: int  # solves (per-op: again with the partial sums of saturating tests)
     tests_encoded: int
     failing_encoded: int
     soft_goals: int  # output layer: one per encoded failing test; hidden layer: per test and neuron
     soft_met: int  # of those, the ones the MILP's solution meets (a promise the simulator re-checks)
     fallback_pairs: int
-    disagreements: int
+    disagreements: int  # encoded tests on which a promised goal does not hold in the simulator
     changes: tuple[WeightChange, ...]
     accuracy: Accuracy
     time_s: float
@@ -330,10 +333,45 @@ def _check_representable(
             )
 
 
+def _broken_promises(
+    study: RepairStudy, goal_set: GoalSet, met: np.ndarray, chosen: np.ndarray, implementation: Implementation
+) -> np.ndarray:
+    """Positions of the encoded tests on which a goal the MILP's solution meets does not hold in the
+    repaired implementation's exact layer values (the simulator's)."""
+    run = implementation.run(study.repair_x[goal_set.tests], trace=True)
+    values = np.asarray(run.simulation.layers[study.target.index].pre, dtype=np.int64)  # type: ignore[union-attr]
+    broken = {
+        goal.test
+        for goal, kept in zip(goal_set.goals, met)
+        if kept and not goal_holds(goal, values[goal.test], chosen)
+    }
+    return np.array(sorted(broken), dtype=np.int64)
+
+
+def _repaired_implementation(
+    study: RepairStudy, chosen: np.ndarray, solution: MilpSolution
+) -> tuple[Network, Implementation]:
+    target = study.target
+    network = repaired_network(target, chosen, solution.weight_delta, solution.bias_delta)
+    implementation = make_implementation(
+        network,
+        target.implementation.label,
+        target.implementation.qnet.options,  # type: ignore[union-attr]
+    )
+    _check_representable(study, implementation, chosen, solution.weight_delta, solution.bias_delta)
+    return network, implementation
+
+
 def repair_neurons(
     study: RepairStudy, chosen: np.ndarray, metric: str, settings: RepairSettings
 ) -> RepairOutcome:
-    """Step 3-4 of the module docstring for one set of neurons."""
+    """Steps 3-4 of the module docstring for one set of neurons.
+
+    Per-op fixed point: the MILP describes a neuron's final word by its exact sum, which holds while
+    no partial sum of the C's loop saturates. A solution whose promises the simulator contradicts on
+    some tests is solved again with those tests' partial sums constrained to stay words
+    (`milp.LayerData.prefix_tests`), at most `MAX_ROUNDS` times; what remains is counted
+    (`disagreements`)."""
     start = time.perf_counter()
     target = study.target
     chosen = np.asarray(chosen, dtype=np.int64)
@@ -341,24 +379,30 @@ def repair_neurons(
     data = layer_data(
         target, study.inputs[goal_set.tests], study.outputs[goal_set.tests], chosen, settings.max_delta
     )
-    solution = solve_repair(data, goal_set.goals, settings.time_limit_s)
     soft = np.array([goal.soft for goal in goal_set.goals], dtype=bool)
-    changes = _changes(study, chosen, solution.weight_delta, solution.bias_delta)
-    accuracy, disagreements, network = study.before, 0, None
-    if changes:
-        network = repaired_network(target, chosen, solution.weight_delta, solution.bias_delta)
-        implementation = make_implementation(
-            network, target.implementation.label, target.implementation.qnet.options
-        )  # type: ignore[union-attr]
-        _check_representable(study, implementation, chosen, solution.weight_delta, solution.bias_delta)
-        encoded_x = study.repair_x[goal_set.tests]
-        run = implementation.run(encoded_x, trace=True)
-        values = np.asarray(run.simulation.layers[target.index].pre, dtype=np.int64)  # type: ignore[union-attr]
-        disagreements = sum(
-            1
-            for goal, met in zip(goal_set.goals, solution.met)
-            if met and not goal_holds(goal, values[goal.test], chosen)
+    prefix: set[int] = set()
+    milp_time, rounds = 0.0, 0
+    network = implementation = None
+    broken = np.zeros(0, dtype=np.int64)
+    while True:
+        rounds += 1
+        solution = solve_repair(
+            replace(data, prefix_tests=frozenset(prefix)), goal_set.goals, settings.time_limit_s
         )
+        milp_time += solution.optimum.time_s
+        if not (solution.weight_delta.any() or solution.bias_delta.any()):
+            network = implementation = None
+            broken = np.zeros(0, dtype=np.int64)
+            break
+        network, implementation = _repaired_implementation(study, chosen, solution)
+        broken = _broken_promises(study, goal_set, solution.met, chosen, implementation)
+        fresh = {int(t) for t in broken} - prefix
+        if not data.per_op or not fresh or rounds >= MAX_ROUNDS:
+            break
+        prefix |= fresh
+    changes = _changes(study, chosen, solution.weight_delta, solution.bias_delta)
+    accuracy = study.before
+    if implementation is not None:
         accuracy = Accuracy(
             _accuracy(implementation, study.repair_x, study.repair_y),
             _accuracy(implementation, study.validation_x, study.validation_y),
@@ -368,14 +412,15 @@ def repair_neurons(
         neurons=tuple(int(n) for n in chosen),
         status=solution.status.value,
         highs_status=solution.optimum.highs_status,
-        milp_time_s=solution.optimum.time_s,
+        milp_time_s=milp_time,
         milp_size=(solution.n_rows, solution.n_cols, solution.n_integer),
+        milp_rounds=rounds,
         tests_encoded=int(goal_set.tests.size),
         failing_encoded=int(np.isin(goal_set.tests, study.split.failing).sum()),
         soft_goals=int(soft.sum()),
         soft_met=int((solution.met & soft).sum()),
         fallback_pairs=solution.fallback_pairs,
-        disagreements=disagreements,
+        disagreements=int(broken.size),
         changes=changes,
         accuracy=accuracy,
         time_s=time.perf_counter() - start,

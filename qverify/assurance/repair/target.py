@@ -1,8 +1,8 @@
 """The layer to repair in one quantized implementation: what the MILP needs of it, and the
 repaired network once its integer changes are known.
 
-Supported: dense layers of fixed-point implementations (`<k,l>`, any rounding, overflow mode,
-accumulation and layout) and of int8 models. The changes live in the format's own integer domain
+Supported: dense layers of fixed-point implementations (`<k,l>`, any rounding and overflow mode;
+wide accumulation, or per-operation rounding in the sequential layout) and of int8 models. The changes live in the format's own integer domain
 -- fixed-point words of weights and biases, int8 weights in [-127, 127] and int32 biases -- so the
 repaired network is exactly representable: a fixed-point repair is written as the float network
 whose repaired layer holds word / 2^l (which quantizes back to exactly those words), an int8 repair
@@ -22,9 +22,18 @@ from qverify.assurance.repair.milp import LayerData
 from qverify.assurance.repair.readout import Readout, int8_readout, per_op_readout, wide_readout
 from qverify.errors import InputError, InternalError, UnsupportedError
 from qverify.network import AffineQuantization, Dense, MacQuant, Network
-from qverify.quant import Accumulation, FixedFormat, Int8Format, QuantizedLayer, Rounding, mult, round_shift
+from qverify.quant import (
+    Accumulation,
+    FixedFormat,
+    Int8Format,
+    Layout,
+    QuantizedLayer,
+    Rounding,
+    mult,
+    round_shift,
+)
 from qverify.quant.affine import INT32_MAX, INT32_MIN, apply_thresholds
-from qverify.quant.fixed import apply_overflow
+from qverify.quant.fixed import add, apply_overflow
 from qverify.quant.simulate import SimulationResult
 
 INT8_WEIGHT_LIMIT = 127  # symmetric int8 weights, as onnxruntime's quantizer writes them
@@ -89,6 +98,12 @@ def make_target(implementation: Implementation, layer: int | None) -> RepairTarg
     if not qlayer.is_dense:
         raise UnsupportedError(
             f"layer {number} is a {qlayer.source.describe()}: repair changes dense layers only"  # type: ignore[union-attr]
+        )
+    options = qnet.options
+    if qnet.is_fixed and options.accumulation is Accumulation.PER_OP and options.layout is Layout.BALANCED:
+        raise UnsupportedError(
+            "repair of per-op fixed point needs the sequential layout (its partial sums are encoded); "
+            "use --layout sequential or --accumulate wide"
         )
     if not target.is_int8 and target.is_output and qlayer.activation.value != "identity":
         raise UnsupportedError(
@@ -158,8 +173,18 @@ def _fixed_data(target, x, outputs, chosen, max_delta) -> LayerData:
         _check(words, outputs[:, chosen], "fixed-point wide sums")
         readout: Readout = wide_readout(fmt)
         return LayerData(x, exact, scale, (readout,) * chosen.size, w_lo, w_hi, b_lo, b_hi, cost_w, cost_b)
+    # no changed product may leave the word range on an encoded test: |w'| max|x| <= max_q 2^l
+    largest_input = np.maximum(np.abs(x).max(axis=0), 1)
+    w_limit = (fmt.max_q * scale) // largest_input
+    w_lo, w_hi = np.maximum(w_lo, -w_limit[None, :] - weights), np.minimum(w_hi, w_limit[None, :] - weights)
+    w_lo, w_hi = np.minimum(w_lo, 0), np.maximum(w_hi, 0)
     products, _ = mult(weights[None, :, :], x[:, None, :], fmt)
     error = products * scale - weights[None, :, :] * x[:, None, :]
+    partials = np.empty((x.shape[0], chosen.size, x.shape[1] + 1), dtype=np.int64)
+    partials[:, :, 0] = bias[None, :]
+    for i in range(x.shape[1]):
+        partials[:, :, i + 1], _ = add(partials[:, :, i], products[:, :, i], fmt)
+    _check(partials[:, :, -1], outputs[:, chosen], "fixed-point per-op sums")
     if fmt.frac_bits == 0:
         error_range = (0, 0)
     elif fmt.rounding is Rounding.NEAREST:
@@ -169,7 +194,20 @@ def _fixed_data(target, x, outputs, chosen, max_delta) -> LayerData:
     base = outputs[:, chosen].astype(np.int64) * scale
     readout = per_op_readout(fmt)
     return LayerData(
-        x, base, scale, (readout,) * chosen.size, w_lo, w_hi, b_lo, b_hi, cost_w, cost_b, error, error_range
+        x,
+        base,
+        scale,
+        (readout,) * chosen.size,
+        w_lo,
+        w_hi,
+        b_lo,
+        b_hi,
+        cost_w,
+        cost_b,
+        error,
+        error_range,
+        partials * scale,
+        (fmt.min_q, fmt.max_q),
     )
 
 
@@ -239,7 +277,7 @@ def repaired_network(
     if not target.is_int8:
         scale = float(target.fixed.scale)
         layers[target.index] = Dense(weights / scale, bias / scale, source.activation)
-        return replace(net, layers=tuple(layers))
+        return replace(net, layers=tuple(layers), name=f"{net.name}-repaired")
     quant: MacQuant = qlayer.int8.quant  # type: ignore[union-attr]
     if np.any(np.abs(weights) > INT8_WEIGHT_LIMIT) or np.any(bias < INT32_MIN) or np.any(bias > INT32_MAX):
         raise InternalError("repair: a changed int8 weight or int32 bias is out of range")
@@ -252,7 +290,12 @@ def repaired_network(
     quantization: AffineQuantization = net.quantization  # type: ignore[assignment]
     quants = list(quantization.layers)
     quants[target.index] = new_quant
-    return replace(net, layers=tuple(layers), quantization=replace(quantization, layers=tuple(quants)))
+    return replace(
+        net,
+        layers=tuple(layers),
+        quantization=replace(quantization, layers=tuple(quants)),
+        name=f"{net.name}-repaired",
+    )
 
 
 def check_format_supported(label: str, number) -> None:
