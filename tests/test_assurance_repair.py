@@ -128,3 +128,36 @@ def test_repaired_digits_model_replays_bit_exact_in_c(tmp_path):
     again = make_implementation(load_network(tmp_path / "repaired.nnet"), "5.3", implementation.qnet.options)
     assert np.array_equal(again.qnet.layers[2].weights, repaired.qnet.layers[2].weights)
     assert np.array_equal(again.qnet.layers[2].bias, repaired.qnet.layers[2].bias)
+
+
+def test_int8_repair_changes_codes_and_replays_bit_exact_in_c(tmp_path):
+    """An int8 model (onnxruntime's static quantizer, QOperator) of a 2-3-3 network whose classes
+    meet along lines: near-ties the int8 model gets wrong. A repair of its output layer changes int8
+    weights / int32 biases within range, re-quantizes to exactly those integers, and its C replays
+    bit for bit with its simulator."""
+    from qverify.quant.calibrate import QuantFormat, QuantizeSettings, quantize_with_onnxruntime
+
+    hidden = Dense(
+        np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]]), np.array([0.0, 0.0, 1.0]), Activation.RELU
+    )
+    net = Network((hidden, Dense(np.eye(3), np.zeros(3), Activation.IDENTITY)), name="lines")
+    rng = np.random.default_rng(0)
+    quantized = quantize_with_onnxruntime(
+        net, rng.uniform(0, 1, (200, 2)), QuantizeSettings(QuantFormat.QOP), tmp_path / "lines.int8.onnx"
+    )
+    x = rng.uniform(0, 1, (20000, 2))
+    outputs = np.sort(make_implementation(net, "real").run(x).outputs, axis=1)
+    x = np.vstack([x[outputs[:, -1] - outputs[:, -2] < 0.01][:300], x[:300]])
+    y = make_implementation(net, "real").predict(x)
+    implementation = make_implementation(quantized, "int8")
+    study = prepare_study(net, make_target(implementation, None), x, y, x, y)
+    assert study.split.failing.size > 0
+    outcome = repair_neurons(
+        study, np.array([0, 1]), "fixed-set", RepairSettings(time_limit_s=3, max_delta=6)
+    )
+    assert outcome.changes and outcome.network is not None and outcome.disagreements == 0
+    assert all(abs(c.new) <= 127 for c in outcome.changes if c.input >= 0)
+    repaired = make_implementation(outcome.network, "int8")
+    codes = repaired.inputs(x)
+    compiled = CompiledNetwork(render_network(repaired.qnet), tmp_path / "c", True)
+    assert np.array_equal(compiled.run(codes).outputs, simulate(repaired.qnet, codes).outputs)
