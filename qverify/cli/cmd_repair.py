@@ -153,8 +153,6 @@ def run(args: argparse.Namespace) -> int:
         max_delta=None if args.max_delta == 0 else args.max_delta,
         seed=args.random_seed,
     )
-    if args.max_delta < 0:
-        raise InputError(f"--max-delta {args.max_delta}: must be >= 0")
     net = load_network(args.network)
     quantized_net = load_network(args.quantized) if args.quantized else net
     verify_options = verify_options_from_args(args, None, net.image_shape) if args.properties else None

@@ -1,6 +1,6 @@
-"""The repair MILP: integer weight changes of the chosen neurons that meet every hard goal and as
-many soft goals as possible, with the least total change (HiGHS, through `qverify.engine`'s MILP
-layer).
+"""The repair MILP: integer weight changes of the chosen neurons that meet every hard goal and
+violate the soft goals as little as possible, with little total change (HiGHS, through
+`qverify.engine`'s MILP layer).
 
 Variables (one set per chosen neuron j; i runs over the layer's inputs):
 
@@ -14,7 +14,7 @@ Variables (one set per chosen neuron j; i runs over the layer's inputs):
                      (per-op: a changed product's rounding error is only known to lie in
                      [e_lo, e_hi]; err_tji is the unchanged product's exact error, known from the
                      simulator's inputs, taken out when the weight changes)
-    r_g              binary per soft goal: 1 = the goal is met (its rows are enforced)
+    s_g              continuous >= 0 per soft goal: its violation (added to each of its rows)
     v                integer level per pair of changed outputs (o_loser <= v, o_winner >= v + n)
 
 Goals (`Goal`): rows o_j >= t (p_lo >= at_least(t)), o_j <= t (p_hi <= at_most(t)), and
@@ -22,12 +22,15 @@ o_w - o_l >= n (p_hi_l <= s_l v + down_l, p_lo_w >= s_w (v + n) + up_w). Hard go
 passing tests: they hold at d = 0 by construction (the thresholds are exact), except a pair row of
 two changed outputs whose level rows do not fit the unchanged network (a table's thresholds off
 their line by a unit); such a pair is kept by the monotone rows p_lo_w >= P0_w, p_hi_l <= P0_l
-instead (sufficient: o_w cannot fall nor o_l rise) and counted. Soft goals are relaxed by big-M
-(M from the variables' bounds) when r_g = 0.
+instead (sufficient: o_w cannot fall nor o_l rise) and counted. A soft goal's rows read
+row + s_g >= rhs; a goal is met when s_g = 0. Per-op tests in `prefix_tests` also keep every partial
+sum of the C's loop a word (`repair` adds the tests on which a solution saturated).
 
-Objective: minimise sum(cost * a) - penalty * sum(r): with penalty larger than any possible total
-change, this is lexicographic -- the most soft goals met, then the least change (QNNRepair asks every
-failing test to be fixed, which is infeasible as soon as two of them conflict; see docs/repair.md).
+Objective: minimise sum(s_g) / step + CHANGE_WEIGHT * sum(cost * a) (step: the readouts' mean
+distance of two output values in P, so violations count in output steps): a hinge, not a count of
+met goals. QNNRepair asks every failing test to be fixed, which is infeasible as soon as two of them
+conflict; one binary per soft goal (maximise the number met) was tried first and left HiGHS with
+weak relaxations: 1 of 29 failing digits tests met after 60 s (docs/repair.md).
 """
 
 from __future__ import annotations

@@ -53,9 +53,9 @@ class RepairSettings:
     metrics: tuple[str, ...] = (*METRICS, RANDOM)
     random_runs: int = 5
     margin: int = 1  # output steps (words or codes) failing tests must win by
-    max_tests: int = 1000
-    time_limit_s: float = 60.0
-    max_delta: int | None = None  # largest change of one weight (steps); None: the format's range
+    max_tests: int = 400
+    time_limit_s: float = 30.0
+    max_delta: int | None = 8  # largest change of one weight (steps); None: the format's range
     seed: int = 0
 
     def __post_init__(self) -> None:
