@@ -58,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--layer", type=int, metavar="N", help="the layer to repair, 1-based (default: the output layer)"
     )
     group.add_argument(
-        "--neurons", type=int, default=3, metavar="N", help="neurons to repair per metric (default 3)"
+        "--neurons", type=int, default=5, metavar="N", help="neurons to repair per metric (default 5)"
     )
     group.add_argument(
         "--metrics",

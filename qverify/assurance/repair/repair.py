@@ -14,7 +14,8 @@ Steps (docs/repair.md has the definitions and the departures from the paper):
    (re-quantizing the repaired network gives exactly the intended words or codes), and the repaired
    implementation run by the simulator on the repair and validation sets: the accuracies reported
    are the simulator's. Every goal the MILP promised is re-checked on the simulator's exact layer
-   values; a promise it contradicts is counted (`disagreements`; none is expected).
+   values; per-op fixed point re-solves where a partial sum saturated (`repair_neurons`), and a
+   promise still contradicted is counted (`disagreements`).
 """
 
 from __future__ import annotations
@@ -46,10 +47,10 @@ MAX_ROUNDS = 4
 
 @dataclass(frozen=True, slots=True)
 class RepairSettings:
-    """What to repair and how (defaults: the output layer, the top 3 neurons, every metric)."""
+    """What to repair and how (defaults: the output layer, the top 5 neurons, every metric)."""
 
     layer: int | None = None  # 1-based; None: the output layer
-    neurons: int = 3
+    neurons: int = 5
     metrics: tuple[str, ...] = (*METRICS, RANDOM)
     random_runs: int = 5
     margin: int = 1  # output steps (words or codes) failing tests must win by
