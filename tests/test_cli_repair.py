@@ -64,6 +64,22 @@ def test_a_repair_that_breaks_a_proven_property_is_reported(files, capsys, tmp_p
     assert "BROKEN" in (out / "report.md").read_text()
 
 
+def test_resume_takes_finished_milps_from_the_journal(files, capsys, tmp_path):
+    out = tmp_path / "out"
+    args = base_args(files, "--metrics", "tarantula,random", "--random-runs", "1", "-o", str(out))
+    assert repair(*args) == 0
+    first = json.loads((out / "repair.json").read_text())
+    distinct = len({tuple(o["neurons"]) for o in first["outcomes"]})
+    assert len((out / "journal.jsonl").read_text().splitlines()) == distinct
+    model = (out / "repaired.nnet").read_text()
+    capsys.readouterr()
+    assert repair(*args, "--resume") == 0
+    assert f"{distinct} MILPs taken from the journal" in capsys.readouterr().out
+    again = json.loads((out / "repair.json").read_text())
+    assert [o["changes"] for o in again["outcomes"]] == [o["changes"] for o in first["outcomes"]]
+    assert (out / "repaired.nnet").read_text() == model  # rebuilt from the journalled integers
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

@@ -103,6 +103,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_implementation_options(parser)
     add_verify_options(parser)
     parser.add_argument("-o", "--out", default="results/repair", metavar="DIR", help="output folder")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="take the MILPs a stopped run finished from DIR/journal.jsonl (default: start afresh)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.set_defaults(handler=run)
 
@@ -132,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
     from qverify.assurance.repair.repair import RepairSettings, prepare_study, run_repair
     from qverify.assurance.repair.reverify import load_properties, reverify
     from qverify.assurance.repair.target import check_format_supported, make_target
+    from qverify.suites.journal import Journal
 
     if args.format is None:
         raise InputError(
@@ -169,8 +175,11 @@ def run(args: argparse.Namespace) -> int:
         normalised_inputs(net, validation.x),
         validation.y,  # type: ignore[arg-type]
     )
-    result = run_repair(study, settings, progress=not args.no_progress)
     out = Path(args.out)
+    journal = Journal(out / "journal.jsonl")
+    if not args.resume:
+        journal.reset()
+    result = run_repair(study, settings, progress=not args.no_progress, journal=journal)
     written: dict[str, str] = {}
     changes = []
     selected = result.selected
@@ -191,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
                 verify_options,
                 not args.no_progress,  # type: ignore[union-attr,arg-type]
             )
-    for line in report.summary_lines(result):
+    for line in [*report.summary_lines(result), *result.notes]:
         print(line)
     print(report.aligned(report.HEADER, report.table_rows(result)))
     if selected is not None:

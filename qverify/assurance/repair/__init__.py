@@ -6,5 +6,5 @@ seven suspiciousness metrics, rankings, random baseline), `readout` (a repaired 
 of a linear quantity), `goals` (what each test asks), `milp` (the MILP and its solution), `target`
 (the layer in its format; the repaired network), `repair` (the study and one repair per metric),
 `files` (the repaired model file and C), `reverify` (properties before and after), `report`
-(tables and JSON).
+(tables and JSON), `journal` (solved MILPs, for --resume).
 """

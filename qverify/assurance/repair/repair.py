@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 from tqdm import tqdm
@@ -41,6 +42,9 @@ from qverify.assurance.repair.target import (
 )
 from qverify.errors import InputError, InternalError
 from qverify.network import Network, apply_layer
+
+if TYPE_CHECKING:
+    from qverify.suites.journal import Journal
 
 MAX_ROUNDS = 4
 
@@ -458,19 +462,32 @@ def _select(outcomes: list[RepairOutcome]) -> RepairOutcome | None:
     return min(candidates, key=lambda o: (-o.accuracy.repair, o.total_change, outcomes.index(o)))
 
 
-def run_repair(study: RepairStudy, settings: RepairSettings, progress: bool = True) -> RepairReport:
-    """Every metric's repair (and the random draws); identical neuron sets are solved once."""
+def run_repair(
+    study: RepairStudy, settings: RepairSettings, progress: bool = True, journal: Journal | None = None
+) -> RepairReport:
+    """Every metric's repair (and the random draws); identical neuron sets are solved once. With a
+    journal, every solved set is appended to it, and sets it already holds are not solved again."""
+    from qverify.assurance.repair.journal import journal_key, outcome_from_record, outcome_record
+
     start = time.perf_counter()
     sets = neuron_sets(study, settings)
+    finished = {entry["key"]: entry["record"] for entry in journal.load()} if journal else {}
     solved: dict[tuple[int, ...], RepairOutcome] = {}
-    outcomes = []
+    outcomes, resumed = [], 0
     for label, chosen in tqdm(sets, desc="repair", unit="MILP", disable=not progress, leave=False):
         key = tuple(int(n) for n in chosen)
         if key not in solved:
-            solved[key] = repair_neurons(study, chosen, label, settings)
+            entry_key = journal_key(study, settings, chosen)
+            if entry_key in finished:
+                solved[key] = replace(outcome_from_record(study, finished[entry_key]), metric=label)
+                resumed += 1
+            else:
+                solved[key] = repair_neurons(study, chosen, label, settings)
+                if journal is not None:
+                    journal.append({"key": entry_key, "record": outcome_record(solved[key])})
         outcome = solved[key]
         outcomes.append(outcome if outcome.metric == label else _relabelled(outcome, label))
-    notes = []
+    notes = [f"{resumed} MILPs taken from the journal (--resume)"] if resumed else []
     return RepairReport(
         study, settings, tuple(outcomes), _select(outcomes), time.perf_counter() - start, tuple(notes)
     )

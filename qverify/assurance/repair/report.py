@@ -209,7 +209,7 @@ def write_report(
         "reverification": [_verdict_json(c) for c in changes],
         "time_s": round(report.time_s + study.prepare_s, 3),
     }
-    md = ["# qverify repair", "", *[f"- {line}" for line in summary_lines(report)], ""]
+    md = ["# qverify repair", "", *[f"- {line}" for line in [*summary_lines(report), *report.notes]], ""]
     md += [markdown(HEADER, table_rows(report)), ""]
     md += [
         (
