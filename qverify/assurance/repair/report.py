@@ -82,9 +82,10 @@ def aligned(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines)
+    def cells(row: Sequence[str]) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |"
+
+    return "\n".join([cells(header), "|" + "---|" * len(header), *(cells(r) for r in rows)])
 
 
 def summary_lines(report: RepairReport) -> list[str]:
