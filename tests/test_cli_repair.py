@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from qverify.cli import main
 from qverify.io import write_nnet
@@ -62,6 +63,8 @@ def test_a_repair_that_breaks_a_proven_property_is_reported(files, capsys, tmp_p
     assert outcome["accuracy_after"]["repair"] == 1.0
     assert (out / "repaired.nnet").is_file() and (out / "c" / "network.c").is_file()
     assert "BROKEN" in (out / "report.md").read_text()
+    with Image.open(out / "repair.png") as picture:
+        assert picture.width > 300 and len(picture.getcolors(1 << 16) or []) > 3  # not blank
 
 
 def test_resume_takes_finished_milps_from_the_journal(files, capsys, tmp_path):

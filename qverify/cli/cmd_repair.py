@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "by seven spectrum-based suspiciousness metrics (tarantula, ochiai, dstar, jaccard, ample, euclid, "
         "wong3) and at random; per metric, solve a MILP (HiGHS) for integer changes of the top neurons' "
         "weights in the format's own domain; measure every repair with the bit-exact simulator on the "
-        "repair and validation sets; write the best repair (model file and C), report.md and repair.json; "
+        "repair and validation sets; write the best repair (model file and C), report.md, repair.png and repair.json; "
         "with --properties, verify the properties before and after and list every verdict that changed.",
     )
     parser.add_argument(
@@ -208,5 +208,7 @@ def run(args: argparse.Namespace) -> int:
     for line in report.verdict_lines(changes) if changes else []:
         print(line)
     report.write_report(result, out, changes, written)
-    print(f"report: {out / 'report.md'}, {out / 'repair.json'} ({result.time_s + study.prepare_s:.1f} s)")
+    print(
+        f"report: {out / 'report.md'}, {out / 'repair.png'}, {out / 'repair.json'} ({result.time_s + study.prepare_s:.1f} s)"
+    )
     return 0

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from qverify.assurance.repair.metrics import RANDOM
+from qverify.assurance.repair.plot import repair_figure_png
 from qverify.assurance.repair.repair import RepairOutcome, RepairReport
 from qverify.assurance.repair.reverify import VerdictChange
 from qverify.errors import InputError
@@ -176,7 +177,7 @@ def _verdict_json(change: VerdictChange) -> dict:
 def write_report(
     report: RepairReport, out: Path, changes: Sequence[VerdictChange], files: dict[str, str]
 ) -> list[Path]:
-    """report.md and repair.json under `out`."""
+    """report.md, repair.png and repair.json under `out`."""
     study = report.study
     settings = report.settings
     document = {
@@ -211,7 +212,12 @@ def write_report(
         "time_s": round(report.time_s + study.prepare_s, 3),
     }
     md = ["# qverify repair", "", *[f"- {line}" for line in [*summary_lines(report), *report.notes]], ""]
-    md += [markdown(HEADER, table_rows(report)), ""]
+    md += [
+        markdown(HEADER, table_rows(report)),
+        "",
+        "![accuracy after the repair per metric](repair.png)",
+        "",
+    ]
     md += [
         (
             "`MILP`: HiGHS's outcome (optimal / feasible = best within the time limit; xN: solved N times, "
@@ -231,7 +237,8 @@ def write_report(
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / "repair.json").write_text(json.dumps(document, indent=2, default=float) + "\n")
+        (out / "repair.png").write_bytes(repair_figure_png(report))
         (out / "report.md").write_text("\n".join(md))
     except OSError as error:
         raise InputError(f"cannot write to {out}: {error.strerror}") from None
-    return [out / "repair.json", out / "report.md"]
+    return [out / "repair.json", out / "repair.png", out / "report.md"]
