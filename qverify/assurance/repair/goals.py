@@ -38,7 +38,7 @@ def _position(chosen: np.ndarray) -> dict[int, int]:
 
 def label_goal(
     outputs: np.ndarray, label: int, chosen: dict[int, int], position: int, soft: bool, margin: int
-):
+) -> Goal | None:
     """The goal of one test at the output layer, or None when unchosen outputs already defeat it."""
     at_least, at_most, pairs = [], [], []
     y = int(label)

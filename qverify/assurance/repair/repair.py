@@ -285,7 +285,9 @@ def _goals(study: RepairStudy, chosen: np.ndarray, settings: RepairSettings) -> 
     )
 
 
-def _changes(study: RepairStudy, chosen: np.ndarray, weight_delta, bias_delta) -> tuple[WeightChange, ...]:
+def _changes(
+    study: RepairStudy, chosen: np.ndarray, weight_delta: np.ndarray, bias_delta: np.ndarray
+) -> tuple[WeightChange, ...]:
     target = study.target
     qlayer = target.qlayer
     if target.is_int8:
@@ -309,7 +311,11 @@ def _changes(study: RepairStudy, chosen: np.ndarray, weight_delta, bias_delta) -
 
 
 def _check_representable(
-    study: RepairStudy, repaired: Implementation, chosen, weight_delta, bias_delta
+    study: RepairStudy,
+    repaired: Implementation,
+    chosen: np.ndarray,
+    weight_delta: np.ndarray,
+    bias_delta: np.ndarray,
 ) -> None:
     """Re-quantizing the repaired network must give exactly the intended integers, everywhere."""
     target = study.target

@@ -157,7 +157,9 @@ def layer_data(
     return _fixed_data(target, x, outputs, chosen, max_delta)
 
 
-def _fixed_data(target, x, outputs, chosen, max_delta) -> LayerData:
+def _fixed_data(
+    target: RepairTarget, x: np.ndarray, outputs: np.ndarray, chosen: np.ndarray, max_delta: int | None
+) -> LayerData:
     fmt = target.fixed
     qlayer, qnet = target.qlayer, target.implementation.qnet
     weights = qlayer.weights.astype(np.int64)[chosen]
@@ -211,7 +213,9 @@ def _fixed_data(target, x, outputs, chosen, max_delta) -> LayerData:
     )
 
 
-def _int8_data(target, x, outputs, chosen, max_delta) -> LayerData:
+def _int8_data(
+    target: RepairTarget, x: np.ndarray, outputs: np.ndarray, chosen: np.ndarray, max_delta: int | None
+) -> LayerData:
     qlayer, qnet = target.qlayer, target.implementation.qnet
     tables = qlayer.int8
     quant: MacQuant = tables.quant
@@ -298,7 +302,7 @@ def repaired_network(
     )
 
 
-def check_format_supported(label: str, number) -> None:
+def check_format_supported(label: str, number: object) -> None:
     """Refuse float formats before any work (the same message as `make_target`)."""
     if not isinstance(number, (FixedFormat, Int8Format)):
         raise UnsupportedError(
