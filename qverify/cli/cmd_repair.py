@@ -184,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
     changes = []
     selected = result.selected
     if selected is None or selected.network is None:
-        warn("no metric's MILP changed a weight: nothing written but the report")
+        warn("no repair raised the repair-set accuracy: nothing written but the report")
     else:
         repaired = make_implementation(selected.network, args.format, implementation.qnet.options)  # type: ignore[union-attr]
         paths = files.write_repaired(selected.network, repaired, args.quantized or args.network, out)

@@ -458,11 +458,13 @@ def neuron_sets(study: RepairStudy, settings: RepairSettings) -> list[tuple[str,
     return sets
 
 
-def _select(outcomes: list[RepairOutcome]) -> RepairOutcome | None:
+def _select(outcomes: list[RepairOutcome], before: Accuracy) -> RepairOutcome | None:
     """The repair to write: the best repair-set accuracy among the metrics' repairs (the validation
-    set takes no part in the choice), then the least change, then the metrics' order."""
-    candidates = [o for o in outcomes if o.changed and not o.metric.startswith(RANDOM)]
-    candidates = candidates or [o for o in outcomes if o.changed]
+    set takes no part in the choice), then the least change, then the metrics' order; random draws
+    only when no metric's repair helps. A repair that does not raise the repair-set accuracy is
+    never written (a time-limited MILP can return one that lowers it)."""
+    improving = [o for o in outcomes if o.changed and o.accuracy.repair > before.repair]
+    candidates = [o for o in improving if not o.metric.startswith(RANDOM)] or improving
     if not candidates:
         return None
     return min(candidates, key=lambda o: (-o.accuracy.repair, o.total_change, outcomes.index(o)))
@@ -495,7 +497,12 @@ def run_repair(
         outcomes.append(outcome if outcome.metric == label else _relabelled(outcome, label))
     notes = [f"{resumed} MILPs taken from the journal (--resume)"] if resumed else []
     return RepairReport(
-        study, settings, tuple(outcomes), _select(outcomes), time.perf_counter() - start, tuple(notes)
+        study,
+        settings,
+        tuple(outcomes),
+        _select(outcomes, study.before),
+        time.perf_counter() - start,
+        tuple(notes),
     )
 
 
