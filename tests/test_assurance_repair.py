@@ -161,3 +161,25 @@ def test_int8_repair_changes_codes_and_replays_bit_exact_in_c(tmp_path):
     codes = repaired.inputs(x)
     compiled = CompiledNetwork(render_network(repaired.qnet), tmp_path / "c", True)
     assert np.array_equal(compiled.run(codes).outputs, simulate(repaired.qnet, codes).outputs)
+
+
+def test_the_written_repair_must_raise_the_repair_set_accuracy():
+    from qverify.assurance.repair.repair import Accuracy, RepairOutcome, _select
+
+    def outcome(metric: str, repair: float, changed: bool = True) -> RepairOutcome:
+        changes = (WeightChange(0, -1, 0, 1, 0.0625),) if changed else ()
+        return RepairOutcome(
+            metric, (0,), "feasible", "Time limit reached", 1.0, (1, 1, 1), 1, 1, 1, 1, 0, 0, 0,
+            changes, Accuracy(repair, 0.9), 1.0,
+        )  # fmt: skip
+
+    before = Accuracy(0.95, 0.9)
+    worse, same, better, lucky = (
+        outcome("ample", 0.94),
+        outcome("euclid", 0.95),
+        outcome("dstar", 0.96),
+        outcome("random#1", 0.99),
+    )
+    assert _select([worse, same, lucky], before) is lucky  # a random draw only when no metric helps
+    assert _select([worse, better, lucky], before) is better
+    assert _select([worse, same, outcome("ochiai", 0.99, changed=False)], before) is None
