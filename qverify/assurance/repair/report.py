@@ -112,7 +112,8 @@ def summary_lines(report: RepairReport) -> list[str]:
 
 
 def verdict_lines(changes: Sequence[VerdictChange]) -> list[str]:
-    """Broken properties first (with their counterexample's outputs), then other changes."""
+    """Broken properties first (with their counterexample), then proofs lost to a timeout or an
+    error, then other changes, then the counts."""
     lines = []
     broken = [c for c in changes if c.broken]
     for change in broken:
@@ -123,13 +124,22 @@ def verdict_lines(changes: Sequence[VerdictChange]) -> list[str]:
                 f"  counterexample input (normalised): {[round(float(v), 6) for v in example.inputs_real]}"
             )
             lines.append(f"  outputs of the repaired C: {[round(float(v), 6) for v in example.outputs_c]}")
+    unproven = [c for c in changes if c.unproven]
+    for change in unproven:
+        lines.append(
+            f"NO LONGER PROVEN: {change.name}: SAFE -> {change.after.status.value} ({change.after.reason})"
+        )
     for change in changes:
-        if change.changed and not change.broken:
+        if change.changed and not change.broken and not change.unproven:
             lines.append(
                 f"changed: {change.name}: {change.before.status.value} -> {change.after.status.value}"
             )
     same = sum(1 for c in changes if not c.changed)
-    lines.append(f"{len(changes)} properties re-verified: {len(broken)} broken, {same} unchanged")
+    seconds = sum(c.time_s for c in changes)
+    lines.append(
+        f"{len(changes)} properties re-verified in {seconds:.0f} s: {len(broken)} broken, {len(unproven)} no "
+        f"longer proven, {same} unchanged"
+    )
     return lines
 
 
@@ -171,6 +181,7 @@ def _verdict_json(change: VerdictChange) -> dict:
         "after": change.after.to_json(),
         "changed": change.changed,
         "broken": change.broken,
+        "unproven": change.unproven,
     }
 
 

@@ -48,6 +48,15 @@ class VerdictChange:
         """A proven property that the repair made false: the prominent case."""
         return self.before.status.value == "SAFE" and self.after.status.value == "UNSAFE"
 
+    @property
+    def unproven(self) -> bool:
+        """A proven property that is no longer proven (UNKNOWN or ERROR after the repair)."""
+        return self.before.status.value == "SAFE" and self.after.status.value not in ("SAFE", "UNSAFE")
+
+    @property
+    def time_s(self) -> float:
+        return float(self.before.times_s.get("total", 0.0)) + float(self.after.times_s.get("total", 0.0))
+
 
 def _is_suite(path: Path) -> bool:
     if path.is_dir():
