@@ -13,7 +13,7 @@ import pytest
 from qverify.engine import EngineOptions, EngineStatus, check_file
 from qverify.engine.encode.milp import MilpModel
 from qverify.engine.solvers.base import CheckResult, CheckStatus, isolated
-from qverify.engine.solvers.highs import TRUSTED_MAGNITUDE, HighsSolver
+from qverify.engine.solvers.highs import TRUSTED_MAGNITUDE, HighsSolver, OptimumStatus
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc (the preprocessor) not installed")
 
@@ -195,3 +195,18 @@ def test_counterexample_values_round_trip_through_json(tmp_path):
     import json
 
     assert json.loads(json.dumps(result.to_json()))["counterexample"][0] == value
+
+
+def test_highs_minimize_finds_the_optimum_and_says_when_there_is_none(capfd):
+    """min x + 2y, x + y >= 3.5 over integers in [-10, 10]: x = 10, y = -6 (objective -2); with
+    x <= -11 as well nothing is feasible. HiGHS's banner stays off stdout."""
+    model = MilpModel()
+    x = model.add_column(-10, 10, True, 1.0)
+    y = model.add_column(-10, 10, True, 2.0)
+    model.add_row({x: 1.0, y: 1.0}, 3.5, float("inf"))
+    best = HighsSolver().minimize(model, 10)
+    assert best.status is OptimumStatus.OPTIMAL and best.has_solution
+    assert best.objective == -2.0 and list(best.values) == [10.0, -6.0]
+    model.add_row({x: 1.0}, float("-inf"), -11)
+    assert HighsSolver().minimize(model, 10).status is OptimumStatus.INFEASIBLE
+    assert "HiGHS" not in capfd.readouterr().out

@@ -83,3 +83,17 @@ def test_acas_xu_phi1_splits_along_the_inputs_that_drive_the_unstable_relus(tmp_
     assert result.status is EngineStatus.SAFE, result.reason
     assert result.decided_by == "split"
     assert result.counts["boxes"] <= 1_000
+
+
+def test_box_points_of_a_64_input_box():
+    """A box of few points over more inputs than numpy's meshgrid takes (32): every point, first
+    input slowest (a digits robustness query at <5,3> failed here)."""
+    from qverify.engine.branch import box_points
+
+    lo = np.zeros(64)
+    hi = np.zeros(64)
+    hi[[0, 40]] = [1, 2]
+    points = box_points(lo, hi)
+    assert points.shape == (6, 64)
+    assert [tuple(p[[0, 40]]) for p in points] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+    assert not points[:, [i for i in range(64) if i not in (0, 40)]].any()

@@ -29,6 +29,7 @@ def _subcommand_modules() -> list:
         cmd_impact,
         cmd_info,
         cmd_quantize,
+        cmd_repair,
         cmd_show,
         cmd_suite,
         cmd_sweep,
@@ -49,6 +50,7 @@ def _subcommand_modules() -> list:
         cmd_vnncomp,
         cmd_impact,
         cmd_diff,
+        cmd_repair,
     ]
 
 

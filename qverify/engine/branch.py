@@ -179,9 +179,15 @@ def _split_boxes(lo: np.ndarray, hi: np.ndarray, gain: np.ndarray, integer: np.n
 
 
 def box_points(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Every integer point of the box [lo, hi] (one row per point)."""
-    axes = [np.arange(a, b + 1, dtype=np.float64) for a, b in zip(lo, hi)]
-    return np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, len(lo))
+    """Every integer point of the box [lo, hi] (one row per point; the first input varies slowest).
+
+    Built one input at a time: numpy's meshgrid takes at most 32 arrays, and a box of a few hundred
+    points can have 64 inputs (most of them a single value)."""
+    points = np.zeros((1, 0), dtype=np.float64)
+    for a, b in zip(lo, hi):
+        values = np.arange(a, b + 1, dtype=np.float64)
+        points = np.hstack([np.repeat(points, len(values), axis=0), np.tile(values, len(points))[:, None]])
+    return points
 
 
 def enumerate_small_boxes(

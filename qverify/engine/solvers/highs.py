@@ -1,14 +1,21 @@
-"""HiGHS (highspy) as a MILP feasibility oracle; the only module that imports highspy.
+"""HiGHS (highspy) as a MILP feasibility oracle and optimiser; the only module that imports highspy.
 
-A query is asked as a feasibility problem (zero objective): HiGHS stops at the first integer-feasible
+The engine asks feasibility problems (zero objective): HiGHS stops at the first integer-feasible
 point. Tolerances are tightened (1e-9) well below the 0.5 margin every execution has on every row
-of an integer encoding (see `qverify.engine.encode.milp` and docs/engine.md).
+of an integer encoding (see `qverify.engine.encode.milp` and docs/engine.md). `minimize` solves a
+model with an objective (`MilpModel.cost`) to optimality or to its time limit, for callers that
+want the best solution rather than any (weight repair, `qverify.assurance.repair`); its result says
+which of the two it got.
 """
 
 from __future__ import annotations
 
+import enum
 import math
+import os
+import sys
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -29,6 +36,31 @@ TOLERANCE = 1e-9
 # columns) is at most this: then the solver's tolerances (1e-9, relative after its scaling) amount
 # to at most 1e-2, far below the 0.5 margin every execution has (docs/engine.md).
 TRUSTED_MAGNITUDE = 1e7
+
+
+class OptimumStatus(enum.Enum):
+    OPTIMAL = "optimal"  # proved optimal (within the gaps asked for)
+    FEASIBLE = "feasible"  # the time limit came first: the best solution found, not proved optimal
+    INFEASIBLE = "infeasible"
+    NO_SOLUTION = "no solution"  # time limit (or another stop) before any solution
+
+
+@dataclass(frozen=True, slots=True)
+class Optimum:
+    """What `HighsSolver.minimize` found: the status, HiGHS's own words for it, the objective of the
+    best solution and the proved lower bound, the column values (empty without a solution)."""
+
+    status: OptimumStatus
+    highs_status: str
+    objective: float
+    bound: float
+    values: np.ndarray
+    time_s: float
+    nodes: int = 0
+
+    @property
+    def has_solution(self) -> bool:
+        return self.status in (OptimumStatus.OPTIMAL, OptimumStatus.FEASIBLE)
 
 
 class HighsSolver(DecisionProcedure):
@@ -84,8 +116,55 @@ class HighsSolver(DecisionProcedure):
             CheckStatus.UNKNOWN, f"HiGHS: {h.modelStatusToString(status)}", time_s=elapsed, stats=stats
         )
 
+    def minimize(
+        self,
+        model: MilpModel,
+        time_limit_s: float,
+        rel_gap: float = 0.0,
+        abs_gap: float = 1e-6,
+        start: np.ndarray | None = None,
+    ) -> Optimum:
+        """Minimise `model.cost` over the model's rows and columns within `time_limit_s` seconds.
+
+        The gaps default to (nearly) exact optimality: HiGHS's own default relative gap (1e-4) would
+        stop early on objectives that combine terms of very different weights. `start`, a feasible
+        point (one value per column), is handed to HiGHS as its first incumbent: a model with a known
+        trivial solution then never ends without one."""
+        begin = time.monotonic()
+        arrays = model.arrays()
+        if np.any(arrays["col_lo"] > arrays["col_hi"]):
+            return Optimum(
+                OptimumStatus.INFEASIBLE, "empty variable bounds", math.inf, math.inf, np.zeros(0), 0.0
+            )
+        h = self._solver(time_limit_s)
+        h.setOptionValue("mip_rel_gap", float(rel_gap))
+        h.setOptionValue("mip_abs_gap", float(abs_gap))
+        h.passModel(_lp(arrays))
+        if start is not None:
+            solution = highspy.HighsSolution()
+            solution.col_value = list(np.asarray(start, dtype=np.float64))
+            solution.value_valid = True
+            h.setSolution(solution)
+        h.run()
+        status = h.getModelStatus()
+        elapsed = time.monotonic() - begin
+        info = h.getInfo()
+        nodes = int(getattr(info, "mip_node_count", 0) or 0)
+        words = h.modelStatusToString(status)
+        values = np.asarray(h.getSolution().col_value, dtype=np.float64)
+        has_values = values.size == model.n_cols and int(getattr(info, "primal_solution_status", 0)) == 2
+        objective = float(info.objective_function_value) if has_values else math.inf
+        bound = float(getattr(info, "mip_dual_bound", -math.inf))
+        if status == highspy.HighsModelStatus.kOptimal:
+            return Optimum(OptimumStatus.OPTIMAL, words, objective, bound, values, elapsed, nodes)
+        if status == highspy.HighsModelStatus.kInfeasible:
+            return Optimum(OptimumStatus.INFEASIBLE, words, math.inf, math.inf, np.zeros(0), elapsed, nodes)
+        if has_values:
+            return Optimum(OptimumStatus.FEASIBLE, words, objective, bound, values, elapsed, nodes)
+        return Optimum(OptimumStatus.NO_SOLUTION, words, math.inf, bound, np.zeros(0), elapsed, nodes)
+
     def _solver(self, seconds: float):
-        h = highspy.Highs()
+        h = _quiet_highs()
         h.silent()
         for option, value in (
             ("time_limit", float(max(seconds, 0.05))),
@@ -99,14 +178,29 @@ class HighsSolver(DecisionProcedure):
         return h
 
 
+def _quiet_highs():
+    """A Highs object, without the banner HiGHS prints on the process's stdout (file descriptor 1)
+    when the first one is made: commands that solve in process (`qverify repair`) keep stdout for
+    their own output."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as sink:
+            os.dup2(sink.fileno(), 1)
+            return highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def _lp(arrays: dict[str, np.ndarray]):
-    """The arrays as a HighsLp with a zero objective (infinite bounds as HiGHS's infinity)."""
+    """The arrays as a HighsLp (objective `cost`, zero when absent; infinite bounds as HiGHS's infinity)."""
     n_cols, n_rows = len(arrays["col_lo"]), len(arrays["row_lo"])
     lp = highspy.HighsLp()
     lp.num_col_ = n_cols
     lp.num_row_ = n_rows
     inf = highspy.kHighsInf
-    lp.col_cost_ = np.zeros(n_cols)
+    lp.col_cost_ = np.asarray(arrays.get("cost", np.zeros(n_cols)), dtype=np.float64)
     lp.col_lower_ = np.where(np.isfinite(arrays["col_lo"]), arrays["col_lo"], -inf)
     lp.col_upper_ = np.where(np.isfinite(arrays["col_hi"]), arrays["col_hi"], inf)
     lp.row_lower_ = np.where(np.isfinite(arrays["row_lo"]), arrays["row_lo"], -inf)

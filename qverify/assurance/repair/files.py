@@ -1,0 +1,43 @@
+"""The repaired model on disk: its model file and its C.
+
+Fixed point: the repaired network as an NNet (or ONNX, like the input) whose repaired layer holds
+word / 2^l -- exact in the file (NNet writes doubles with `repr`) and quantized back to exactly the
+repaired words (`repair` checks it). int8: qverify has no int8 ONNX writer; the repaired integers are
+in `repair.json` and in the C, which is the implementation that runs (docs/repair.md). The C is the
+`qverify codegen` program of the repaired implementation (network function and replay main)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from qverify.assurance.implementations import Implementation
+from qverify.codegen import render_network
+from qverify.errors import InputError
+from qverify.io import save_network
+from qverify.network import Network
+
+
+@dataclass(frozen=True, slots=True)
+class RepairedFiles:
+    model: Path | None  # None: int8 (no writer for int8 ONNX)
+    c_file: Path
+
+
+def model_suffix(source: str) -> str:
+    """The repaired model's suffix: the input's (.nnet or .onnx)."""
+    return ".nnet" if source.lower().endswith(".nnet") else ".onnx"
+
+
+def write_repaired(network: Network, implementation: Implementation, source: str, out: Path) -> RepairedFiles:
+    """Write the repaired model (fixed point) and the C of its implementation under `out`."""
+    model = None
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(f"cannot write to {out}: {error.strerror}") from None
+    if implementation.qnet is not None and not implementation.qnet.is_int8:
+        model = out / f"repaired{model_suffix(source)}"
+        save_network(network, model)
+    c_file = render_network(implementation.qnet).write(out / "c")  # type: ignore[arg-type]
+    return RepairedFiles(model, c_file)
