@@ -42,8 +42,8 @@ from qverify.errors import InputError, QverifyError
 from qverify.io import load_network
 from qverify.network import Network
 from qverify.properties import Property, read_vnnlib, to_normalised
-from qverify.properties.spec import implementation_from_table, property_from_table
 from qverify.quant import FORMAT_HELP, ImplementationOptions, parse_number_format
+from qverify.tasks.spec_file import implementation_from_table, property_from_table
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 _TOP_KEYS = (
