@@ -96,7 +96,16 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-OUT_OF_MEMORY_SIGNS = ("MemoryError", "bad_alloc", "Cannot allocate memory", "out of memory", "Out of memory")
+OUT_OF_MEMORY_SIGNS = (
+    "MemoryError",
+    "bad_alloc",
+    "Cannot allocate memory",
+    "out of memory",
+    "Out of memory",
+    "Memory allocation still failed",  # OpenBLAS, when the address-space limit leaves it no room
+    "failed to map segment from shared object",  # the dynamic loader, for the same reason
+    "ensure that your address space and process count limits are big enough",  # OpenBLAS threads
+)
 
 
 def _watch(child: subprocess.Popen, limits: Limits, start: float) -> tuple[float, bool, bool]:

@@ -15,7 +15,14 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from qverify import __version__
-from qverify.errors import EXIT_CODES_HELP, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, QverifyError
+from qverify.errors import (
+    EXIT_CODES_HELP,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_UNKNOWN,
+    EXIT_USAGE,
+    QverifyError,
+)
 from qverify.interrupts import interrupt_on_sigterm
 
 Handler = Callable[[argparse.Namespace], int]
@@ -87,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     except QverifyError as error:
         print(f"error: {error}", file=sys.stderr)
         return error.exit_code
+    except MemoryError:  # resource exhaustion is an answer (UNKNOWN), not a bug
+        print("UNKNOWN: memory exhausted", flush=True)
+        print("error: out of memory (a larger input than this machine holds)", file=sys.stderr)
+        return EXIT_UNKNOWN
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

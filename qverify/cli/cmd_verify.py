@@ -10,22 +10,27 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 
+from qverify.backends import Status
 from qverify.cli.options import (
     add_implementation_options,
     add_property_options,
     add_verify_options,
+    given_options,
     options_from_args,
     parse_image_shape,
     property_from_args,
 )
 from qverify.cli.report import describe_example, warn
 from qverify.counterexample.picture import write_example_png
-from qverify.errors import EXIT_CODES_HELP, InputError
+from qverify.errors import EXIT_CODES_HELP, EXIT_UNKNOWN, InputError, ResourceLimitError
+from qverify.input_limits import reading_within
 from qverify.io import load_network
 from qverify.tasks import Origin, check_same_network, read_spec
+from qverify.tasks.model import DEFAULT_TIMEOUT_S
 from qverify.verification import VerificationRecord, verify_property
 
 
@@ -84,11 +89,20 @@ def _from_flags(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    net, prop, implementation, options, name, origins = _from_spec(args) if args.spec else _from_flags(args)
+    timeout = given_options(args).get("timeout", DEFAULT_TIMEOUT_S)  # checks the limits first
+    try:
+        with reading_within(timeout):  # parsing is bounded by the task's --timeout too
+            task = _from_spec(args) if args.spec else _from_flags(args)
+    except ResourceLimitError as error:
+        print(f"{Status.UNKNOWN.value}: {error}")
+        return EXIT_UNKNOWN
+    net, prop, implementation, options, name, origins = task
     record = replace(verify_property(net, prop, implementation, options, name), origins=origins)
     for message in record.warnings:
         warn(message)
     print(record.summary_line())
+    if record.status is Status.ERROR:
+        print(f"error: {record.reason}", file=sys.stderr)
     if record.counterexample is not None:
         print(describe_example(record))
     if args.json:

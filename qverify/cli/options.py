@@ -35,6 +35,8 @@ from qverify.quant import (
 )
 from qverify.tasks.model import (
     DEFAULT_FORMAT,
+    DEFAULT_MEMORY_MB,
+    DEFAULT_TIMEOUT_S,
     Backend,
     EsbmcSolver,
     Origin,
@@ -140,7 +142,7 @@ def given_options(args: argparse.Namespace) -> dict[str, Any]:
         if getattr(args, flag, None):
             values[name] = False
     if "timeout" in values or "memory_mb" in values:
-        check_limits(values.get("timeout", 60.0), values.get("memory_mb", 4096))
+        check_limits(values.get("timeout", DEFAULT_TIMEOUT_S), values.get("memory_mb", DEFAULT_MEMORY_MB))
     return values
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from qverify.errors import InputError
+from qverify.input_limits import check_file, check_literal
 from qverify.network.model import Network
 from qverify.properties.model import (
     Atom,
@@ -70,6 +71,7 @@ def exact(value: Number | str, what: str = "value") -> Fraction:
         return Fraction(value)
     if isinstance(value, str):
         text = value.strip()
+        check_literal(text, what)
         if not _NUMBER_TEXT.match(text) or text.endswith("/0"):
             raise InputError(f"{what}: '{value}' is not a number")
         return Fraction(text)
@@ -388,6 +390,7 @@ def _numbers_from_text(text: str, where: str) -> list[Fraction]:
 
 def _numbers_from_file(path: Path) -> list[Fraction]:
     """A .npy array, or a .txt/.csv file with one or more numbers per line ('#' starts a comment)."""
+    check_file(path)
     if path.suffix.lower() == ".npy":
         try:
             array = np.load(path, allow_pickle=False)

@@ -43,6 +43,8 @@ if TYPE_CHECKING:  # verification imports properties, whose spec reader imports 
     from qverify.verification import VerifyOptions
 
 DEFAULT_FORMAT = "16.16"
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_MEMORY_MB = 4096
 
 
 # The enums are built from the lists their owners keep (one list each): the back ends, the internal
@@ -86,8 +88,8 @@ class TaskOptions:
     lut_range: float | None = None
     # verification
     backend: Backend = Backend.INTERNAL
-    timeout: float = 60.0
-    memory_mb: int = 4096
+    timeout: float = DEFAULT_TIMEOUT_S
+    memory_mb: int = DEFAULT_MEMORY_MB
     intervals: IntervalMethod = IntervalMethod.AUTO
     solver: Solver = Solver.MILP
     semantics: Semantics = Semantics.IEEE

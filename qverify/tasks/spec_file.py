@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from qverify.errors import InputError, QverifyError
+from qverify.input_limits import check_file
 from qverify.invariants import IntervalMethod
 from qverify.io import load_network
 from qverify.network.model import Network
@@ -211,6 +212,7 @@ def read_spec(path: str | Path) -> Spec:
     :raises UnsupportedError: the network or property uses constructs qverify does not handle.
     """
     spec = str(path)
+    check_file(path)
     try:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
