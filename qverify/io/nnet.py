@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from qverify.errors import InputError, UnsupportedError
-from qverify.input_limits import check_file
+from qverify.input_limits import check_file, check_literal
 from qverify.network.model import (
     Activation,
     Dense,
@@ -109,6 +109,7 @@ class _Cursor:
         """The next line's integers; `count=None` accepts any positive number of them."""
         line = self.take(count, what)
         for token in line.tokens:
+            check_literal(token, f"{self.path}:{line.number}")
             if not _INTEGER.fullmatch(token):
                 raise self.error(line.number, f"'{token}' is not an integer ({what})")
         return line.number, [int(token) for token in line.tokens]

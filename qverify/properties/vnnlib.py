@@ -555,6 +555,7 @@ def parse_vnnlib(
         units=units,
         source=source,
         notes=tuple(notes),
+        declared_outputs=sum(1 for kind, _ in reader.declared if kind == "Y") or None,
     )
 
 
