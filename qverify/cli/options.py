@@ -14,7 +14,6 @@ from qverify.network import Network
 from qverify.properties import (
     Property,
     Units,
-    default_domain,
     hyper_rectangle,
     hypercube,
     read_center,
@@ -22,7 +21,7 @@ from qverify.properties import (
     robustness,
     to_normalised,
 )
-from qverify.properties.builders import exact
+from qverify.properties.builders import domain_in_units, exact
 from qverify.quant import (
     FORMAT_HELP,
     Accumulation,
@@ -201,7 +200,7 @@ def _built_property(args: argparse.Namespace, net: Network, units: Units) -> Pro
             "no property: give --property FILE, or --center, --label and one of --eps/--rect/--cube"
         )
     center = read_center(args.center, net.n_inputs)
-    domain = _domain(net, units)
+    domain = domain_in_units(net, units)
     for value, flag, build in (
         (args.eps, "--eps", robustness),
         (args.rect, "--rect", hyper_rectangle),
@@ -221,16 +220,6 @@ def _built_property(args: argparse.Namespace, net: Network, units: Units) -> Pro
             units=units,
         )
     raise InputError("a property around --center needs one of --eps, --rect, --cube")
-
-
-def _domain(net: Network, units: Units):
-    """The input domain in the property's units (raw: NNet min/max; normalised: their image)."""
-    if units is Units.RAW:
-        norm = net.input_norm
-        if norm is None or not (np.all(np.isfinite(norm.minimum)) and np.all(np.isfinite(norm.maximum))):
-            return None
-        return norm.minimum, norm.maximum
-    return default_domain(net)
 
 
 def add_intervals_option(group: argparse._ActionsContainer) -> None:

@@ -49,15 +49,13 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import numpy as np
-
 from qverify.errors import InputError, QverifyError
 from qverify.input_limits import check_file
 from qverify.invariants import IntervalMethod
 from qverify.io import load_network
 from qverify.network.model import Network
 from qverify.properties.builders import (
-    default_domain,
+    domain_in_units,
     exact,
     hyper_rectangle,
     hypercube,
@@ -344,12 +342,7 @@ def _builder_domain(table: _Table, net: Network, units: Units) -> tuple[tuple, t
         raise table.error("domain", f"'{value}' is not one of network | none | [[lo, ...], [hi, ...]]")
     if value == "none":
         return None
-    if units is Units.NORMALISED:
-        return default_domain(net)
-    norm = net.input_norm
-    if norm is None or not (np.all(np.isfinite(norm.minimum)) and np.all(np.isfinite(norm.maximum))):
-        return None
-    return tuple(Fraction(float(v)) for v in norm.minimum), tuple(Fraction(float(v)) for v in norm.maximum)
+    return domain_in_units(net, units)
 
 
 # ---------------------------------------------------------------- [implementation]
