@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import random
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from onnx import TensorProto, helper
 
 from qverify.cli import main
 from tests.conftest import ROOT
+from tests.test_cli_basics import qverify
 
 TINY = ROOT / "benchmarks" / "tiny"
 NNET = TINY / "relu2.nnet"
@@ -495,17 +495,6 @@ def test_harness_of_an_empty_conjunction_is_valid_c(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------- as real processes
-
-
-def qverify(*args: str, cwd=ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "qverify", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=300,
-        check=False,
-    )
 
 
 def test_argparse_errors_are_one_line_with_a_usage_hint():
