@@ -6,9 +6,11 @@ ONNX input dimension of 10^9 (allocated before anything refuses it). Each limit 
 default a real network never reaches, and an environment variable that raises it for a user who
 really needs more; the error names both.
 
-`reading_within(timeout_s)` runs the reading of a task's inputs under the task's `--timeout` (a
-SIGALRM that becomes ResourceLimitError, i.e. an UNKNOWN verdict), so that parsing is bounded by
-the same budget as the engine.
+`reading_within(timeout_s, memory_mb)` runs the reading of a task's inputs under the task's
+`--timeout` and `--memory` (a SIGALRM, from the timer or from a thread watching what reading adds
+to the resident set, that becomes ResourceLimitError: an UNKNOWN verdict), so that parsing is
+bounded by the same budget as the engine. Python handles the signal between two bytecodes, so one
+long C call (a regex over a whole file) finishes first: the file-size limit bounds that.
 """
 
 from __future__ import annotations
@@ -89,25 +91,59 @@ def check_tensor(shape: tuple[int, ...], itemsize: int, where: str) -> None:
     TENSOR_SIZE.check(size / 1e6, f"{where}: shape {list(shape)}")
 
 
-def _on_alarm(timeout_s: float):
-    def handler(signum, frame) -> None:
-        raise ResourceLimitError(f"timeout: {timeout_s:g} s reached while reading the inputs")
+_POLL_S = 0.05
 
-    return handler
+
+class _Budget:
+    """The wall-clock and memory budget of reading one task's inputs (see `reading_within`)."""
+
+    def __init__(self, timeout_s: float, memory_mb: int | None) -> None:
+        self.timeout_s = timeout_s
+        self.memory_mb = memory_mb
+        self.reason = ""
+        self.done = threading.Event()
+
+    def on_alarm(self, signum, frame) -> None:
+        raise ResourceLimitError(
+            self.reason or f"timeout: {self.timeout_s:g} s reached while reading the inputs"
+        )
+
+    def watch_memory(self, main_thread: int) -> None:
+        """Poll this process' resident set; past the budget, interrupt the main thread (SIGALRM)."""
+        import psutil
+
+        process = psutil.Process()
+        baseline = process.memory_info().rss
+        while not self.done.wait(_POLL_S):
+            grown_mb = (process.memory_info().rss - baseline) / 2**20
+            if self.memory_mb is not None and grown_mb > self.memory_mb:
+                self.reason = f"memory: reading the inputs took more than the limit of {self.memory_mb} MB"
+                signal.pthread_kill(main_thread, signal.SIGALRM)
+                return
 
 
 @contextlib.contextmanager
-def reading_within(timeout_s: float) -> Iterator[None]:
-    """Run the body under a wall-clock limit (main thread only; elsewhere the body runs unbounded)."""
+def reading_within(timeout_s: float, memory_mb: int | None = None) -> Iterator[None]:
+    """Run the body under a wall-clock limit and a memory budget (what the body adds to this
+    process' resident set); either ends it with ResourceLimitError. Main thread only; elsewhere
+    the body runs unbounded (file and literal limits still apply)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGALRM, _on_alarm(timeout_s))
+    budget = _Budget(timeout_s, memory_mb)
+    previous = signal.signal(signal.SIGALRM, budget.on_alarm)
     signal.setitimer(signal.ITIMER_REAL, timeout_s)
+    watcher = None
+    if memory_mb is not None:
+        watcher = threading.Thread(target=budget.watch_memory, args=(threading.get_ident(),), daemon=True)
+        watcher.start()
     try:
         yield
     except MemoryError:
         raise ResourceLimitError("memory exhausted while reading the inputs") from None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+        budget.done.set()
+        if watcher is not None:
+            watcher.join()
         signal.signal(signal.SIGALRM, previous)

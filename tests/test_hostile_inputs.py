@@ -557,17 +557,24 @@ def test_command_line_overrides_the_spec_and_the_record_says_where_from(tmp_path
     assert data["origins"] == {"network": "spec", "property": "spec", "format": "spec", "timeout": "spec"}
 
 
-def test_parsing_runs_under_the_timeout(tmp_path):
-    """A VNN-LIB file that takes long to parse gives UNKNOWN: timeout within --timeout, not a hang."""
-    many = "\n".join(f"(assert (or (>= Y_0 {i}.5) (<= Y_1 -{i}.5)))" for i in range(12))  # 2^12 clauses
-    path = tmp_path / "slow.vnnlib"
-    path.write_bytes(vnnlib(many))
+def big_vnnlib(path: Path, disjuncts: int) -> Path:
+    body = " ".join(f"(and (>= Y_0 {i}.5) (<= Y_1 -{i}.25))" for i in range(disjuncts))
+    path.write_bytes(vnnlib(f"(assert (or {body}))"))
+    return path
+
+
+def test_parsing_runs_under_the_timeout_and_memory_limits(tmp_path):
+    """A large VNN-LIB file is read under --timeout and --memory: UNKNOWN with the reason, at the
+    limit (it used to run for minutes and take gigabytes whatever the limits said)."""
+    path = big_vnnlib(tmp_path / "big.vnnlib", 200_000)  # 9 MB, ~5 s to read
     started = time.monotonic()
     result = qverify("verify", str(NNET), "--property", str(path), "--timeout", "1")
-    assert time.monotonic() - started < 30
-    assert result.returncode in (0, 10, 20), result.stderr
-    if result.returncode == 20:
-        assert result.stdout.startswith("UNKNOWN: timeout")
+    assert time.monotonic() - started < 12
+    assert result.returncode == 20, result.stderr
+    assert result.stdout.startswith("UNKNOWN: timeout: 1 s reached while reading the inputs")
+    result = qverify("verify", str(NNET), "--property", str(path), "--memory", "64")
+    assert result.returncode == 20, result.stderr
+    assert result.stdout.startswith("UNKNOWN: memory: reading the inputs took more than the limit of 64 MB")
 
 
 # ---------------------------------------------------------------- randomized (slow)

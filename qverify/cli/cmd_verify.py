@@ -30,7 +30,7 @@ from qverify.errors import EXIT_CODES_HELP, EXIT_UNKNOWN, InputError, ResourceLi
 from qverify.input_limits import reading_within
 from qverify.io import load_network
 from qverify.tasks import Origin, check_same_network, read_spec
-from qverify.tasks.model import DEFAULT_TIMEOUT_S
+from qverify.tasks.model import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 from qverify.verification import VerificationRecord, verify_property
 
 
@@ -89,9 +89,10 @@ def _from_flags(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    timeout = given_options(args).get("timeout", DEFAULT_TIMEOUT_S)  # checks the limits first
+    given = given_options(args)  # checks the limits first
+    timeout, memory = given.get("timeout", DEFAULT_TIMEOUT_S), given.get("memory_mb", DEFAULT_MEMORY_MB)
     try:
-        with reading_within(timeout):  # parsing is bounded by the task's --timeout too
+        with reading_within(timeout, memory):  # parsing is bounded by the task's limits too
             task = _from_spec(args) if args.spec else _from_flags(args)
     except ResourceLimitError as error:
         print(f"{Status.UNKNOWN.value}: {error}")
