@@ -1,10 +1,10 @@
 """One typed model of a verification task's options, and the precedence of where they come from.
 
 Three readers describe a task: command-line flags (`qverify.cli.options`), a spec file's
-`[implementation]`/`[verify]` tables (`qverify.tasks.spec_file`) and a suite file (which reuses the
-spec tables). Each reader yields only the values its source actually *gives*, as a mapping from
+`[implementation]`/`[verify]` tables (`qverify.tasks.spec_file`) and a suite file (whose
+`[implementation]` table is read by the spec reader; its run options come from the command line). Each reader yields only the values its source actually *gives*, as a mapping from
 `TaskOptions` field names to typed values; `resolve_options` lays them over the defaults in order
-(defaults < spec or suite < command line) and records, per field, which source the value came from.
+(defaults < spec < command line) and records, per field, which source the value came from.
 That record travels into `qverify verify --json` (`origins`), so a verdict always says which format,
 timeout and back end it was obtained with and why.
 
@@ -60,7 +60,6 @@ class Origin(enum.StrEnum):
 
     DEFAULT = "default"
     SPEC = "spec"
-    SUITE = "suite"
     COMMAND_LINE = "command line"
 
 
