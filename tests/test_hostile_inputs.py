@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import resource
 import subprocess
 import time
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ TINY = ROOT / "benchmarks" / "tiny"
 NNET = TINY / "relu2.nnet"
 VNNLIB = TINY / "relu2-y0-bound.vnnlib"
 CASE_SECONDS = 20.0
+PEAK_MB = 3000  # a 1e9-element input used to allocate 7.7 GB before refusing
 HUGE = "1" + "0" * 5000  # beyond Python's int-string limit (4300 digits)
 
 
@@ -67,6 +69,8 @@ def check(case: Case, folder: Path, capsys) -> None:
         assert len(lines) == 1 and lines[0].startswith("error: "), err
         assert case.phrase in lines[0], err
     assert elapsed < CASE_SECONDS, f"{case.id} took {elapsed:.1f} s"
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # this process: every case so far
+    assert peak_mb < PEAK_MB, f"{case.id}: peak resident set {peak_mb:.0f} MB"
 
 
 # ---------------------------------------------------------------- the inputs the cases vary

@@ -28,7 +28,6 @@ from qverify.quant import (
     FloatKind,
     ImplementationOptions,
     Layout,
-    NumberFormat,
     Overflow,
     Rounding,
 )
@@ -148,10 +147,6 @@ def given_options(args: argparse.Namespace) -> dict[str, Any]:
 def options_from_args(args: argparse.Namespace, *lower: tuple[Origin, Mapping[str, Any]]) -> ResolvedOptions:
     """Defaults, then the `lower` layers (a spec), then the command line's flags on top."""
     return resolve_options(*lower, (Origin.COMMAND_LINE, given_options(args)))
-
-
-def number_from_args(args: argparse.Namespace) -> NumberFormat:
-    return implementation_from_args(args).number
 
 
 def implementation_from_args(args: argparse.Namespace) -> ImplementationOptions:

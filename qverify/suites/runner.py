@@ -141,7 +141,8 @@ def _run_locked(
     )
     bar.set_postfix_str(_progress_text(counts))
     try:
-        for spec, record in executor.map_unordered(run_task, todo):
+        for spec, verified in executor.map_unordered(run_task, todo):
+            record = verified.to_json()  # typed up to here; JSON for the journal and the reports
             entry = _entry(spec, record)
             _write_counterexample(entry, out)
             journal.append(entry)
