@@ -14,7 +14,7 @@ from qverify.network import Network
 from qverify.properties import Property
 from qverify.quant import FixedFormat, ImplementationOptions, choose_format, parse_number_format
 from qverify.suites.suite_file import Suite
-from qverify.verification import VerificationRecord, VerifyOptions, verify_property
+from qverify.verification import VerifyOptions, verify_property
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,9 +88,15 @@ def resolve_implementation(spec: TaskSpec, net: Network) -> tuple[Implementation
     return replace(spec.implementation, number=fixed), note
 
 
-def run_task(spec: TaskSpec) -> VerificationRecord:
-    """Verify one task (in a worker); returns the typed record, never raises for a task failure."""
+def run_task(spec: TaskSpec) -> dict:
+    """Verify one task (in a worker); returns the record as JSON data, never raises for a task failure.
+
+    JSON, not the VerificationRecord: results cross process and machine boundaries, and the
+    record's read-only mappings do not pickle."""
     net = _network(spec.network_path)
     implementation, note = resolve_implementation(spec, net)
     record = verify_property(net, spec.property, implementation, spec.options, spec.task)
-    return replace(record, warnings=(note, *record.warnings)) if note else record
+    data = record.to_json()
+    if note:
+        data["warnings"] = [note, *data["warnings"]]
+    return data
