@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -86,6 +87,7 @@ class VerificationRecord:
     options: str = ""
     harness: str = ""
     version: str = __version__
+    origins: Mapping[str, str] = field(default_factory=dict)  # option -> where its value came from
 
     @property
     def exit_code(self) -> int:
@@ -120,6 +122,7 @@ class VerificationRecord:
             "options": self.options,
             "harness": self.harness,
             "qverify_version": self.version,
+            "origins": dict(self.origins),
         }
 
     @classmethod
@@ -144,6 +147,7 @@ class VerificationRecord:
             options=data.get("options", ""),
             harness=data.get("harness", ""),
             version=data.get("qverify_version", ""),
+            origins=dict(data.get("origins", {})),
         )
 
 

@@ -38,7 +38,7 @@ from qverify.invariants import IntervalMethod
 from qverify.io import load_network
 from qverify.network import Network
 from qverify.properties import Property, Units, read_vnnlib, to_normalised
-from qverify.quant import FixedFormat, FloatFormat, FloatKind, ImplementationOptions
+from qverify.quant import FloatFormat, FloatKind, ImplementationOptions, parse_number_format
 from qverify.verification import VerificationRecord, VerifyOptions, verify_property
 
 __all__ = [
@@ -73,9 +73,7 @@ class RunnerConfig:
     def implementation(self) -> ImplementationOptions:
         if self.semantics is Semantics.REAL:
             return ImplementationOptions(FloatFormat(FloatKind.FLOAT))
-        if self.number_format in ("float", "double"):
-            return ImplementationOptions(FloatFormat(FloatKind(self.number_format)))
-        return ImplementationOptions(FixedFormat.parse(self.number_format))
+        return ImplementationOptions(parse_number_format(self.number_format))
 
     def verify_options(self, timeout_s: float) -> VerifyOptions:
         semantics = "real" if self.semantics is Semantics.REAL else "ieee"

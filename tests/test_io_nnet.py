@@ -139,7 +139,7 @@ def test_infinite_clip_bounds_round_trip(tmp_path: Path) -> None:
 def _networks() -> st.SearchStrategy[Network]:
     """Small NNet-expressible networks with arbitrary finite doubles (subnormal, huge, -0.0)."""
     value = st.floats(allow_nan=False, allow_infinity=False)
-    nonzero = value.filter(lambda v: v != 0)
+    positive = value.filter(lambda v: v > 0)  # NNet ranges are positive scales
 
     @st.composite
     def build(draw: st.DrawFn) -> Network:
@@ -162,9 +162,12 @@ def _networks() -> st.SearchStrategy[Network]:
             lows,
             [low + draw(st.floats(0, 1e6)) for low in lows],
             draw(st.lists(value, min_size=n_in, max_size=n_in)),
-            draw(st.lists(nonzero, min_size=n_in, max_size=n_in)),
+            draw(st.lists(positive, min_size=n_in, max_size=n_in)),
         )
-        output_norm = OutputNormalisation([draw(value)] * n_out, [draw(nonzero)] * n_out)
+        # range 1 with mean 0 is the identity, which the reader returns as None
+        output_norm = OutputNormalisation(
+            [draw(value)] * n_out, [draw(positive.filter(lambda v: v != 1))] * n_out
+        )
         return Network(tuple(layers), input_norm, output_norm, name="random")
 
     return build()
@@ -243,6 +246,7 @@ MALFORMED = [
     ("nan-minimum", {6: "nan,0.0,"}, "bad.nnet:6: non-finite value 'nan' (input minimums)"),
     ("inf-mean", {8: "0.0,inf,0.5,"}, "bad.nnet:8: non-finite value 'inf'"),
     ("zero-range", {9: "2.0,0.0,4.0,"}, "bad.nnet:9: range 1 is zero"),
+    ("negative-range", {9: "2.0,-1.0,4.0,"}, "bad.nnet:9: range 1 is negative: ranges must be positive"),
     ("zero-output-range", {9: "2.0,10.0,0,"}, "bad.nnet:9: range 2 is zero"),
     ("min-above-max", {6: "-1.0,20.0,"}, "bad.nnet:7: input 1: maximum 10.0 < minimum 20.0"),
     ("sizes-count", {4: "2,3,3,1,"}, "bad.nnet:4: expected 3 layer sizes (numLayers + 1), found 4"),

@@ -1,7 +1,8 @@
-"""Tests for `qverify.properties.spec`: valid specs of every kind, and one test per defect."""
+"""Tests for `qverify.tasks.spec_file`: valid specs of every kind, and one test per defect."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 from types import MappingProxyType
@@ -9,7 +10,7 @@ from types import MappingProxyType
 import pytest
 
 from qverify.errors import InputError
-from qverify.properties import Spec, Units, read_spec, read_vnnlib
+from qverify.properties import Units, read_vnnlib
 from qverify.quant import (
     Accumulation,
     FixedFormat,
@@ -21,6 +22,7 @@ from qverify.quant import (
     Overflow,
     Rounding,
 )
+from qverify.tasks import Backend, Solver, Spec, TaskOptions, read_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "properties"
@@ -54,17 +56,8 @@ def test_fixture_with_every_key_spelled_out() -> None:
     assert spec.property.boxes == expected.boxes and spec.property.unsafe == expected.unsafe
     assert spec.property.name == "prop_1"
     assert spec.implementation == ImplementationOptions()
-    assert isinstance(spec.verify, MappingProxyType)
-    assert dict(spec.verify) == {
-        "backend": "internal",
-        "timeout": 60,
-        "memory_mb": 4096,
-        "intervals": "auto",
-        "solver": "milp",
-        "certify": False,
-        "esbmc": None,
-        "esbmc_args": (),
-    }
+    assert isinstance(spec.given, MappingProxyType)
+    assert replace(spec.options, lut_res=None) == TaskOptions()  # every key spelled out, at its default
     assert spec.image_shape == (5, 1)
 
 
@@ -72,7 +65,7 @@ def test_minimal_spec_gets_the_defaults(tmp_path: Path) -> None:
     spec = read_spec(write_spec(tmp_path, NETWORK + VNNLIB_PROPERTY, "minimal.toml"))
     assert spec.name == "minimal" and spec.image_shape is None
     assert spec.implementation == ImplementationOptions()
-    assert spec.verify["backend"] == "internal" and spec.verify["timeout"] == 60
+    assert spec.given == {} and spec.options.backend is Backend.INTERNAL and spec.options.timeout == 60
 
 
 def test_raw_fixture_robustness_is_converted_to_normalised_units() -> None:
@@ -149,9 +142,10 @@ def test_implementation_and_verify_options(tmp_path: Path) -> None:
         Layout.BALANCED,
         LutDesign(eps=0.01, resolution=None, half_range=4.0),
     )
-    assert spec.verify["timeout"] == 2.5 and spec.verify["certify"] is True
-    assert spec.verify["esbmc"] == str(tmp_path.resolve() / "tools" / "esbmc")
-    assert spec.verify["esbmc_args"] == ("--k-induction",)
+    assert spec.options.timeout == 2.5 and spec.options.certify is True
+    assert spec.options.esbmc == str(tmp_path.resolve() / "tools" / "esbmc")
+    assert spec.options.esbmc_args == ("--k-induction",)
+    assert spec.options.solver is Solver.Z3 and spec.options.memory_mb == 512
     float_spec = read_spec(
         write_spec(tmp_path, NETWORK + VNNLIB_PROPERTY + '[implementation]\nformat = "float"\n')
     )

@@ -3,7 +3,9 @@
 The child gets its own session (process group). Memory is watched two ways: RLIMIT_AS at twice the
 limit (a hard backstop the kernel enforces, set with prlimit just after the start) and the resident set of the whole group, polled every
 50 ms (the limit users mean). On timeout or memory excess the whole group is killed (SIGTERM, then
-SIGKILL), so no solver started by the child survives.
+SIGKILL), so no solver started by the child survives. If qverify itself is killed (even with
+SIGKILL, when no `finally` runs), the child gets SIGKILL from the kernel (PR_SET_PDEATHSIG, see
+qverify.interrupts), and the engine's solver forks die with the engine the same way.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 import psutil
 
 from qverify.backends.base import Limits
+from qverify.interrupts import child_dies_with_us
 
 POLL_S = 0.05
 GRACE_S = 1.0
@@ -96,7 +99,16 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-OUT_OF_MEMORY_SIGNS = ("MemoryError", "bad_alloc", "Cannot allocate memory", "out of memory", "Out of memory")
+OUT_OF_MEMORY_SIGNS = (
+    "MemoryError",
+    "bad_alloc",
+    "Cannot allocate memory",
+    "out of memory",
+    "Out of memory",
+    "Memory allocation still failed",  # OpenBLAS, when the address-space limit leaves it no room
+    "failed to map segment from shared object",  # the dynamic loader, for the same reason
+    "ensure that your address space and process count limits are big enough",  # OpenBLAS threads
+)
 
 
 def _watch(child: subprocess.Popen, limits: Limits, start: float) -> tuple[float, bool, bool]:
@@ -137,6 +149,8 @@ def run_limited(
             cwd=cwd,
             env=env,
             start_new_session=True,
+            # prctl only (no lock, no import; glibc keeps malloc fork-safe): safe with threads
+            preexec_fn=child_dies_with_us(),  # noqa: PLW1509 - dies with us, even by SIGKILL
         )
         try:
             _limit_address_space(child.pid, limits.memory_mb)

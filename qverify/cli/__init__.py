@@ -12,9 +12,17 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
+from typing import NoReturn
 
 from qverify import __version__
-from qverify.errors import EXIT_CODES_HELP, EXIT_INTERNAL, EXIT_INTERRUPTED, QverifyError
+from qverify.errors import (
+    EXIT_CODES_HELP,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_UNKNOWN,
+    EXIT_USAGE,
+    QverifyError,
+)
 from qverify.interrupts import interrupt_on_sigterm
 
 Handler = Callable[[argparse.Namespace], int]
@@ -54,8 +62,16 @@ def _subcommand_modules() -> list:
     ]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with qverify's error style: one `error:` line naming where to find the usage, exit 2
+    (argparse's own prints the whole usage block first, burying the one line that matters)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="qverify",
         description="Prove or refute safety properties of neural networks as implemented in "
         "fixed-point or floating-point C.",
@@ -82,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     except QverifyError as error:
         print(f"error: {error}", file=sys.stderr)
         return error.exit_code
+    except MemoryError:  # resource exhaustion is an answer (UNKNOWN), not a bug
+        print("UNKNOWN: memory exhausted", flush=True)
+        print("error: out of memory (a larger input than this machine holds)", file=sys.stderr)
+        return EXIT_UNKNOWN
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

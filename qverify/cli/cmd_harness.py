@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     for box in prop.boxes:
         for message in overflow_warnings(qnet, box.lo_array(), box.hi_array()):
             warn(message)
-    bounds = compute_bounds(qnet, prop, IntervalMethod(args.intervals))
+    bounds = compute_bounds(qnet, prop, IntervalMethod(args.intervals or IntervalMethod.AUTO.value))
     for message in bounds.warnings:
         warn(message)
     path = render_harness(qnet, prop, bounds.bounds).write(args.output)

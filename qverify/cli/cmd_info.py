@@ -9,6 +9,7 @@ from qverify.errors import InputError, RangeError
 from qverify.io import load_network
 from qverify.network import Network
 from qverify.quant import IntBitsProposal, propose_int_bits, real_bounds
+from qverify.quant.fixed import MAX_WORD_BITS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,12 +29,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--frac-bits",
-        type=int,
+        type=_frac_bits,
         default=16,
         metavar="L",
         help="fractional bits for the integer-bits proposal (default 16)",
     )
     parser.set_defaults(handler=run)
+
+
+def _frac_bits(text: str) -> int:
+    """argparse type of --frac-bits: 0 .. MAX_WORD_BITS - 1 (1000 used to be clamped silently to 30)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if not 0 <= value < MAX_WORD_BITS:
+        raise argparse.ArgumentTypeError(
+            f"{value}: expected 0..{MAX_WORD_BITS - 1} (words have {MAX_WORD_BITS} bits)"
+        )
+    return value
 
 
 def _fmt(value: float) -> str:

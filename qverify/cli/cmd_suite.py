@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from qverify.cli.options import add_verify_options, verify_options_from_args
+from qverify.cli.options import add_verify_options, positive_int, verify_options_from_args
 from qverify.errors import EXIT_CODES_HELP
 from qverify.suites import make_executor, read_suite, run_suite
 from qverify.suites.suite_file import BENCHMARKS
@@ -26,7 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="word length W (integer bits from range analysis), K.L, float or double; repeatable "
         "(default: the suite's formats)",
     )
-    run.add_argument("--jobs", type=int, default=2, metavar="N", help="tasks in parallel (default 2)")
+    run.add_argument(
+        "--jobs", type=positive_int, default=2, metavar="N", help="tasks in parallel (default 2)"
+    )
     run.add_argument(
         "--executor",
         choices=("local", "dask"),
@@ -51,8 +53,6 @@ def run_command(args: argparse.Namespace) -> int:
     formats = (
         tuple(suite.check_format(f, "--format") for f in args.formats) if args.formats else suite.formats
     )
-    if args.timeout is not None and args.timeout <= 0:
-        args.timeout = None
     options = verify_options_from_args(_with_default_timeout(args, suite.timeout_s))
     out = Path(args.out) if args.out else Path("results") / suite.name
     executor = make_executor(args.executor, args.jobs, args.scheduler)

@@ -10,6 +10,7 @@ from qverify.cli.options import (
     add_property_options,
     add_verify_options,
     implementation_from_args,
+    positive_int,
     property_from_args,
     verify_options_from_args,
 )
@@ -35,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="fixed-int: k from range analysis, the rest fractional (default); "
         "fit: per width, the most fractional bits that cannot overflow",
     )
-    parser.add_argument("--jobs", type=int, default=2, metavar="N")
+    parser.add_argument("--jobs", type=positive_int, default=2, metavar="N")
     add_property_options(parser)
     add_implementation_options(parser)
     add_verify_options(parser)

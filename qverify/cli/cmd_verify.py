@@ -1,5 +1,8 @@
 """`qverify verify NET --property P [options]` or `qverify verify --spec FILE`: one verdict line.
 
+With `--spec`, command-line options override the spec's (`qverify.tasks.model` holds the precedence);
+a NET that is not the spec's network is an error. `--json` records where each value came from.
+
 Exit codes: 0 SAFE, 10 UNSAFE, 20 UNKNOWN, 2 ERROR.
 """
 
@@ -7,26 +10,27 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 
-from qverify.backends import Limits
-from qverify.backends.internal import InternalOptions
+from qverify.backends import Status
 from qverify.cli.options import (
     add_implementation_options,
     add_property_options,
     add_verify_options,
-    implementation_from_args,
+    given_options,
+    options_from_args,
     parse_image_shape,
     property_from_args,
-    verify_options_from_args,
 )
 from qverify.cli.report import describe_example, warn
 from qverify.counterexample.picture import write_example_png
-from qverify.errors import EXIT_CODES_HELP, InputError
-from qverify.invariants import IntervalMethod
+from qverify.errors import EXIT_CODES_HELP, EXIT_UNKNOWN, InputError, ResourceLimitError
+from qverify.input_limits import reading_within
 from qverify.io import load_network
-from qverify.properties import read_spec
+from qverify.tasks import Origin, check_same_network, read_spec
+from qverify.tasks.model import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 from qverify.verification import VerificationRecord, verify_property
 
 
@@ -48,30 +52,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _from_spec(args: argparse.Namespace):
+    """The spec's task with the command line on top: flags override the spec's options, a property
+    given by flags replaces the spec's, and a network named on both must be the same file."""
     spec = read_spec(args.spec)
+    if args.network is not None:
+        check_same_network(args.network, spec.network_path, args.spec)
     net = load_network(spec.network_path)
-    settings = spec.verify
-    options = verify_options_from_args(args, Path(args.keep) if args.keep else None, spec.image_shape)
-    options = replace(
-        options,
-        backend=settings["backend"],
-        limits=Limits(timeout_s=float(settings["timeout"]), memory_mb=int(settings["memory_mb"])),
-        intervals=IntervalMethod(settings["intervals"]),
-        internal=InternalOptions(
-            solver=settings["solver"],
-            semantics=options.internal.semantics,
-            certify=bool(settings["certify"]),
-            seed=options.internal.seed,
-        ),
-    )
-    if settings["backend"] == "esbmc":
-        from qverify.backends.esbmc import EsbmcOptions
-
-        options = replace(
-            options,
-            esbmc=EsbmcOptions(executable=settings["esbmc"], extra_args=tuple(settings["esbmc_args"])),
-        )
-    return net, spec.property, spec.implementation, options, spec.name
+    resolved = options_from_args(args, (Origin.SPEC, spec.given))
+    origins = {"network": Origin.SPEC.value, "property": Origin.SPEC.value} | resolved.given()
+    prop = spec.property
+    if args.property is not None or args.center is not None:
+        prop = property_from_args(args, net)
+        origins["property"] = Origin.COMMAND_LINE.value
+    shape = parse_image_shape(args.image_shape, net.n_inputs) or spec.image_shape
+    options = resolved.options.verify_options(Path(args.keep) if args.keep else None, shape)
+    return net, prop, resolved.options.implementation(), options, spec.name, origins
 
 
 def _from_flags(args: argparse.Namespace):
@@ -80,16 +75,35 @@ def _from_flags(args: argparse.Namespace):
     net = load_network(args.network)
     prop = property_from_args(args, net)
     shape = parse_image_shape(args.image_shape, net.n_inputs) or net.image_shape
-    options = verify_options_from_args(args, Path(args.keep) if args.keep else None, shape)
-    return net, prop, implementation_from_args(args), options, f"{net.name}-{prop.name}"
+    resolved = options_from_args(args)
+    options = resolved.options.verify_options(Path(args.keep) if args.keep else None, shape)
+    origins = {"network": Origin.COMMAND_LINE.value, "property": Origin.COMMAND_LINE.value}
+    return (
+        net,
+        prop,
+        resolved.options.implementation(),
+        options,
+        f"{net.name}-{prop.name}",
+        origins | resolved.given(),
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    net, prop, implementation, options, name = _from_spec(args) if args.spec else _from_flags(args)
-    record = verify_property(net, prop, implementation, options, name)
+    given = given_options(args)  # checks the limits first
+    timeout, memory = given.get("timeout", DEFAULT_TIMEOUT_S), given.get("memory_mb", DEFAULT_MEMORY_MB)
+    try:
+        with reading_within(timeout, memory):  # parsing is bounded by the task's limits too
+            task = _from_spec(args) if args.spec else _from_flags(args)
+    except ResourceLimitError as error:
+        print(f"{Status.UNKNOWN.value}: {error}")
+        return EXIT_UNKNOWN
+    net, prop, implementation, options, name, origins = task
+    record = replace(verify_property(net, prop, implementation, options, name), origins=origins)
     for message in record.warnings:
         warn(message)
     print(record.summary_line())
+    if record.status is Status.ERROR:
+        print(f"error: {record.reason}", file=sys.stderr)
     if record.counterexample is not None:
         print(describe_example(record))
     if args.json:

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
-from qverify.backends import BACKEND_NAMES, InternalOptions, Limits
 from qverify.errors import InputError
 from qverify.invariants import IntervalMethod
 from qverify.network import Network
 from qverify.properties import (
     Property,
     Units,
-    default_domain,
     hyper_rectangle,
     hypercube,
     read_center,
@@ -21,25 +21,36 @@ from qverify.properties import (
     robustness,
     to_normalised,
 )
-from qverify.properties.builders import exact
+from qverify.properties.builders import domain_in_units, exact
 from qverify.quant import (
+    FORMAT_HELP,
     Accumulation,
-    FloatFormat,
     FloatKind,
     ImplementationOptions,
     Layout,
-    LutDesign,
-    NumberFormat,
     Overflow,
     Rounding,
-    parse_number_format,
+)
+from qverify.tasks.model import (
+    DEFAULT_FORMAT,
+    DEFAULT_MEMORY_MB,
+    DEFAULT_TIMEOUT_S,
+    Backend,
+    EsbmcSolver,
+    Origin,
+    ResolvedOptions,
+    Semantics,
+    Solver,
+    check_limits,
+    choices,
+    resolve_options,
 )
 from qverify.verification import VerifyOptions
 
-DEFAULT_FORMAT = "16.16"
-
 
 def add_implementation_options(parser: argparse.ArgumentParser) -> None:
+    """Flags of `TaskOptions`' implementation fields; every default is None (= not given), so that a
+    spec's value is only overridden by a flag the user actually typed."""
     group = parser.add_argument_group("implementation (how the C computes)")
     number = group.add_mutually_exclusive_group()
     number.add_argument(
@@ -50,50 +61,27 @@ def add_implementation_options(parser: argparse.ArgumentParser) -> None:
         "int8-tflite: the model's int8 affine quantization with onnxruntime's / TFLite's requantization "
         "rounding (a quantized ONNX file, see `qverify quantize`)",
     )
-    number.add_argument(
-        "--float",
-        dest="float_kind",
-        action="store_const",
-        const=FloatKind.FLOAT,
-        help="IEEE single precision",
-    )
-    number.add_argument(
-        "--double",
-        dest="float_kind",
-        action="store_const",
-        const=FloatKind.DOUBLE,
-        help="IEEE double precision",
-    )
-    number.add_argument(
-        "--half",
-        dest="float_kind",
-        action="store_const",
-        const=FloatKind.HALF,
-        help="IEEE half precision (binary16, C's _Float16; every operation rounded)",
-    )
+    for kind, text in (
+        (FloatKind.FLOAT, "IEEE single precision"),
+        (FloatKind.DOUBLE, "IEEE double precision"),
+        (FloatKind.HALF, "IEEE half precision (binary16, C's _Float16; every operation rounded)"),
+    ):
+        number.add_argument(f"--{kind.value}", dest="float_kind", action="store_const", const=kind, help=text)
     group.add_argument(
         "--rounding",
-        choices=[r.value for r in Rounding],
-        default=Rounding.NEAREST.value,
+        choices=choices(Rounding),
         help="after products and for constants (default nearest, ties away from zero)",
     )
     group.add_argument(
-        "--overflow",
-        choices=[o.value for o in Overflow],
-        default=Overflow.SATURATE.value,
-        help="after every operation (default saturate)",
+        "--overflow", choices=choices(Overflow), help="after every operation (default saturate)"
     )
     group.add_argument(
         "--accumulate",
-        choices=[a.value for a in Accumulation],
-        default=Accumulation.PER_OP.value,
+        choices=choices(Accumulation),
         help="per-op: round and check every addition (default); wide: exact int64 sum, rounded once",
     )
     group.add_argument(
-        "--layout",
-        choices=[layout.value for layout in Layout],
-        default=Layout.SEQUENTIAL.value,
-        help="MAC order: sequential loop (default) or balanced tree",
+        "--layout", choices=choices(Layout), help="MAC order: sequential loop (default) or balanced tree"
     )
     lut = group.add_mutually_exclusive_group()
     lut.add_argument("--lut-eps", type=float, metavar="E", help="sigmoid/tanh table error target")
@@ -106,24 +94,64 @@ def add_implementation_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--lut-range", type=float, metavar="A", help="table covers [-A, A]")
 
 
-def number_from_args(args: argparse.Namespace) -> NumberFormat:
-    if args.float_kind is not None:
-        return FloatFormat(args.float_kind)
-    return parse_number_format(
-        args.format or DEFAULT_FORMAT, Rounding(args.rounding), Overflow(args.overflow)
-    )
+_IMPLEMENTATION_FLAGS = {  # TaskOptions field -> (argparse dest, type)
+    "rounding": ("rounding", Rounding),
+    "overflow": ("overflow", Overflow),
+    "accumulate": ("accumulate", Accumulation),
+    "layout": ("layout", Layout),
+    "lut_res": ("lut_res", int),
+    "lut_eps": ("lut_eps", float),
+    "lut_range": ("lut_range", float),
+}
+_VERIFY_FLAGS = {
+    "backend": ("backend", Backend),
+    "timeout": ("timeout", float),
+    "memory_mb": ("memory", int),
+    "intervals": ("intervals", IntervalMethod),
+    "solver": ("solver", Solver),
+    "semantics": ("semantics", Semantics),
+    "certify": ("certify", bool),
+    "seed": ("seed", int),
+    "esbmc": ("esbmc", str),
+    "esbmc_solver": ("esbmc_solver", EsbmcSolver),
+}
+
+
+def given_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The TaskOptions fields the command line gives (flags left out are not in the mapping)."""
+    values: dict[str, Any] = {}
+    if getattr(args, "float_kind", None) is not None:
+        values["format"] = args.float_kind.value
+    elif getattr(args, "format", None) is not None:
+        if not args.format.strip():
+            raise InputError(f"--format '': expected {FORMAT_HELP}")
+        values["format"] = args.format
+    for name, (dest, kind) in (_IMPLEMENTATION_FLAGS | _VERIFY_FLAGS).items():
+        value = getattr(args, dest, None)
+        if value is not None:
+            values[name] = kind(value)
+    if getattr(args, "esbmc_arg", None):
+        values["esbmc_args"] = tuple(args.esbmc_arg)
+    for flag, name in (
+        ("no_slice", "slicing"),
+        ("no_simplify", "simplify"),
+        ("no_interval_analysis", "interval_analysis"),
+    ):
+        if getattr(args, flag, None):
+            values[name] = False
+    if "timeout" in values or "memory_mb" in values:
+        check_limits(values.get("timeout", DEFAULT_TIMEOUT_S), values.get("memory_mb", DEFAULT_MEMORY_MB))
+    return values
+
+
+def options_from_args(args: argparse.Namespace, *lower: tuple[Origin, Mapping[str, Any]]) -> ResolvedOptions:
+    """Defaults, then the `lower` layers (a spec), then the command line's flags on top."""
+    return resolve_options(*lower, (Origin.COMMAND_LINE, given_options(args)))
 
 
 def implementation_from_args(args: argparse.Namespace) -> ImplementationOptions:
     """The ImplementationOptions the flags describe (InputError on inconsistent values)."""
-    resolution = args.lut_res if args.lut_res is not None else (None if args.lut_eps is not None else 2)
-    design = LutDesign(eps=args.lut_eps, resolution=resolution, half_range=args.lut_range)
-    return ImplementationOptions(
-        number=number_from_args(args),
-        accumulation=Accumulation(args.accumulate),
-        layout=Layout(args.layout),
-        lut=design,
-    )
+    return options_from_args(args).options.implementation()
 
 
 def add_property_options(parser: argparse.ArgumentParser) -> None:
@@ -167,7 +195,7 @@ def _built_property(args: argparse.Namespace, net: Network, units: Units) -> Pro
             "no property: give --property FILE, or --center, --label and one of --eps/--rect/--cube"
         )
     center = read_center(args.center, net.n_inputs)
-    domain = _domain(net, units)
+    domain = domain_in_units(net, units)
     for value, flag, build in (
         (args.eps, "--eps", robustness),
         (args.rect, "--rect", hyper_rectangle),
@@ -189,55 +217,38 @@ def _built_property(args: argparse.Namespace, net: Network, units: Units) -> Pro
     raise InputError("a property around --center needs one of --eps, --rect, --cube")
 
 
-def _domain(net: Network, units: Units):
-    """The input domain in the property's units (raw: NNet min/max; normalised: their image)."""
-    if units is Units.RAW:
-        norm = net.input_norm
-        if norm is None or not (np.all(np.isfinite(norm.minimum)) and np.all(np.isfinite(norm.maximum))):
-            return None
-        return norm.minimum, norm.maximum
-    return default_domain(net)
-
-
 def add_intervals_option(group: argparse._ActionsContainer) -> None:
     group.add_argument(
         "--intervals",
-        choices=[m.value for m in IntervalMethod],
-        default="auto",
+        choices=choices(IntervalMethod),
         help="invariants injected as assumes: framac (Frama-C EVA), builtin, none, or auto (default: "
         "the built-in analysis, which Frama-C was never measured to tighten; docs/invariants.md)",
     )
 
 
 def add_verify_options(parser: argparse.ArgumentParser) -> None:
+    """Flags of `TaskOptions`' verification fields (defaults None = not given, see given_options)."""
     group = parser.add_argument_group("verification")
     group.add_argument(
-        "--backend",
-        choices=BACKEND_NAMES,
-        default="internal",
-        help="internal engine (default) or ESBMC (when installed)",
+        "--backend", choices=choices(Backend), help="internal engine (default) or ESBMC (when installed)"
     )
-    group.add_argument(
-        "--timeout", type=float, default=60.0, metavar="S", help="seconds per property (default 60)"
-    )
-    group.add_argument(
-        "--memory", type=int, default=4096, metavar="MB", help="memory limit (default 4096 MB)"
-    )
+    group.add_argument("--timeout", type=float, metavar="S", help="seconds per property (default 60)")
+    group.add_argument("--memory", type=int, metavar="MB", help="memory limit (default 4096 MB)")
     add_intervals_option(group)
     group.add_argument(
         "--solver",
-        choices=("milp", "bitwuzla", "z3"),
-        default="milp",
+        choices=choices(Solver),
         help="internal engine's exact procedure for fixed point (default milp)",
     )
     group.add_argument(
         "--semantics",
-        choices=("ieee", "real"),
-        default="ieee",
+        choices=choices(Semantics),
         help="float harnesses: IEEE (default) or ideal real arithmetic",
     )
-    group.add_argument("--certify", action="store_true", help="re-check SAFE verdicts with exact SMT")
-    group.add_argument("--seed", type=int, default=0, help="random seed of the engine's attack")
+    group.add_argument(
+        "--certify", action="store_true", default=None, help="re-check SAFE verdicts with exact SMT"
+    )
+    group.add_argument("--seed", type=int, help="random seed of the engine's attack (default 0)")
     esbmc = parser.add_argument_group("ESBMC back end")
     esbmc.add_argument(
         "--esbmc",
@@ -246,11 +257,10 @@ def add_verify_options(parser: argparse.ArgumentParser) -> None:
     )
     esbmc.add_argument(
         "--esbmc-solver",
-        default="auto",
-        choices=("auto", "yices", "z3", "bitwuzla", "boolector", "cvc5", "mathsat"),
+        choices=choices(EsbmcSolver),
         help="auto (default): yices (the thesis' solver) when this esbmc has it, else bitwuzla, else z3",
     )
-    esbmc.add_argument("--esbmc-arg", action="append", default=[], metavar="ARG", help="extra esbmc argument")
+    esbmc.add_argument("--esbmc-arg", action="append", metavar="ARG", help="extra esbmc argument")
     esbmc.add_argument("--no-slice", action="store_true", help="esbmc without slicing (ablation)")
     esbmc.add_argument("--no-simplify", action="store_true", help="esbmc without simplification (ablation)")
     esbmc.add_argument(
@@ -259,31 +269,18 @@ def add_verify_options(parser: argparse.ArgumentParser) -> None:
 
 
 def verify_options_from_args(args: argparse.Namespace, workdir=None, image_shape=None) -> VerifyOptions:
-    esbmc = None
-    if args.backend == "esbmc":
-        from qverify.backends.esbmc import EsbmcOptions
+    return options_from_args(args).options.verify_options(workdir, image_shape)
 
-        esbmc = EsbmcOptions(
-            executable=args.esbmc,
-            solver=args.esbmc_solver,
-            extra_args=tuple(args.esbmc_arg),
-            slicing=not args.no_slice,
-            simplify=not args.no_simplify,
-            interval_analysis=not args.no_interval_analysis,
-        )
-    if args.timeout <= 0 or args.memory <= 0:
-        raise InputError("--timeout and --memory must be positive")
-    return VerifyOptions(
-        backend=args.backend,
-        limits=Limits(timeout_s=args.timeout, memory_mb=args.memory),
-        intervals=IntervalMethod(args.intervals),
-        internal=InternalOptions(
-            solver=args.solver, semantics=args.semantics, certify=args.certify, seed=args.seed
-        ),
-        esbmc=esbmc,
-        workdir=workdir,
-        image_shape=image_shape,
-    )
+
+def positive_int(text: str) -> int:
+    """argparse type of counts such as --jobs: an integer >= 1 (0 and -1 are refused, not clamped)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: expected an integer >= 1")
+    return value
 
 
 def parse_image_shape(text: str | None, n_inputs: int) -> tuple[int, ...] | None:

@@ -48,6 +48,7 @@ import numpy as np
 from qverify.codegen import CProgram, NeuronBounds, render_network
 from qverify.codegen.literals import float_literal, int_literal
 from qverify.errors import InputError, ToolFailedError, ToolMissingError
+from qverify.interrupts import child_dies_with_us
 from qverify.invariants.region import InputBox, join_boxes
 from qverify.quant import FixedFormat, LayerBounds, QuantizedNetwork
 
@@ -370,6 +371,7 @@ def _run(command: list[str], timeout_s: float, limit_s: float, scratch: Path) ->
             text=True,
             start_new_session=True,
             env={**os.environ, "TMPDIR": str(scratch)},
+            preexec_fn=child_dies_with_us(),  # noqa: PLW1509 - prctl only: no Frama-C outlives us
         )
     except OSError as error:
         raise ToolFailedError(f"cannot run {command[0]}: {error.strerror}") from error

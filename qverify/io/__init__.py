@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from qverify.errors import InputError
+from qverify.input_limits import check_file
 from qverify.io.nnet import read_nnet, write_nnet
 from qverify.io.onnx_reader import read_onnx
 from qverify.io.onnx_writer import write_onnx
@@ -46,6 +47,7 @@ def load_network(path: str | Path) -> Network:
     :raises InputError: unknown suffix, no such file, or a malformed file.
     :raises UnsupportedError: an ONNX graph using constructs qverify does not handle.
     """
+    check_file(path)  # a directory is named as one; the size limit before any byte is read
     suffix = _suffix(path)
     if not Path(path).is_file():
         raise InputError(f"{path}: no such file")

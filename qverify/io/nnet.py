@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from qverify.errors import InputError, UnsupportedError
+from qverify.input_limits import check_file, check_literal
 from qverify.network.model import (
     Activation,
     Dense,
@@ -108,6 +109,7 @@ class _Cursor:
         """The next line's integers; `count=None` accepts any positive number of them."""
         line = self.take(count, what)
         for token in line.tokens:
+            check_literal(token, f"{self.path}:{line.number}")
             if not _INTEGER.fullmatch(token):
                 raise self.error(line.number, f"'{token}' is not an integer ({what})")
         return line.number, [int(token) for token in line.tokens]
@@ -132,8 +134,9 @@ def _split(line: str) -> tuple[str, ...]:
 
 
 def _read_text(path: Path) -> str:
+    check_file(path)
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")  # -sig: a UTF-8 byte-order mark is not data
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except UnicodeDecodeError:
@@ -172,8 +175,12 @@ def _read_input_normalisation(cursor: _Cursor, n_inputs: int) -> tuple[InputNorm
     max_line, maximum = cursor.floats(n_inputs, "input maximums", finite=False)
     _, means = cursor.floats(n_inputs + 1, "input means and the output mean")
     range_line, ranges = cursor.floats(n_inputs + 1, "input ranges and the output range")
-    if np.any(ranges == 0):
-        raise cursor.error(range_line, f"range {int(np.argmax(ranges == 0))} is zero")
+    if np.any(ranges <= 0):  # x' = (x - mean) / range: a range is a positive scale
+        index = int(np.argmax(ranges <= 0))
+        raise cursor.error(
+            range_line,
+            f"range {index} is {'zero' if ranges[index] == 0 else 'negative'}: ranges must be positive",
+        )
     bad = np.flatnonzero(minimum > maximum)
     if bad.size:
         i = int(bad[0])

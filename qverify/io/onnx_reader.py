@@ -42,6 +42,7 @@ from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
 from qverify.errors import InputError, UnsupportedError
+from qverify.input_limits import check_file, check_tensor
 from qverify.io.onnx_quant import fold_dequantized_constants, is_quantized, read_quantized
 from qverify.network.model import (
     Activation,
@@ -101,6 +102,7 @@ def _label(index: int, node: onnx.NodeProto) -> str:
 
 
 def _load_model(path: str | Path) -> onnx.ModelProto:
+    check_file(path)
     try:
         model = onnx.load(str(path))
     except FileNotFoundError:
@@ -161,7 +163,27 @@ def _graph_input(graph: onnx.GraphProto, where: str) -> onnx.ValueInfoProto:
         raise UnsupportedError(
             f"{where}: ONNX graph has {len(graph.output)} outputs ({names}); exactly one is supported"
         )
+    elem_type = inputs[0].type.tensor_type.elem_type
+    if elem_type not in _FLOAT_INPUTS:
+        type_name = (
+            onnx.TensorProto.DataType.Name(elem_type)
+            if elem_type in onnx.TensorProto.DataType.values()
+            else elem_type
+        )
+        raise InputError(
+            f"{where}: graph input '{inputs[0].name}' has element type {type_name}; qverify reads networks "
+            "whose input is a real-valued tensor (float, double, float16)"
+        )
     return inputs[0]
+
+
+_FLOAT_INPUTS = {
+    onnx.TensorProto.UNDEFINED,  # hand-built graphs without a declared type: the operators decide
+    onnx.TensorProto.FLOAT,
+    onnx.TensorProto.DOUBLE,
+    onnx.TensorProto.FLOAT16,
+    onnx.TensorProto.BFLOAT16,
+}
 
 
 def _chain(graph: onnx.GraphProto, start: str, constants: dict[str, np.ndarray], where: str) -> list[_Step]:
@@ -364,6 +386,10 @@ class _Builder:
             raise self.unsupported(step, "with a constant first operand is not supported")
         if self.attribute(step, "transA", 0) != 0:
             raise self.unsupported(step, "with transA=1 is not supported")
+        if len(self.shape) != 2:  # ONNX defines Gemm on matrices only (its checker rejects the rest)
+            raise self.fail(
+                step, f"takes a rank-{len(self.shape)} input {list(self.shape)}; Gemm needs a matrix"
+            )
         matrix = self.constant(step, names[1])
         trans_b = self.attribute(step, "transB", 0)
         weights = matrix if trans_b else matrix.T  # (n_out, n_in)
@@ -771,6 +797,7 @@ def read_onnx(path: str | Path) -> Network:
     shape = _static_shape(graph_input)
     if shape is None:
         raise InputError(f"{where}: graph input '{graph_input.name}' has no static shape")
+    check_tensor(shape, 8, f"{where}: graph input '{graph_input.name}'")  # read as float64
     if is_quantized(model):
         folded = fold_dequantized_constants(graph, constants, where)
         steps = _chain(graph, graph_input.name, folded, where)

@@ -1,4 +1,4 @@
-"""Properties and their readers: VNN-LIB 1.0, qverify's TOML spec, and robustness builders.
+"""Properties and their readers: VNN-LIB 1.0 and robustness builders (spec files: qverify.tasks).
 
 `Property` (model.py) is what every later stage consumes: a union of input boxes and an unsafe
 output set, with exact rational constants, normally in the network's normalised units.
@@ -22,7 +22,6 @@ from qverify.properties.model import (
     RobustnessInfo,
     Units,
 )
-from qverify.properties.spec import Spec, read_spec
 from qverify.properties.vnnlib import format_vnnlib, parse_vnnlib, read_vnnlib
 
 __all__ = [
@@ -33,7 +32,6 @@ __all__ = [
     "Property",
     "Relation",
     "RobustnessInfo",
-    "Spec",
     "Units",
     "default_domain",
     "format_vnnlib",
@@ -41,7 +39,6 @@ __all__ = [
     "hypercube",
     "parse_vnnlib",
     "read_center",
-    "read_spec",
     "read_vnnlib",
     "robustness",
     "to_normalised",

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from qverify.errors import InputError
+from qverify.input_limits import check_file, check_literal
 from qverify.network.model import Network
 from qverify.properties.model import (
     Atom,
@@ -70,6 +71,7 @@ def exact(value: Number | str, what: str = "value") -> Fraction:
         return Fraction(value)
     if isinstance(value, str):
         text = value.strip()
+        check_literal(text, what)
         if not _NUMBER_TEXT.match(text) or text.endswith("/0"):
             raise InputError(f"{what}: '{value}' is not a number")
         return Fraction(text)
@@ -294,12 +296,26 @@ def hypercube(
 # ---------------------------------------------------------------- units
 
 
+def raw_domain(net: Network) -> tuple[tuple[Fraction, ...], tuple[Fraction, ...]] | None:
+    """The net's input clip box [min, max] in raw units, exactly, or None when a bound is infinite
+    (or the net has no input normalisation): the one test of "has a finite input domain"."""
+    norm = net.input_norm
+    if norm is None or not (np.all(np.isfinite(norm.minimum)) and np.all(np.isfinite(norm.maximum))):
+        return None
+    return tuple(Fraction(float(v)) for v in norm.minimum), tuple(Fraction(float(v)) for v in norm.maximum)
+
+
+def domain_in_units(net: Network, units: Units) -> tuple[tuple[Fraction, ...], tuple[Fraction, ...]] | None:
+    """The input domain a built property is clipped to, in the property's units."""
+    return raw_domain(net) if units is Units.RAW else default_domain(net)
+
+
 def default_domain(net: Network) -> tuple[tuple[Fraction, ...], tuple[Fraction, ...]]:
     """The net's normalised default input box, exactly: ((min - mean)/range, (max - mean)/range)
     from the float normalisation values when all are finite, else [0, 1] per input (as
     `Network.default_input_box`, computed here without float rounding)."""
     norm = net.input_norm
-    if norm is None or not (np.all(np.isfinite(norm.minimum)) and np.all(np.isfinite(norm.maximum))):
+    if norm is None or raw_domain(net) is None:
         return (Fraction(0),) * net.n_inputs, (Fraction(1),) * net.n_inputs
     images = [
         sorted(
@@ -388,6 +404,7 @@ def _numbers_from_text(text: str, where: str) -> list[Fraction]:
 
 def _numbers_from_file(path: Path) -> list[Fraction]:
     """A .npy array, or a .txt/.csv file with one or more numbers per line ('#' starts a comment)."""
+    check_file(path)
     if path.suffix.lower() == ".npy":
         try:
             array = np.load(path, allow_pickle=False)

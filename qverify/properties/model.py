@@ -177,6 +177,7 @@ class Property:
     robustness: RobustnessInfo | None = None
     source: str = ""
     notes: tuple[str, ...] = field(default=())
+    declared_outputs: int | None = field(default=None, compare=False)  # Y_j a VNN-LIB file declares
 
     def __post_init__(self) -> None:
         if not self.boxes:
@@ -193,6 +194,10 @@ class Property:
         """InputError unless the property talks about a network of this shape."""
         if self.n_inputs != n_inputs:
             raise InputError(f"property {self.name} has {self.n_inputs} inputs, the network {n_inputs}")
+        if self.declared_outputs is not None and self.declared_outputs != n_outputs:
+            raise InputError(
+                f"property {self.name} declares {self.declared_outputs} outputs, the network has {n_outputs}"
+            )
         if self.unsafe.max_output_index() >= n_outputs:
             raise InputError(
                 f"property {self.name} refers to Y_{self.unsafe.max_output_index()}, "

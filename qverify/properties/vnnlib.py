@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from qverify.errors import InputError, UnsupportedError
+from qverify.input_limits import FILE_SIZE, check_file, check_literal
 from qverify.properties.model import Atom, Box, Clause, OutputCondition, Property, Relation, Units
 
 __all__ = ["format_vnnlib", "parse_vnnlib", "read_vnnlib"]
@@ -375,6 +376,7 @@ class _Reader:
         return value.constant
 
     def leaf(self, symbol: _Symbol) -> _Linear:
+        check_literal(symbol.text, f"{self.source}:{symbol.line}: literal")
         number = _parse_number(symbol.text)
         if number is not None:
             return _Linear(constant=number)
@@ -553,6 +555,7 @@ def parse_vnnlib(
         units=units,
         source=source,
         notes=tuple(notes),
+        declared_outputs=sum(1 for kind, _ in reader.declared if kind == "Y") or None,
     )
 
 
@@ -573,10 +576,14 @@ def read_vnnlib(path: str | Path, name: str | None = None, units: Units = Units.
     :raises UnsupportedError: see `parse_vnnlib`.
     """
     source = str(path)
+    check_file(path)
     try:
         if source.endswith(".gz"):
-            with gzip.open(path, "rt", encoding="utf-8") as handle:
-                text = handle.read()
+            limit = FILE_SIZE.value() * 1_000_000
+            with gzip.open(path, "rb") as handle:
+                data = handle.read(limit + 1)  # a decompression bomb stops at the limit
+            FILE_SIZE.check(len(data) / 1e6, f"{source} (decompressed)")
+            text = data.decode("utf-8")
         else:
             text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:

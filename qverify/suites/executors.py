@@ -7,12 +7,13 @@ tasks finish, so the runner has one code path. The in-process executor serves `-
 from __future__ import annotations
 
 import multiprocessing
+import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Protocol
 
-from qverify.errors import InputError, ToolMissingError
-from qverify.interrupts import interrupt_on_sigterm
+from qverify.errors import EXIT_INTERRUPTED, InputError, ToolMissingError
+from qverify.interrupts import worker_setup
 
 
 class Executor(Protocol):
@@ -36,6 +37,19 @@ class InProcessExecutor:
         pass
 
 
+def _in_worker(function: Callable[[Any], Any], item: Any) -> Any:
+    """Run one task in a pool worker; an interruption ends the worker once `finally` blocks ran.
+
+    SIGTERM reaches a worker when the suite run stops it or dies (even by SIGKILL: the worker's
+    parent-death signal, qverify.interrupts.worker_setup). Returning the KeyboardInterrupt to the
+    pool would leave the worker waiting for the next queued task of a parent that is gone.
+    """
+    try:
+        return function(item)
+    except KeyboardInterrupt:
+        os._exit(EXIT_INTERRUPTED)
+
+
 class LocalExecutor:
     """A pool of `jobs` worker processes (spawned: no inherited threads or locks)."""
 
@@ -45,7 +59,7 @@ class LocalExecutor:
         self.pool = ProcessPoolExecutor(
             max_workers=jobs,
             mp_context=multiprocessing.get_context("spawn"),
-            initializer=interrupt_on_sigterm,
+            initializer=worker_setup,
         )
         self.jobs = jobs
         self.running: dict = {}  # futures submitted and not yet yielded
@@ -60,7 +74,7 @@ class LocalExecutor:
                 item = next(pending_items, None)
                 if item is None:
                     return
-                running[self.pool.submit(function, item)] = item
+                running[self.pool.submit(_in_worker, function, item)] = item
 
         refill()
         while running:

@@ -20,7 +20,7 @@ from qverify.counterexample.picture import write_example_png
 from qverify.errors import InputError, InterruptedRunError, QverifyError
 from qverify.suites.executors import Executor
 from qverify.suites.html_report import write_summary_html
-from qverify.suites.journal import Journal
+from qverify.suites.journal import FolderLock, Journal
 from qverify.suites.report import write_plots, write_results, write_summary
 from qverify.suites.suite_file import Suite
 from qverify.suites.tasks import TaskSpec, expand, run_task
@@ -91,7 +91,29 @@ def run_suite(
     overwrite: bool = False,
     progress: bool = True,
 ) -> SuiteRunResult:
-    """Run (or resume) the suite into `out`; returns the entries in suite order."""
+    """Run (or resume) the suite into `out`; returns the entries in suite order.
+
+    The output folder is locked for the whole run (a second run into it is refused, naming this
+    run's pid) and checked writable before any task starts.
+    """
+    try:
+        with FolderLock(out):
+            return _run_locked(suite, formats, options, executor, out, timeout_s, resume, overwrite, progress)
+    finally:
+        executor.close()  # also when the folder is refused (a Dask cluster must not outlive us)
+
+
+def _run_locked(
+    suite: Suite,
+    formats: tuple[str, ...],
+    options: VerifyOptions,
+    executor: Executor,
+    out: Path,
+    timeout_s: float | None,
+    resume: bool,
+    overwrite: bool,
+    progress: bool,
+) -> SuiteRunResult:
     journal = Journal(out / "journal.jsonl")
     if journal.path.exists() and not (resume or overwrite):
         raise InputError(
@@ -99,8 +121,13 @@ def run_suite(
         )
     if overwrite:
         journal.reset()
+    done: dict[str, dict[str, Any]] = {}
+    if resume:
+        entries, warning = journal.load()
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
+        done = {entry["key"]: entry for entry in entries}
     specs = expand(suite, formats, options, timeout_s)
-    done = {entry["key"]: entry for entry in journal.load()} if resume else {}
     todo = [spec for spec in specs if spec.key not in done]
     counts = Counter(entry["record"]["status"] for key, entry in done.items())
     bar = tqdm(

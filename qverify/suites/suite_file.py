@@ -39,11 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from qverify.errors import InputError, QverifyError
+from qverify.input_limits import check_file
 from qverify.io import load_network
 from qverify.network import Network
 from qverify.properties import Property, read_vnnlib, to_normalised
-from qverify.properties.spec import implementation_from_table, property_from_table
 from qverify.quant import FORMAT_HELP, ImplementationOptions, parse_number_format
+from qverify.tasks.model import timeout_problem
+from qverify.tasks.spec_file import implementation_from_table, property_from_table
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 _TOP_KEYS = (
@@ -157,6 +159,15 @@ def _image_shape(value: Any, source: str) -> tuple[int, ...] | None:
     return tuple(value)
 
 
+def _timeout(value: Any, where: str) -> float:
+    """A suite's or task's timeout: a finite positive number of seconds (as --timeout)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{where}: timeout: expected a number of seconds, got {value!r}")
+    if timeout_problem(value):
+        raise InputError(f"{where}: timeout: {timeout_problem(value)}")
+    return float(value)
+
+
 def _resolve(base: Path, text: Any, source: str, key: str) -> Path:
     if not isinstance(text, str):
         raise InputError(f"{source}: {key}: expected a file path, got {text!r}")
@@ -186,7 +197,9 @@ def _task(
     task_shape = _image_shape(entry.get("image_shape"), where) or shape
     if task_shape is not None and math.prod(task_shape) != net.n_inputs:
         raise InputError(f"{where}: image_shape {task_shape} does not match {net.n_inputs} inputs")
-    return SuiteTask(str(name), network_path, prop, float(entry.get("timeout", timeout_s)), task_shape)
+    return SuiteTask(
+        str(name), network_path, prop, _timeout(entry.get("timeout", timeout_s), where), task_shape
+    )
 
 
 def _instances(csv_path: Path, cache: _NetworkCache, source: str, shape) -> list[SuiteTask]:
@@ -202,7 +215,7 @@ def _instances(csv_path: Path, cache: _NetworkCache, source: str, shape) -> list
             network_path = _resolve(csv_path.parent, row[0].strip(), where, "network")
             vnnlib_path = _resolve(csv_path.parent, row[1].strip(), where, "vnnlib")
             try:
-                timeout_s = float(row[2])
+                timeout_s = _timeout(float(row[2]), where)
             except ValueError:
                 raise InputError(f"{where}: timeout '{row[2]}' is not a number") from None
             net = cache.get(network_path, where)
@@ -248,14 +261,19 @@ def read_suite(name_or_path: str | Path) -> Suite:
     """Read and validate a suite (every network is loaded and every property built)."""
     path = suite_path(name_or_path)
     source = str(path)
+    check_file(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as error:
         raise InputError(f"{source}: TOML syntax error: {error}") from None
+    except UnicodeDecodeError as error:
+        raise InputError(f"{source}: not UTF-8 text (byte {error.start}): suite files are TOML") from None
+    except OSError as error:
+        raise InputError(f"{source}: cannot read: {error.strerror}") from None
     unknown = sorted(set(data) - set(_TOP_KEYS))
     if unknown:
         raise InputError(f"{source}: unknown key {unknown[0]} (allowed: {', '.join(_TOP_KEYS)})")
-    timeout_s = float(data.get("timeout", 60))
+    timeout_s = _timeout(data.get("timeout", 60), source)
     shape = _image_shape(data.get("image_shape"), source)
     implementation = implementation_from_table(data.get("implementation", {}), source)
     cache = _NetworkCache()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from qverify.io import load_network
 from qverify.network import Network
 from qverify.properties import Property
-from qverify.quant import FixedFormat, ImplementationOptions, choose_format, named_format
+from qverify.quant import FixedFormat, ImplementationOptions, choose_format, parse_number_format
 from qverify.suites.suite_file import Suite
 from qverify.verification import VerifyOptions, verify_property
 
@@ -75,24 +75,24 @@ def _network(path: str) -> Network:
 
 def resolve_implementation(spec: TaskSpec, net: Network) -> tuple[ImplementationOptions, str]:
     """The implementation at the spec's format, and a note when range analysis had to compromise."""
-    number = named_format(spec.number)
-    if number is not None:
-        return replace(spec.implementation, number=number), ""
     base = (
         spec.implementation.number
         if isinstance(spec.implementation.number, FixedFormat)
         else FixedFormat(16, 16)
     )
-    if "." in spec.number:
-        fixed = FixedFormat.parse(spec.number, base.rounding, base.overflow)
-        return replace(spec.implementation, number=fixed), ""
+    if not spec.number.isdigit():  # a format label; a bare word length W is chosen by range analysis
+        number = parse_number_format(spec.number, base.rounding, base.overflow)
+        return replace(spec.implementation, number=number), ""
     lo, hi = net.default_input_box()
     fixed, note = choose_format(net, int(spec.number), lo, hi, replace(spec.implementation, number=base))
     return replace(spec.implementation, number=fixed), note
 
 
 def run_task(spec: TaskSpec) -> dict:
-    """Verify one task (in a worker); returns the record as JSON data, never raises for a task failure."""
+    """Verify one task (in a worker); returns the record as JSON data, never raises for a task failure.
+
+    JSON, not the VerificationRecord: results cross process and machine boundaries, and the
+    record's read-only mappings do not pickle."""
     net = _network(spec.network_path)
     implementation, note = resolve_implementation(spec, net)
     record = verify_property(net, spec.property, implementation, spec.options, spec.task)

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Self
 
+from qverify.interrupts import die_with_parent
+
 
 class CheckStatus(enum.Enum):
     SAT = "sat"  # a candidate solution (to be confirmed by the exact evaluator)
@@ -76,7 +78,10 @@ def isolated(work: Callable[[], CheckResult], deadline: float) -> CheckResult:
     context = multiprocessing.get_context("fork")
     receiver, sender = context.Pipe(duplex=False)
 
+    parent = os.getpid()
+
     def child() -> None:
+        die_with_parent(signal.SIGKILL, parent)  # a killed engine leaves no solver behind
         try:
             result = work()
         except BaseException as error:  # noqa: BLE001 - reported to the parent as UNKNOWN

@@ -49,13 +49,13 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import numpy as np
-
 from qverify.errors import InputError, QverifyError
+from qverify.input_limits import check_file
+from qverify.invariants import IntervalMethod
 from qverify.io import load_network
 from qverify.network.model import Network
 from qverify.properties.builders import (
-    default_domain,
+    domain_in_units,
     exact,
     hyper_rectangle,
     hypercube,
@@ -70,11 +70,20 @@ from qverify.quant import (
     Accumulation,
     ImplementationOptions,
     Layout,
-    LutDesign,
     Overflow,
     Rounding,
-    named_format,
     parse_number_format,
+)
+from qverify.tasks.model import (
+    Backend,
+    Origin,
+    Solver,
+    TaskOptions,
+    check_fixed_only,
+    choices,
+    memory_problem,
+    resolve_options,
+    timeout_problem,
 )
 
 __all__ = ["Spec", "read_spec"]
@@ -93,23 +102,6 @@ _IMPLEMENTATION_KEYS = (
     "lut_eps",
     "lut_range",
 )
-_VERIFY_CHOICES = {
-    "backend": ("internal", "esbmc"),
-    "intervals": ("auto", "framac", "builtin", "none"),
-    "solver": ("milp", "bitwuzla", "z3"),
-}
-VERIFY_DEFAULTS: Mapping[str, Any] = MappingProxyType(
-    {
-        "backend": "internal",
-        "timeout": 60,
-        "memory_mb": 4096,
-        "intervals": "auto",
-        "solver": "milp",
-        "certify": False,
-        "esbmc": None,
-        "esbmc_args": (),
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,9 +112,14 @@ class Spec:
     network_path: Path
     property: Property  # always normalised units
     implementation: ImplementationOptions
-    verify: Mapping[str, Any] = field(default_factory=lambda: VERIFY_DEFAULTS)
+    given: Mapping[str, Any] = field(default_factory=dict)  # TaskOptions fields the spec sets
     image_shape: tuple[int, ...] | None = None
     source: str = ""  # the spec file
+
+    @property
+    def options(self) -> TaskOptions:
+        """The spec's options over the defaults (the command line may override them)."""
+        return resolve_options((Origin.SPEC, self.given)).options
 
 
 class _Table:
@@ -213,6 +210,7 @@ def read_spec(path: str | Path) -> Spec:
     :raises UnsupportedError: the network or property uses constructs qverify does not handle.
     """
     spec = str(path)
+    check_file(path)
     try:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -233,12 +231,14 @@ def read_spec(path: str | Path) -> Spec:
     if "property" not in data:
         raise top.error("property", "missing: expected a [property] table with `vnnlib` or `kind`")
     prop = _property(top.table("property"), net, base)
+    implementation_table = top.table("implementation")
+    implementation = _implementation_values(implementation_table)
     return Spec(
         name=name,
         network_path=network_path,
         property=prop,
-        implementation=_implementation(top.table("implementation")),
-        verify=_verify(top.table("verify"), base),
+        implementation=_implementation_of(implementation_table, implementation),
+        given=MappingProxyType(implementation | _verify_values(top.table("verify"), base)),
         image_shape=_image_shape(top, net),
         source=spec,
     )
@@ -342,82 +342,108 @@ def _builder_domain(table: _Table, net: Network, units: Units) -> tuple[tuple, t
         raise table.error("domain", f"'{value}' is not one of network | none | [[lo, ...], [hi, ...]]")
     if value == "none":
         return None
-    if units is Units.NORMALISED:
-        return default_domain(net)
-    norm = net.input_norm
-    if norm is None or not (np.all(np.isfinite(norm.minimum)) and np.all(np.isfinite(norm.maximum))):
-        return None
-    return tuple(Fraction(float(v)) for v in norm.minimum), tuple(Fraction(float(v)) for v in norm.maximum)
+    return domain_in_units(net, units)
 
 
 # ---------------------------------------------------------------- [implementation]
 
 
-def _implementation(table: _Table) -> ImplementationOptions:
+def _implementation_values(table: _Table) -> dict[str, Any]:
+    """The `TaskOptions` implementation fields the table gives, validated and typed."""
     table.check_keys(_IMPLEMENTATION_KEYS)
-    text = table.get("format", str, f"a string: {FORMAT_HELP}", "16.16")
-    rounding = Rounding(table.choice("rounding", tuple(r.value for r in Rounding), Rounding.NEAREST.value))
-    overflow = Overflow(table.choice("overflow", tuple(o.value for o in Overflow), Overflow.SATURATE.value))
-    if named_format(text) is not None:
-        for key in ("rounding", "overflow"):
-            if key in table.values:
-                raise table.error(key, f"applies to fixed-point formats only, not '{text}'")
-    try:
-        number = parse_number_format(text, rounding, overflow)
-    except InputError as error:
-        message = str(error) if f"'{text}'" in str(error) else f"'{text}': {error}"
-        raise table.error("format", message) from None
-    accumulation = Accumulation(table.choice("accumulate", tuple(a.value for a in Accumulation), "per-op"))
-    layout = Layout(table.choice("layout", tuple(v.value for v in Layout), "sequential"))
-    try:
-        options = ImplementationOptions(number, accumulation, layout, _lut(table))
-    except InputError as error:
-        raise table.error("accumulate", str(error)) from None
-    return options
-
-
-def _lut(table: _Table) -> LutDesign:
-    resolution = table.get("lut_res", int, "an integer number of decimal places (0..5)")
-    eps = table.get("lut_eps", (int, float), "a number in (0, 1)")
-    half_range = table.get("lut_range", (int, float), "a number in (0, 64]")
-    if resolution is not None and eps is not None:
+    values: dict[str, Any] = {}
+    if "format" in table.values:
+        text = table.get("format", str, f"a string: {FORMAT_HELP}")
+        try:
+            parse_number_format(text)
+        except InputError as error:
+            message = str(error) if f"'{text}'" in str(error) else f"'{text}': {error}"
+            raise table.error("format", message) from None
+        values["format"] = text
+    for key, kind in (
+        ("rounding", Rounding),
+        ("overflow", Overflow),
+        ("accumulate", Accumulation),
+        ("layout", Layout),
+    ):
+        if key in table.values:
+            values[key] = kind(table.choice(key, choices(kind), ""))
+    fixed_only = check_fixed_only(values)
+    if fixed_only is not None:
+        raise table.error(fixed_only, f"applies to fixed-point formats only, not '{values['format']}'")
+    if "lut_res" in table.values and "lut_eps" in table.values:
         raise table.error("lut_res, lut_eps", "give at most one of lut_res and lut_eps")
-    key = "lut_eps" if eps is not None else "lut_res" if resolution is not None else "lut_range"
+    for key, kind, what in (
+        ("lut_res", int, "an integer number of decimal places (0..5)"),
+        ("lut_eps", (int, float), "a number in (0, 1)"),
+        ("lut_range", (int, float), "a number in (0, 64]"),
+    ):
+        value = table.get(key, kind, what)
+        if value is not None:
+            values[key] = value if key == "lut_res" else float(value)
+    _implementation_of(table, values)  # every error now, with its key
+    return values
+
+
+_FLAG_KEYS = {
+    "--lut-eps": "lut_eps",
+    "--lut-res": "lut_res",
+    "--lut-range": "lut_range",
+    "--accumulate": "accumulate",
+}
+
+
+def _implementation_of(table: _Table, values: Mapping[str, Any]) -> ImplementationOptions:
+    """ImplementationOptions of validated values; an inconsistency is reported at the key it is about."""
     try:
-        return LutDesign(
-            eps=None if eps is None else float(eps),
-            resolution=None if eps is not None else (2 if resolution is None else resolution),
-            half_range=None if half_range is None else float(half_range),
-        )
+        return resolve_options((Origin.SPEC, values)).options.implementation()
     except InputError as error:
-        raise table.error(key if "range" not in str(error) else "lut_range", str(error)) from None
+        message = str(error)
+        key = next((k for flag, k in _FLAG_KEYS.items() if message.startswith(flag)), "format")
+        for flag in _FLAG_KEYS:
+            message = message.removeprefix(flag + " ").removeprefix(flag)
+        raise table.error(key, message.strip()) from None
+
+
+def _implementation(table: _Table) -> ImplementationOptions:
+    return _implementation_of(table, _implementation_values(table))
 
 
 # ---------------------------------------------------------------- [verify]
 
+_VERIFY_KEYS = ("backend", "timeout", "memory_mb", "intervals", "solver", "certify", "esbmc", "esbmc_args")
 
-def _verify(table: _Table, base: Path) -> Mapping[str, Any]:
-    table.check_keys(tuple(VERIFY_DEFAULTS))
-    values = dict(VERIFY_DEFAULTS)
-    for key, choices in _VERIFY_CHOICES.items():
-        values[key] = table.choice(key, choices, VERIFY_DEFAULTS[key])
-    timeout = table.get("timeout", (int, float), "a number of seconds", VERIFY_DEFAULTS["timeout"])
-    if not (math.isfinite(timeout) and timeout > 0):
-        raise table.error("timeout", f"must be a positive number of seconds, got {timeout}")
-    memory = table.get("memory_mb", int, "an integer number of MiB", VERIFY_DEFAULTS["memory_mb"])
-    if memory <= 0:
-        raise table.error("memory_mb", f"must be positive, got {memory}")
-    values.update(
-        timeout=timeout, memory_mb=memory, certify=table.get("certify", bool, "true or false", False)
-    )
+
+def _verify_values(table: _Table, base: Path) -> dict[str, Any]:
+    """The `TaskOptions` verification fields the table gives, validated and typed."""
+    table.check_keys(_VERIFY_KEYS)
+    values: dict[str, Any] = {}
+    for key, kind in (("backend", Backend), ("intervals", IntervalMethod), ("solver", Solver)):
+        if key in table.values:
+            values[key] = kind(table.choice(key, choices(kind), ""))
+    if "timeout" in table.values:
+        timeout = table.get("timeout", (int, float), "a number of seconds")
+        if timeout_problem(timeout):
+            raise table.error("timeout", timeout_problem(timeout))
+        values["timeout"] = float(timeout)
+    if "memory_mb" in table.values:
+        memory = table.get("memory_mb", int, "an integer number of MiB")
+        if memory_problem(memory):
+            raise table.error("memory_mb", memory_problem(memory))
+        values["memory_mb"] = memory
+    if "certify" in table.values:
+        values["certify"] = table.get("certify", bool, "true or false")
     esbmc = table.get("esbmc", str, "a path or command name")
-    if esbmc is not None and "/" in esbmc and not Path(esbmc).expanduser().is_absolute():
-        esbmc = str(base / esbmc)
-    arguments = table.get("esbmc_args", list, "an array of strings", [])
-    if not all(isinstance(argument, str) for argument in arguments):
-        raise table.error("esbmc_args", f"expected an array of strings, got {arguments!r}")
-    values.update(esbmc=esbmc, esbmc_args=tuple(arguments))
-    return MappingProxyType(values)
+    if esbmc is not None:
+        if "/" in esbmc and not Path(esbmc).expanduser().is_absolute():
+            esbmc = str(base / esbmc)
+        values["esbmc"] = esbmc
+    if "esbmc_args" in table.values:
+        arguments = table.get("esbmc_args", list, "an array of strings")
+        if not all(isinstance(argument, str) for argument in arguments):
+            raise table.error("esbmc_args", f"expected an array of strings, got {arguments!r}")
+        values["esbmc_args"] = tuple(arguments)
+    return values
 
 
 # ---------------------------------------------------------------- shared with suite files
@@ -440,8 +466,9 @@ def implementation_from_table(
     return _implementation(_Table(source, section, values))
 
 
-def verify_from_table(
-    values: Mapping[str, Any], base: Path, source: str, section: str = "verify"
-) -> Mapping[str, Any]:
-    """A `[verify]` table, validated, defaults filled."""
-    return _verify(_Table(source, section, values), base)
+def implementation_values_from_table(
+    values: Mapping[str, Any], source: str, section: str = "implementation"
+) -> dict[str, Any]:
+    """The `TaskOptions` fields an `[implementation]` table gives (suite files lay them under the
+    command line's)."""
+    return _implementation_values(_Table(source, section, values))

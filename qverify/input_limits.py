@@ -1,0 +1,149 @@
+"""Bounds on what qverify reads, checked *before* the work they bound.
+
+A hostile or broken input must not make qverify hang or exhaust memory before it can say what is
+wrong: a 100 MB VNN-LIB file, a numeric literal of 10^8 digits (an exact Fraction of 10^len), an
+ONNX input dimension of 10^9 (allocated before anything refuses it). Each limit has a name, a
+default a real network never reaches, and an environment variable that raises it for a user who
+really needs more; the error names both.
+
+`reading_within(timeout_s, memory_mb)` runs the reading of a task's inputs under the task's
+`--timeout` and `--memory` (a SIGALRM, from the timer or from a thread watching what reading adds
+to the resident set, that becomes ResourceLimitError: an UNKNOWN verdict), so that parsing is
+bounded by the same budget as the engine. Python handles the signal between two bytecodes, so one
+long C call (a regex over a whole file) finishes first: the file-size limit bounds that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from qverify.errors import InputError, ResourceLimitError
+
+
+@dataclass(frozen=True, slots=True)
+class InputLimit:
+    """One named bound on input, overridable through an environment variable."""
+
+    what: str  # e.g. "input file size"
+    variable: str  # e.g. QVERIFY_MAX_FILE_MB
+    default: int
+    unit: str
+
+    def value(self) -> int:
+        text = os.environ.get(self.variable)
+        if text is None:
+            return self.default
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise InputError(f"{self.variable}={text!r}: expected a positive integer ({self.unit})")
+        return value
+
+    def check(self, amount: float, where: str) -> None:
+        """InputError when `amount` (in this limit's unit) is over the limit."""
+        limit = self.value()
+        if amount > limit:
+            raise InputError(
+                f"{where}: {amount:.6g} {self.unit} exceeds the {self.what} limit of {limit} {self.unit} "
+                f"(set {self.variable} to raise it)"
+            )
+
+
+FILE_SIZE = InputLimit("input file size", "QVERIFY_MAX_FILE_MB", 512, "MB")
+LITERAL_LENGTH = InputLimit("numeric literal length", "QVERIFY_MAX_LITERAL_CHARS", 1000, "characters")
+TENSOR_SIZE = InputLimit("tensor size", "QVERIFY_MAX_TENSOR_MB", 1024, "MB")
+ALL_LIMITS = (FILE_SIZE, LITERAL_LENGTH, TENSOR_SIZE)
+
+
+def check_file(path: str | Path) -> None:
+    """A file's size against FILE_SIZE, from its metadata (nothing is read); a directory is named.
+
+    Missing files are left to the reader (its own `no such file` message).
+    """
+    file = Path(path)
+    if file.is_dir():
+        raise InputError(f"{path}: is a directory, not a file")
+    try:
+        size = file.stat().st_size
+    except OSError:
+        return
+    FILE_SIZE.check(size / 1e6, str(path))
+
+
+def check_literal(text: str, where: str) -> None:
+    """A numeric literal's length against LITERAL_LENGTH (exact conversion costs grow with it)."""
+    LITERAL_LENGTH.check(len(text), where)
+
+
+def check_tensor(shape: tuple[int, ...], itemsize: int, where: str) -> None:
+    """Elements x element size against TENSOR_SIZE, before anything of that shape is allocated."""
+    size = itemsize
+    for dim in shape:
+        size *= max(int(dim), 1)
+    TENSOR_SIZE.check(size / 1e6, f"{where}: shape {list(shape)}")
+
+
+_POLL_S = 0.05
+
+
+class _Budget:
+    """The wall-clock and memory budget of reading one task's inputs (see `reading_within`)."""
+
+    def __init__(self, timeout_s: float, memory_mb: int | None) -> None:
+        self.timeout_s = timeout_s
+        self.memory_mb = memory_mb
+        self.reason = ""
+        self.done = threading.Event()
+
+    def on_alarm(self, signum, frame) -> None:
+        raise ResourceLimitError(
+            self.reason or f"timeout: {self.timeout_s:g} s reached while reading the inputs"
+        )
+
+    def watch_memory(self, main_thread: int) -> None:
+        """Poll this process' resident set; past the budget, interrupt the main thread (SIGALRM)."""
+        import psutil
+
+        process = psutil.Process()
+        baseline = process.memory_info().rss
+        while not self.done.wait(_POLL_S):
+            grown_mb = (process.memory_info().rss - baseline) / 2**20
+            if self.memory_mb is not None and grown_mb > self.memory_mb:
+                self.reason = f"memory: reading the inputs took more than the limit of {self.memory_mb} MB"
+                signal.pthread_kill(main_thread, signal.SIGALRM)
+                return
+
+
+@contextlib.contextmanager
+def reading_within(timeout_s: float, memory_mb: int | None = None) -> Iterator[None]:
+    """Run the body under a wall-clock limit and a memory budget (what the body adds to this
+    process' resident set); either ends it with ResourceLimitError. Main thread only; elsewhere
+    the body runs unbounded (file and literal limits still apply)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    budget = _Budget(timeout_s, memory_mb)
+    previous = signal.signal(signal.SIGALRM, budget.on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, timeout_s)
+    watcher = None
+    if memory_mb is not None:
+        watcher = threading.Thread(target=budget.watch_memory, args=(threading.get_ident(),), daemon=True)
+        watcher.start()
+    try:
+        yield
+    except MemoryError:
+        raise ResourceLimitError("memory exhausted while reading the inputs") from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        budget.done.set()
+        if watcher is not None:
+            watcher.join()
+        signal.signal(signal.SIGALRM, previous)

@@ -1,0 +1,653 @@
+"""Hostile input, tried as a user would (issue 20): malformed or edge-case NNet, ONNX, VNN-LIB, spec
+and suite files, command-line values and journals. Every case asserts its exit code, that a refusal
+is exactly one `error:` line on stderr (no traceback, no exit 3), and a time bound.
+
+The generated cases run `qverify.cli.main` in this process (the real CLI code path; a subprocess per
+case would cost a second of interpreter start-up each); the findings about process behaviour
+(argparse noise, the spec precedence) also run as real subprocesses. A larger randomized variant
+(seeded mutations of valid files) is marked slow.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import resource
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from onnx import TensorProto, helper
+
+from qverify.cli import main
+from tests.conftest import ROOT
+from tests.test_cli_basics import qverify
+
+TINY = ROOT / "benchmarks" / "tiny"
+NNET = TINY / "relu2.nnet"
+VNNLIB = TINY / "relu2-y0-bound.vnnlib"
+CASE_SECONDS = 20.0
+PEAK_MB = 3000  # a 1e9-element input used to allocate 7.7 GB before refusing
+HUGE = "1" + "0" * 5000  # beyond Python's int-string limit (4300 digits)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One hostile input: the command line (with {dir} for the case's folder), files to write there
+    first, the exit code expected and a phrase the one error line must hold."""
+
+    id: str
+    argv: tuple[str, ...]
+    files: tuple[tuple[str, bytes], ...] = ()
+    exit_code: int = 2
+    phrase: str = ""
+
+
+def run_case(case: Case, folder: Path, capsys) -> tuple[int, str, str, float]:
+    for name, data in case.files:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(data)
+    argv = [part.replace("{dir}", str(folder)) for part in case.argv]
+    started = time.monotonic()
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse
+        code = exit_.code if isinstance(exit_.code, int) else 2
+    elapsed = time.monotonic() - started
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err, elapsed
+
+
+def check(case: Case, folder: Path, capsys) -> None:
+    code, out, err, elapsed = run_case(case, folder, capsys)
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert code == case.exit_code, (code, out, err)
+    if code == 2:
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), err
+        assert case.phrase in lines[0], err
+    assert elapsed < CASE_SECONDS, f"{case.id} took {elapsed:.1f} s"
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # this process: every case so far
+    assert peak_mb < PEAK_MB, f"{case.id}: peak resident set {peak_mb:.0f} MB"
+
+
+# ---------------------------------------------------------------- the inputs the cases vary
+
+
+def nnet_text() -> str:
+    return NNET.read_text()
+
+
+def nnet_lines() -> list[str]:
+    return nnet_text().splitlines(keepends=True)
+
+
+def vnnlib(*asserts: str, declare: int = 2, outputs: int = 2) -> bytes:
+    lines = [f"(declare-const X_{i} Real)" for i in range(declare)]
+    lines += [f"(declare-const Y_{i} Real)" for i in range(outputs)]
+    lines += [
+        "(assert (>= X_0 0.0))",
+        "(assert (<= X_0 1.0))",
+        "(assert (>= X_1 0.0))",
+        "(assert (<= X_1 1.0))",
+    ]
+    return ("\n".join(lines + list(asserts)) + "\n").encode()
+
+
+def gemm_model(input_type: int = TensorProto.FLOAT, shape: tuple[int, ...] = (1, 2)) -> bytes:
+    """A one-Gemm ONNX network 2 -> 2, with the input's element type and shape varied."""
+    weights = helper.make_tensor("W", TensorProto.FLOAT, (2, 2), [1.0, 0.0, 0.0, 1.0])
+    bias = helper.make_tensor("B", TensorProto.FLOAT, (2,), [0.0, 0.0])
+    node = helper.make_node("Gemm", ["x", "W", "B"], ["y"])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", input_type, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 2))],
+        [weights, bias],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+
+
+def spec(body: str, network: str = str(NNET), prop: str = f'[property]\nvnnlib = "{VNNLIB}"\n') -> bytes:
+    return (f'network = "{network}"\n{prop}{body}').encode()
+
+
+def suite(body: str, task: bool = True) -> bytes:
+    text = 'name = "h"\nformats = ["float"]\n' + body
+    if task:
+        text += f'[[task]]\nname = "t"\nnetwork = "{NNET}"\n[task.property]\nvnnlib = "{VNNLIB}"\n'
+    return text.encode()
+
+
+VERIFY = ("verify", str(NNET), "--property", str(VNNLIB))
+
+
+def cli_option_cases() -> list[Case]:
+    cases = []
+    for value in ("nan", "inf", "-inf", "1e308", "-1", "0", "x", "", "1e400", "NaN", "+inf", "-0"):
+        cases.append(Case(f"timeout={value}", (*VERIFY, "--timeout", value), phrase="timeout"))
+    for value in ("0", "-1", "1", "63", str(10**20), "x", "1.5", ""):
+        cases.append(Case(f"memory={value}", (*VERIFY, "--memory", value), phrase="memory"))
+    for value in (
+        "",
+        " ",
+        "x",
+        "8",
+        "8.",
+        ".8",
+        "0.8",
+        "40.40",
+        "8.-1",
+        "8.8.8",
+        "int4",
+        "floaty",
+        "1e3.2",
+        "8,8",
+    ):
+        cases.append(Case(f"format={value!r}", (*VERIFY, "--format", value), phrase="format"))
+    built = ("verify", str(NNET), "--center", "0.5,0.5", "--label", "0")
+    for value in (HUGE, "nan", "inf", "-1", "x", "1/0", "", "1e99999", "0x10", "1e-99999", "--", "1..2"):
+        cases.append(Case(f"eps={value[:12]}", (*built, f"--eps={value}"), phrase="eps"))
+    for value in ("2", "0", "-1", "nan", "inf", "x"):
+        cases.append(Case(f"lut-eps={value}", (*VERIFY, "--lut-eps", value), phrase="lut-eps"))
+    for value in ("9", "-1", "x", "1.5"):
+        cases.append(Case(f"lut-res={value}", (*VERIFY, "--lut-res", value), phrase="lut-res"))
+    for value in ("0", "100", "-1", "nan", "x"):
+        cases.append(Case(f"lut-range={value}", (*VERIFY, "--lut-range", value), phrase="lut-range"))
+    for value in ("99", "-1", "2", "x"):
+        cases.append(Case(f"label={value}", (*built[:-1], value, "--eps", "0.1")))
+    for value in ("0.5", "x,y", "", "0.5,0.5,0.5", HUGE + ",0", "nan,0", "inf,0"):
+        cases.append(
+            Case(
+                f"center={value[:12]}",
+                ("verify", str(NNET), "--center", value, "--label", "0", "--eps", "0.1"),
+            )
+        )
+    for value in ("0x0", "3x3", "x", "2x-1", ""):
+        cases.append(Case(f"image-shape={value}", (*VERIFY, "--image-shape", value), phrase="image-shape"))
+    for flag in (
+        "--backend",
+        "--solver",
+        "--intervals",
+        "--semantics",
+        "--rounding",
+        "--overflow",
+        "--accumulate",
+        "--layout",
+        "--esbmc-solver",
+    ):
+        cases.append(Case(f"{flag}=bogus", (*VERIFY, flag, "bogus"), phrase=flag))
+    for value in ("1000", "-1", "32", "x"):
+        cases.append(
+            Case(
+                f"frac-bits={value}",
+                ("info", str(NNET), "--ranges", "--frac-bits", value),
+                phrase="frac-bits",
+            )
+        )
+    for value in ("0", "-1", "x"):
+        cases.append(Case(f"suite-jobs={value}", ("suite", "run", "tiny", "--jobs", value), phrase="jobs"))
+        cases.append(Case(f"sweep-jobs={value}", ("sweep", str(NNET), "--jobs", value), phrase="jobs"))
+    for value in ("-1", "nan", "inf", "0"):
+        cases.append(
+            Case(f"suite-timeout={value}", ("suite", "run", "tiny", "--timeout", value), phrase="timeout")
+        )
+    cases += [
+        Case("no-command-args", ("verify",), phrase="give a network"),
+        Case("unknown-command", ("bogus",), phrase="invalid choice"),
+        Case("unknown-flag", (*VERIFY, "--bogus"), phrase="unrecognized"),
+        Case("property-and-center", (*VERIFY, "--center", "0,0", "--label", "0"), phrase="either --property"),
+        Case("no-property", ("verify", str(NNET)), phrase="no property"),
+        Case(
+            "center-without-radius", ("verify", str(NNET), "--center", "0,0", "--label", "0"), phrase="--eps"
+        ),
+        Case("float-and-format", (*VERIFY, "--float", "--format", "8.8"), phrase="not allowed"),
+        Case("lut-eps-and-res", (*VERIFY, "--lut-eps", "0.1", "--lut-res", "2"), phrase="not allowed"),
+        Case("wide-float", (*VERIFY, "--float", "--accumulate", "wide"), phrase="fixed-point"),
+        Case(
+            "network-missing",
+            ("verify", "{dir}/missing.nnet", "--property", str(VNNLIB)),
+            phrase="no such file",
+        ),
+        Case("network-directory", ("verify", "{dir}", "--property", str(VNNLIB)), phrase="is a directory"),
+        Case("property-directory", ("verify", str(NNET), "--property", "{dir}"), phrase="is a directory"),
+        Case("suffix", ("info", "{dir}/n.txt"), (("n.txt", b"x"),), phrase="unsupported network file suffix"),
+        Case("harness-no-output", ("harness", str(NNET), "--property", str(VNNLIB)), phrase="required"),
+    ]
+    return cases
+
+
+def nnet_cases() -> list[Case]:
+    cases = []
+    lines = nnet_lines()
+    for cut in range(2, len(lines)):
+        cases.append(
+            Case(
+                f"nnet-truncated-{cut}",
+                ("info", "{dir}/n.nnet"),
+                (("n.nnet", "".join(lines[:cut]).encode()),),
+            )
+        )
+    for number in range(2, len(lines)):
+        for token in ("nan", "inf", "x", "1e999", HUGE, ""):
+            mutated = list(lines)
+            mutated[number] = token + "," + ",".join(lines[number].split(",")[1:])
+            if mutated[number].strip() == lines[number].strip():
+                continue
+            data = "".join(mutated).encode()
+            # min/max lines: an infinite bound is legal (no clipping): a reading or a clean refusal
+            legal = -1 if number in (5, 6) and token in ("inf", "1e999", HUGE) else 2
+            cases.append(
+                Case(f"nnet-line{number}-{token[:6]}", ("info", "{dir}/n.nnet"), (("n.nnet", data),), legal)
+            )
+    ranges = lines.index("1.0,1.0,1.0,\n")
+    for value in ("-1.0", "0.0", "-0.0"):
+        mutated = list(lines)
+        mutated[ranges] = f"{value},1.0,1.0,\n"
+        cases.append(
+            Case(
+                f"nnet-range-{value}",
+                ("info", "{dir}/n.nnet"),
+                (("n.nnet", "".join(mutated).encode()),),
+                phrase="range",
+            )
+        )
+    cases += [
+        Case("nnet-empty", ("info", "{dir}/n.nnet"), (("n.nnet", b""),)),
+        Case(
+            "nnet-binary",
+            ("info", "{dir}/n.nnet"),
+            (("n.nnet", bytes(range(256)) * 4),),
+            phrase="not a text file",
+        ),
+        Case(
+            "nnet-bom",
+            ("info", "{dir}/n.nnet"),
+            (("n.nnet", b"\xef\xbb\xbf" + NNET.read_bytes()),),
+            exit_code=0,
+        ),
+        Case("nnet-trailing", ("info", "{dir}/n.nnet"), (("n.nnet", NNET.read_bytes() + b"1.0,\n"),)),
+    ]
+    return cases
+
+
+def onnx_cases() -> list[Case]:
+    valid = gemm_model()
+    cases = [
+        Case("onnx-valid", ("info", "{dir}/n.onnx"), (("n.onnx", valid),), exit_code=0),
+        Case(
+            "onnx-int64-input",
+            ("info", "{dir}/n.onnx"),
+            (("n.onnx", gemm_model(TensorProto.INT64)),),
+            phrase="INT64",
+        ),
+        Case(
+            "onnx-int8-input",
+            ("info", "{dir}/n.onnx"),
+            (("n.onnx", gemm_model(TensorProto.INT8)),),
+            phrase="INT8",
+        ),
+        Case(
+            "onnx-rank3-gemm",
+            ("info", "{dir}/n.onnx"),
+            (("n.onnx", gemm_model(shape=(1, 1, 2))),),
+            phrase="rank-3",
+        ),
+        Case(
+            "onnx-dim-1e9",
+            ("info", "{dir}/n.onnx"),
+            (("n.onnx", gemm_model(shape=(1, 10**9))),),
+            phrase="QVERIFY_MAX_TENSOR_MB",
+        ),
+        Case(
+            "onnx-dim-1e11",
+            ("info", "{dir}/n.onnx"),
+            (("n.onnx", gemm_model(shape=(1, 10**11))),),
+            phrase="tensor size",
+        ),
+        Case(
+            "onnx-dims-product",
+            ("info", "{dir}/n.onnx"),
+            (("n.onnx", gemm_model(shape=(1, 10**5, 10**5))),),
+            phrase="tensor size",
+        ),
+        Case("onnx-empty", ("info", "{dir}/n.onnx"), (("n.onnx", b""),)),
+        Case("onnx-garbage", ("info", "{dir}/n.onnx"), (("n.onnx", b"\x08\x07garbage" * 50),)),
+    ]
+    for cut in (1, 5, 10, 20, 40, 60, 80, 100, len(valid) - 1):
+        cases.append(Case(f"onnx-truncated-{cut}", ("info", "{dir}/n.onnx"), (("n.onnx", valid[:cut]),)))
+    for position in range(0, len(valid), max(1, len(valid) // 12)):
+        flipped = bytearray(valid)
+        flipped[position] ^= 0xFF
+        cases.append(
+            Case(
+                f"onnx-flip-{position}", ("info", "{dir}/n.onnx"), (("n.onnx", bytes(flipped)),), exit_code=-1
+            )
+        )
+    return cases
+
+
+def vnnlib_cases() -> list[Case]:
+    run = ("verify", str(NNET), "--property", "{dir}/p.vnnlib", "--float", "--timeout", "20")
+    bad = {
+        "unbalanced": vnnlib("(assert (>= Y_0 1.0)"),
+        "extra-close": vnnlib("(assert (>= Y_0 1.0)))"),
+        "unknown-command": vnnlib("(check-sat-bogus)"),
+        "undeclared": vnnlib("(assert (>= Y_7 1.0))"),
+        "huge-literal": vnnlib(f"(assert (>= Y_0 {HUGE}))"),
+        "huge-literal-input": vnnlib(f"(assert (<= X_0 0.{HUGE}))"),
+        "huge-exponent": vnnlib("(assert (>= Y_0 1e100000000))"),
+        "division-by-zero": vnnlib("(assert (>= Y_0 (/ 1 0)))"),
+        "nonlinear": vnnlib("(assert (>= (* Y_0 Y_1) 1))"),
+        "empty": b"",
+        "comment-only": b"; nothing\n",
+        "not-utf8": b"(declare-const X_0 Real)\n\xff\xfe\n",
+        "deep": vnnlib("(assert " + "(and " * 200 + "(>= Y_0 1)" + ")" * 200 + ")"),
+        "wrong-inputs": vnnlib("(assert (>= Y_0 1.0))", declare=3),
+        "wrong-outputs": vnnlib("(assert (>= Y_0 1.0))", outputs=5),
+        "bad-relation": vnnlib("(assert (!= Y_0 1.0))"),
+        "string": vnnlib('(assert (>= Y_0 "1"))'),
+        "nan": vnnlib("(assert (>= Y_0 nan))"),
+        "declare-twice": vnnlib("(declare-const X_0 Real)", "(assert (>= Y_0 1.0))"),
+        "declare-int": b"(declare-const X_0 Int)\n",
+        "inverted-box": vnnlib("(assert (>= X_0 2.0))", "(assert (>= Y_0 1.0))"),
+    }
+    cases = [Case(f"vnnlib-{name}", run, (("p.vnnlib", data),)) for name, data in bad.items()]
+    for index in range(1, 20):  # unbalanced at many depths
+        cases.append(
+            Case(
+                f"vnnlib-open-{index}",
+                run,
+                (("p.vnnlib", vnnlib("(assert " + "(and " * index + "(>= Y_0 1)")),),
+            )
+        )
+    # by meaning: an empty conjunction is true (every input unsafe), an empty disjunction false
+    cases += [
+        Case("vnnlib-empty-and", run, (("p.vnnlib", vnnlib("(assert (and))")),), exit_code=10),
+        Case("vnnlib-no-output-constraint", run, (("p.vnnlib", vnnlib()),), exit_code=10),
+        Case("vnnlib-empty-or", run, (("p.vnnlib", vnnlib("(assert (or))")),), exit_code=0),
+        Case(
+            "harness-empty-and",
+            ("harness", str(NNET), "--property", "{dir}/p.vnnlib", "-o", "{dir}/h"),
+            (("p.vnnlib", vnnlib("(assert (and))")),),
+            exit_code=0,
+        ),
+    ]
+    return cases
+
+
+def spec_cases() -> list[Case]:
+    run = ("verify", "--spec", "{dir}/s.toml", "--timeout", "20")
+    bad = {
+        "timeout-neg": "[verify]\ntimeout = -1\n",
+        "timeout-inf": "[verify]\ntimeout = inf\n",
+        "timeout-nan": "[verify]\ntimeout = nan\n",
+        "timeout-string": '[verify]\ntimeout = "60"\n',
+        "memory-small": "[verify]\nmemory_mb = 1\n",
+        "memory-float": "[verify]\nmemory_mb = 1.5\n",
+        "backend": '[verify]\nbackend = "bogus"\n',
+        "solver": '[verify]\nsolver = "cplex"\n',
+        "unknown-verify": "[verify]\nbogus = 1\n",
+        "unknown-top": "bogus = 1\n",
+        "format-empty": '[implementation]\nformat = ""\n',
+        "format-int": "[implementation]\nformat = 16\n",
+        "format-bad": '[implementation]\nformat = "40.40"\n',
+        "rounding-float": '[implementation]\nformat = "float"\nrounding = "floor"\n',
+        "lut-eps": "[implementation]\nlut_eps = 2.0\n",
+        "lut-res": "[implementation]\nlut_res = 9\n",
+        "lut-both": "[implementation]\nlut_eps = 0.1\nlut_res = 2\n",
+        "wide-float": '[implementation]\nformat = "half"\naccumulate = "wide"\n',
+        "syntax": "[verify\n",
+        "image-shape": "image_shape = [3, 3]\n",
+    }
+    cases = [Case(f"spec-{name}", run, (("s.toml", spec(body)),)) for name, body in bad.items()]
+    lut_phrases = {"spec-lut-eps": "[implementation] lut_eps", "spec-lut-res": "[implementation] lut_res"}
+    cases = [Case(c.id, c.argv, c.files, c.exit_code, lut_phrases.get(c.id, "")) for c in cases]
+    built = '[property]\nkind = "robustness"\ncenter = [0.5, 0.5]\nlabel = 0\n'
+    for name, value in (("huge", f'"{HUGE}"'), ("nan", "nan"), ("neg", "-1"), ("bool", "true")):
+        cases.append(Case(f"spec-eps-{name}", run, (("s.toml", spec("", prop=built + f"eps = {value}\n")),)))
+        cases.append(
+            Case(
+                f"spec-center-{name}",
+                run,
+                (("s.toml", spec("", prop=built.replace("[0.5, 0.5]", f"[{value}, 0.5]") + "eps = 0.1\n")),),
+            )
+        )
+    cases += [
+        Case("spec-network-directory", run, (("s.toml", spec("", network="{dir}")),)),
+        Case("spec-not-utf8", run, (("s.toml", b'name = "\xff"\n'),)),
+        Case("spec-missing", ("verify", "--spec", "{dir}/missing.toml"), phrase="no such file"),
+        Case("spec-directory", ("verify", "--spec", "{dir}"), phrase="is a directory"),
+        Case(
+            "spec-other-network",
+            ("verify", str(TINY / "tanh3.onnx"), "--spec", "{dir}/s.toml"),
+            (("s.toml", spec("")),),
+            phrase="names network",
+        ),
+    ]
+    return cases
+
+
+def suite_cases() -> list[Case]:
+    run = ("suite", "run", "{dir}/suite.toml", "--out", "{dir}/out", "--no-progress")
+    bad = {
+        "not-utf8": b'name = "\xff"\n',
+        "timeout-neg": suite("timeout = -1\n"),
+        "timeout-nan": suite("timeout = nan\n"),
+        "timeout-string": suite('timeout = "x"\n'),
+        "task-timeout": suite("").replace(b'name = "t"\n', b'name = "t"\ntimeout = -5\n'),
+        "unknown": suite("bogus = 1\n"),
+        "no-tasks": suite("", task=False),
+        "format": suite("").replace(b'["float"]', b'["bogus"]'),
+        "format-empty": suite("").replace(b'["float"]', b'[""]'),
+        "syntax": b"[[task\n",
+        "network-missing": suite("").replace(str(NNET).encode(), b"/nonexistent.nnet"),
+        "image-shape": suite("image_shape = [0]\n"),
+    }
+    cases = [Case(f"suite-{name}", run, (("suite.toml", data),)) for name, data in bad.items()]
+    journal_lines = {
+        "array": b"[1, 2]\n",
+        "no-key": b'{"record": {"status": "SAFE"}}\n',
+        "no-record": b'{"key": "k"}\n',
+        "garbage": b"{not json\n",
+        "binary": b"\xff\xfe\n",
+        "number": b"42\n",
+    }
+    for name, line in journal_lines.items():
+        files = (("suite.toml", suite("")), ("out/journal.jsonl", line))
+        cases.append(Case(f"journal-{name}", (*run, "--resume"), files, phrase="journal"))
+    cases += [
+        Case(
+            "suite-out-is-file",
+            ("suite", "run", "{dir}/suite.toml", "--out", "{dir}/f/x"),
+            (("suite.toml", suite("")), ("f", b"")),
+            phrase="not writable",
+        ),
+        Case("suite-exists", run, (("suite.toml", suite("")), ("out/journal.jsonl", b"")), phrase="--resume"),
+        Case("suite-unknown-name", ("suite", "run", "no-such-suite"), phrase="no suite"),
+    ]
+    return cases
+
+
+CASES = cli_option_cases() + nnet_cases() + onnx_cases() + vnnlib_cases() + spec_cases() + suite_cases()
+
+
+def test_there_are_at_least_300_cases():
+    assert len(CASES) >= 300 and len({case.id for case in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)
+def test_hostile_input(case: Case, tmp_path: Path, capsys) -> None:
+    if case.exit_code == -1:  # e.g. a flipped byte may or may not leave a valid model: 0 or a clean 2
+        code, _, err, elapsed = run_case(case, tmp_path, capsys)
+        assert code in (0, 2) and "Traceback" not in err and "internal error" not in err, err
+        assert code == 0 or len(err.strip().splitlines()) == 1
+        assert elapsed < CASE_SECONDS
+        return
+    check(case, tmp_path, capsys)
+
+
+def test_harness_of_an_empty_conjunction_is_valid_c(tmp_path, capsys):
+    case = next(c for c in CASES if c.id == "harness-empty-and")
+    check(case, tmp_path, capsys)
+    harness = tmp_path / "h" / "harness.c"
+    assert "__ESBMC_assert(!(1" in harness.read_text()
+    subprocess.run(["gcc", "-fsyntax-only", "-I", str(harness.parent), str(harness)], check=True)
+
+
+# ---------------------------------------------------------------- as real processes
+
+
+def test_argparse_errors_are_one_line_with_a_usage_hint():
+    result = qverify("verify", str(NNET), "--timeout", "x")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: argument --timeout: invalid float value: 'x' (see `qverify verify --help`)"
+    ]
+
+
+def test_error_verdicts_say_so_on_stderr(tmp_path):
+    """An ERROR verdict (here: esbmc missing at the given path) has its `error:` line on stderr."""
+    result = qverify(*VERIFY, "--backend", "esbmc", "--esbmc", str(tmp_path / "no-esbmc"))
+    assert result.returncode == 2
+    assert result.stdout.startswith("ERROR: ")
+    assert [line for line in result.stderr.splitlines() if line.startswith("error: ")], result.stderr
+
+
+def write_spec(folder: Path, body: str = "") -> Path:
+    path = folder / "s.toml"
+    path.write_bytes(spec('[implementation]\nformat = "16.16"\n[verify]\ntimeout = 30\n' + body))
+    return path
+
+
+def test_spec_and_a_different_network_is_an_error(tmp_path):
+    result = qverify("verify", str(TINY / "tanh3.onnx"), "--spec", str(write_spec(tmp_path)))
+    assert result.returncode == 2
+    assert "names network" in result.stderr and str(NNET) in result.stderr
+    assert not result.stdout  # nothing was verified
+
+
+def test_command_line_overrides_the_spec_and_the_record_says_where_from(tmp_path):
+    record = tmp_path / "r.json"
+    spec_path = write_spec(tmp_path)
+    result = qverify(
+        "verify",
+        str(NNET),
+        "--spec",
+        str(spec_path),
+        "--format",
+        "8.8",
+        "--timeout",
+        "7",
+        "--json",
+        str(record),
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(record.read_text())
+    assert data["format"] == "<8,8>" and "timeout=7-" in data["options"]
+    assert data["origins"] == {
+        "network": "spec",
+        "property": "spec",
+        "format": "command line",
+        "timeout": "command line",
+    }
+    alone = qverify("verify", "--spec", str(spec_path), "--json", str(record))
+    assert alone.returncode == 0, alone.stderr
+    data = json.loads(record.read_text())
+    assert data["format"] == "<16,16>" and "timeout=30-" in data["options"]
+    assert data["origins"] == {"network": "spec", "property": "spec", "format": "spec", "timeout": "spec"}
+
+
+def big_vnnlib(path: Path, disjuncts: int) -> Path:
+    body = " ".join(f"(and (>= Y_0 {i}.5) (<= Y_1 -{i}.25))" for i in range(disjuncts))
+    path.write_bytes(vnnlib(f"(assert (or {body}))"))
+    return path
+
+
+def test_parsing_runs_under_the_timeout_and_memory_limits(tmp_path):
+    """A large VNN-LIB file is read under --timeout and --memory: UNKNOWN with the reason, at the
+    limit (it used to run for minutes and take gigabytes whatever the limits said)."""
+    path = big_vnnlib(tmp_path / "big.vnnlib", 200_000)  # 9 MB, ~5 s to read
+    started = time.monotonic()
+    result = qverify("verify", str(NNET), "--property", str(path), "--timeout", "1")
+    assert time.monotonic() - started < 12
+    assert result.returncode == 20, result.stderr
+    assert result.stdout.startswith("UNKNOWN: timeout: 1 s reached while reading the inputs")
+    result = qverify("verify", str(NNET), "--property", str(path), "--memory", "64")
+    assert result.returncode == 20, result.stderr
+    assert result.stdout.startswith("UNKNOWN: memory: reading the inputs took more than the limit of 64 MB")
+
+
+# ---------------------------------------------------------------- randomized (slow)
+
+
+def mutate(data: bytes, rng: random.Random) -> bytes:
+    """One random edit: delete, duplicate or replace a span, or insert a hostile token."""
+    if not data:
+        return b"x"
+    start = rng.randrange(len(data))
+    end = min(len(data), start + rng.randint(1, 20))
+    choice = rng.randrange(4)
+    if choice == 0:
+        return data[:start] + data[end:]
+    if choice == 1:
+        return data[:end] + data[start:end] + data[end:]
+    if choice == 2:
+        return data[:start] + bytes(rng.randrange(256) for _ in range(end - start)) + data[end:]
+    token = rng.choice([b"nan", b"inf", b"-1", b"1e999", HUGE.encode(), b"(", b")", b",", b"\n", b"\xff"])
+    return data[:start] + token + data[start:]
+
+
+@pytest.mark.slow
+def test_randomized_mutations_never_crash(tmp_path, capsys):
+    rng = random.Random(20)
+    sources = {
+        "n.nnet": (NNET.read_bytes(), ("info", "{dir}/n.nnet")),
+        "p.vnnlib": (
+            VNNLIB.read_bytes(),
+            ("verify", str(NNET), "--property", "{dir}/p.vnnlib", "--float", "--timeout", "10"),
+        ),
+        "n.onnx": (gemm_model(), ("info", "{dir}/n.onnx")),
+        "s.toml": (spec("[verify]\ntimeout = 10\n"), ("verify", "--spec", "{dir}/s.toml")),
+    }
+    counts = {name: 0 for name in sources}
+    for index in range(400):
+        name = rng.choice(sorted(sources))
+        data, argv = sources[name]
+        for _ in range(rng.randint(1, 3)):
+            data = mutate(data, rng)
+        folder = tmp_path / str(index)
+        folder.mkdir()
+        code, _, err, elapsed = run_case(Case(f"random-{index}", argv, ((name, data),)), folder, capsys)
+        assert "Traceback" not in err and "internal error" not in err, (name, data[:200], err)
+        assert code in (0, 2, 10, 20), (name, code, err)
+        assert code != 2 or len(err.strip().splitlines()) == 1, err
+        assert elapsed < CASE_SECONDS
+        counts[name] += 1
+    assert all(counts.values())
+
+
+def test_limits_are_named_and_overridable(tmp_path, monkeypatch, capsys):
+    from qverify.input_limits import ALL_LIMITS
+
+    assert {limit.variable for limit in ALL_LIMITS} == {
+        "QVERIFY_MAX_FILE_MB",
+        "QVERIFY_MAX_LITERAL_CHARS",
+        "QVERIFY_MAX_TENSOR_MB",
+    }
+    big = tmp_path / "big.vnnlib"
+    big.write_bytes(vnnlib("(assert (>= Y_0 1.0))") + b"; padding\n" * 120_000)  # 1.2 MB
+    monkeypatch.setenv("QVERIFY_MAX_FILE_MB", "1")
+    case = Case("file-size", ("verify", str(NNET), "--property", str(big)), phrase="QVERIFY_MAX_FILE_MB")
+    check(case, tmp_path, capsys)
+    monkeypatch.setenv("QVERIFY_MAX_FILE_MB", "2")
+    check(Case("file-size-raised", case.argv, exit_code=10), tmp_path, capsys)
+    literal = "0." + "0" * 1200 + "1"
+    monkeypatch.setenv("QVERIFY_MAX_LITERAL_CHARS", "2000")
+    built = ("verify", str(NNET), "--center", "0.5,0.5", "--label", "0", "--eps", literal, "--float")
+    check(Case("literal-raised", built, exit_code=10), tmp_path, capsys)  # label 1 wins at the centre
+    monkeypatch.setenv("QVERIFY_MAX_LITERAL_CHARS", "bogus")
+    check(Case("limit-bogus", built, phrase="QVERIFY_MAX_LITERAL_CHARS"), tmp_path, capsys)
