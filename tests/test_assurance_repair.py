@@ -16,9 +16,11 @@ from qverify.codegen import CompiledNetwork, render_network
 from qverify.data import load_dataset
 from qverify.errors import InputError, UnsupportedError
 from qverify.io import load_network
+from qverify.io.onnx_int8_patch import write_int8_changes
 from qverify.network import Activation, Dense, Network
 from qverify.quant import Accumulation, ImplementationOptions, simulate
 from tests.conftest import ROOT
+from tests.test_int8_onnxruntime import onnxruntime_outputs
 
 # three neurons: (a_f, n_f, a_s, n_s)
 SPECTRUM = Spectrum(
@@ -159,8 +161,22 @@ def test_int8_repair_changes_codes_and_replays_bit_exact_in_c(tmp_path):
     assert all(abs(c.new) <= 127 for c in outcome.changes if c.input >= 0)
     repaired = make_implementation(outcome.network, "int8")
     codes = repaired.inputs(x)
+    simulated = simulate(repaired.qnet, codes).outputs
     compiled = CompiledNetwork(render_network(repaired.qnet), tmp_path / "c", True)
-    assert np.array_equal(compiled.run(codes).outputs, simulate(repaired.qnet, codes).outputs)
+    assert np.array_equal(compiled.run(codes).outputs, simulated)
+    # the repaired model file: the quantizer's file with the changed initializers; onnxruntime runs it
+    # exactly as the repaired simulator and C (QOperator, int8 activations: exact on every CPU)
+    written = write_int8_changes(
+        tmp_path / "lines.int8.onnx", quantized, outcome.network, tmp_path / "r.onnx"
+    )
+    assert written.stat().st_size > 0
+    from_file = make_implementation(load_network(written), "int8")
+    assert np.array_equal(simulate(from_file.qnet, codes).outputs, simulated)
+    expected = onnxruntime_outputs(written, x, (2,))
+    assert np.array_equal(expected, repaired.qnet.output_quant.dequantize(simulated))
+    changed = [layer.bias for layer in load_network(written).quantization.layers]
+    source = [layer.bias for layer in quantized.quantization.layers]
+    assert any(not np.array_equal(a, b) for a, b in zip(changed, source))  # the file holds the change
 
 
 def test_the_written_repair_must_raise_the_repair_set_accuracy():

@@ -176,6 +176,10 @@ def run(args: argparse.Namespace) -> int:
         validation.y,  # type: ignore[arg-type]
     )
     out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(f"-o {out}: cannot create the output folder: {error.strerror}") from None
     journal = Journal(out / "journal.jsonl")
     if not args.resume:
         journal.reset()
@@ -187,9 +191,10 @@ def run(args: argparse.Namespace) -> int:
         warn("no repair raised the repair-set accuracy: nothing written but the report")
     else:
         repaired = make_implementation(selected.network, args.format, implementation.qnet.options)  # type: ignore[union-attr]
-        paths = files.write_repaired(selected.network, repaired, args.quantized or args.network, out)
-        if paths.model is not None:
-            written["model"] = str(paths.model)
+        paths = files.write_repaired(
+            selected.network, repaired, args.quantized or args.network, out, quantized_net
+        )
+        written["model"] = str(paths.model)
         written["c"] = str(paths.c_file)
         if properties:
             changes = reverify(

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sys
 import time
@@ -388,6 +389,15 @@ def _backend(settings: ProofSettings):
     return EsbmcBackend(options)
 
 
+def _journalled(journal: Path) -> dict:
+    """A region's journalled verdict, or {} when there is none or it is not a whole record."""
+    try:
+        done = json.loads(journal.read_text())
+    except (OSError, ValueError):
+        return {}
+    return done if isinstance(done, dict) and isinstance(done.get("verdict"), dict) else {}
+
+
 def prove_region(pair: ImplementationPair, criterion: Criterion, source: SeedSource, region: Region,
                  settings: ProofSettings, workdir: Path, replayer: Replayer) -> RegionVerdict:  # fmt: skip
     """Decide one region; UNSAFE only after the replay (module docstring)."""
@@ -404,13 +414,14 @@ def prove_region(pair: ImplementationPair, criterion: Criterion, source: SeedSou
         journal = folder / JOURNAL_FILE
         key = {"harness_sha256": hashlib.sha256(program.text.encode()).hexdigest(), "backend": settings.backend,
                "timeout_s": settings.timeout_s, "sample": settings.sample}  # fmt: skip
-        if journal.exists():  # the same harness decided before with the same back end and limit: resume
-            done = json.loads(journal.read_text())
-            if done.get("key") == key:
-                return RegionVerdict.from_json(done["verdict"])
+        done = _journalled(journal)
+        if done.get("key") == key:  # the same harness decided before with the same back end and limit
+            return RegionVerdict.from_json(done["verdict"])
         harness = program.write(folder)
         found = _decide(pair, criterion, source, region, settings, harness, replayer, verdict)
-        journal.write_text(json.dumps({"key": key, "verdict": found.to_json()}) + "\n")
+        partial = journal.with_suffix(".part")  # whole or not at all: a crash mid-write leaves no verdict
+        partial.write_text(json.dumps({"key": key, "verdict": found.to_json()}) + "\n")
+        os.replace(partial, journal)
         return found
     except QverifyError as error:
         return verdict("ERROR", str(error))

@@ -19,9 +19,10 @@ from tqdm import tqdm
 
 from qverify.errors import InputError
 from qverify.network import Network
-from qverify.properties import Property, read_spec, read_vnnlib
+from qverify.properties import Property, read_vnnlib
 from qverify.quant import ImplementationOptions
 from qverify.suites.suite_file import read_suite, suite_path
+from qverify.tasks.spec_file import read_spec
 from qverify.verification import VerificationRecord, VerifyOptions, verify_property
 
 
