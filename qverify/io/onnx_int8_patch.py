@@ -23,6 +23,7 @@ from qverify.network.model import Network
 from qverify.network.qparams import MacQuant
 
 _BIAS_INPUT = {"QGemm": 6, "QLinearConv": 8, "Conv": 2, "Gemm": 2}
+_NO_BIAS = ("MatMul", "QLinearMatMul")
 
 
 def _mac_layers(net: Network) -> list[MacQuant]:
@@ -72,6 +73,8 @@ class _Graph:
                 if len(users) != 1:
                     continue
                 operator = users[0]
+            if operator.op_type in _NO_BIAS:
+                return None
             index = _BIAS_INPUT.get(operator.op_type)
             if index is None:
                 continue
@@ -84,7 +87,7 @@ class _Graph:
                     raise InputError(f"{what}: its bias '{bias}' is not an initializer")
                 bias = producers[0].input[0]
             return bias
-        raise InputError(f"{what}: no Conv/Gemm/QGemm/QLinearConv takes its weights")
+        raise InputError(f"{what}: no Conv/Gemm/MatMul (or their quantized operators) takes its weights")
 
 
 def write_int8_changes(source: str | Path, original: Network, changed: Network, path: str | Path) -> Path:
