@@ -85,7 +85,7 @@ def brute_force(pair: ImplementationPair, seed: float, radius: float, criterion=
         TensorQuant(np.float32(1 / 255), -128, CodeType.INT8),
         TensorQuant(np.float32(0.1), 3, CodeType.UINT8),
         TensorQuant(np.float32(3e-30), 7, CodeType.INT8),
-    ],  # fmt: skip
+    ],
 )
 def test_code_steps_are_quantize_linears(quant):
     """c >= k <=> x >= T_k for every double: checked at each step, just below it, and on random doubles."""
