@@ -139,13 +139,14 @@ def check_provable(pair: ImplementationPair) -> None:
 
 
 def _conversion(
-    implementation: Implementation, prefix: str, lo: np.ndarray, hi: np.ndarray
+    implementation: Implementation, prefix: str, lo: np.ndarray, hi: np.ndarray, computed: bool
 ) -> tuple[list[str], str]:
-    """C lines giving the side's inputs `{prefix}x[i]` from `x[i]`, and the nondet calls they add."""
+    """C lines giving the side's inputs `{prefix}x[i]` from `x[i]`, and the nondet calls they add;
+    `computed`: x is computed in C (a distortion), not assumed in [lo, hi]."""
     qnet = implementation.qnet
     n = implementation.n_inputs
     if qnet.is_int8:  # type: ignore[union-attr]
-        return _int8_conversion(implementation, prefix, lo, hi)
+        return _int8_conversion(implementation, prefix, lo, hi, computed)
     if not qnet.is_fixed:  # type: ignore[union-attr]
         return [f"{prefix}x[{i}] = ({prefix}num)x[{i}];" for i in range(n)], ""
     number: FixedFormat = qnet.number  # type: ignore[assignment,union-attr]
@@ -171,11 +172,13 @@ def _conversion(
 
 
 def _int8_conversion(
-    implementation: Implementation, prefix: str, lo: np.ndarray, hi: np.ndarray
+    implementation: Implementation, prefix: str, lo: np.ndarray, hi: np.ndarray, computed: bool
 ) -> tuple[list[str], str]:
     """C lines tying the side's nondet input codes `{prefix}x[i]` to `x[i]` exactly as QuantizeLinear
     maps one to the other: the code lies in [Q(lo), Q(hi)] and, for each step k inside, `c >= k` holds
-    iff `x >= T_k` (module docstring; saturation is the code range's own ends)."""
+    iff `x >= T_k` (module docstring; saturation is the code range's own ends). When x is computed in C
+    (a distortion) the code range takes one more code each side, so that a last-bit difference between
+    the C's x and numpy's reach box cannot exclude the true code (which would make SAFE unsound)."""
     quant = implementation.qnet.input_quant  # type: ignore[union-attr]
     thresholds = code_thresholds(quant)
     codes_lo, codes_hi = implementation.inputs(lo[None, :])[0], implementation.inputs(hi[None, :])[0]
@@ -184,6 +187,8 @@ def _int8_conversion(
     for i in range(implementation.n_inputs):
         c = f"{prefix}x[{i}]"
         low, high = int(codes_lo[i]), int(codes_hi[i])
+        if computed:
+            low, high = max(low - 1, quant.code.qmin), min(high + 1, quant.code.qmax)
         lines += [f"{c} = nondet_{kind}();",
                   f"__ESBMC_assume({low} <= {c} && {c} <= {high});"]  # fmt: skip
         for k in range(low + 1, high + 1):
@@ -287,7 +292,8 @@ def render_diff_harness(pair: ImplementationPair, criterion: Criterion, region: 
     declarations = [
         f"{p}num {p}{v}[QV_N_{'INPUTS' if v == 'x' else 'OUTPUTS'}];" for p in PREFIXES for v in "xy"
     ]
-    if region.brightness is None and region.contrast is None:
+    linf = region.brightness is None and region.contrast is None
+    if linf:
         body = []
         for i in range(n):
             body += [f"x[{i}] = nondet_double();",
@@ -297,7 +303,7 @@ def render_diff_harness(pair: ImplementationPair, criterion: Criterion, region: 
         body, call = _distortion_lines(region, source, pair.reference.network.input_norm)
         calls = [call]
     for side, prefix in zip(sides, PREFIXES):
-        lines, call = _conversion(side, prefix, region.lo, region.hi)
+        lines, call = _conversion(side, prefix, region.lo, region.hi, not linf)
         body += lines
         calls += [call] if call else []
     body += [f"{p}network({p}x, {p}y);" for p in PREFIXES]
