@@ -136,6 +136,8 @@ def test_a_counterexample_that_does_not_replay_is_unknown(boundary, tmp_path):
         (0.29, 0.0003, "UNSAFE"),
         (0.2935, 0.0012, "SAFE"),  # starts at 0.2923, beyond the last disagreeing code step
         (0.2921, 0.0002, "UNSAFE"),
+        (0.0, 0.01, "SAFE"),  # from code -128, the saturation end (no range check the type makes moot)
+        (1.0, 0.01, "SAFE"),  # to code 127
     ],
 )
 def test_verdicts_agree_with_brute_force(boundary, tmp_path, seed, radius, expected):

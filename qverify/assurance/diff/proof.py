@@ -56,6 +56,7 @@ from qverify.assurance.implementations import Implementation, ImplementationPair
 from qverify.backends import HarnessJob, InternalBackend, Limits, Status
 from qverify.codegen import CompiledNetwork, compile_replay, render_network, run_lines
 from qverify.codegen.context import network_context
+from qverify.codegen.harness import range_condition
 from qverify.codegen.literals import c_string
 from qverify.codegen.render import CProgram, render_template
 from qverify.data.transforms import FAMILIES
@@ -189,8 +190,8 @@ def _int8_conversion(
         low, high = int(codes_lo[i]), int(codes_hi[i])
         if computed:
             low, high = max(low - 1, quant.code.qmin), min(high + 1, quant.code.qmax)
-        lines += [f"{c} = nondet_{kind}();",
-                  f"__ESBMC_assume({low} <= {c} && {c} <= {high});"]  # fmt: skip
+        in_range = range_condition(c, str(low), str(high), (quant.code.qmin, quant.code.qmax))
+        lines += [f"{c} = nondet_{kind}();", f"__ESBMC_assume({in_range});"]
         for k in range(low + 1, high + 1):
             t = literal(thresholds[k])
             lines.append(f"__ESBMC_assume(({c} >= {k} && x[{i}] >= {t}) || ({c} < {k} && x[{i}] < {t}));")
