@@ -130,7 +130,6 @@ def test_a_counterexample_that_does_not_replay_is_unknown(boundary, tmp_path):
     "seed, radius, expected",
     [
         (0.1, 0.05, "SAFE"),
-        (0.6, 0.05, "SAFE"),
         (0.285, 0.0049, "SAFE"),  # ends just below 0.29
         (0.2965, 0.004, "SAFE"),  # starts at 0.2925, above the flip zone
         (0.29, 0.0003, "UNSAFE"),
@@ -146,7 +145,7 @@ def test_verdicts_agree_with_brute_force(boundary, tmp_path, seed, radius, expec
     assert verdict.status == expected, verdict.reason
 
 
-@pytest.mark.parametrize("seed, radius", [(0.291, 0.005), (0.5, 0.05), (0.2935, 0.0012)])
+@pytest.mark.parametrize("seed, radius", [(0.291, 0.005), (0.2935, 0.0012)])
 def test_uint8_codes_agree_with_brute_force(boundary_uint8, tmp_path, seed, radius):
     verdict = prove(boundary_uint8, seed, radius, tmp_path)
     assert verdict.status == ("UNSAFE" if brute_force(boundary_uint8, seed, radius) else "SAFE"), (
