@@ -14,6 +14,7 @@ from qverify.assurance.diff.codes import code_thresholds
 from qverify.assurance.diff.criteria import Criterion
 from qverify.assurance.diff.inputs import SeedSource
 from qverify.assurance.diff.proof import ProofSettings, Replayer, _confirm, make_regions, prove_regions
+from qverify.codegen import compile_replay
 from qverify.data.transforms import Canvas
 from qverify.network import Network
 from qverify.network.model import Activation, Dense
@@ -35,19 +36,20 @@ def int8_pair(net: Network, tmp_path, codes: CodeType = CodeType.INT8) -> Implem
     return ImplementationPair(make_implementation(net, "float"), make_implementation(quantized, "int8"))
 
 
+def boundary_net() -> Network:
+    """y0 = 0.29, y1 = x: the int8 model reads x as a code (step 1/255) and 0.29 as the code nearest it."""
+    return Network((Dense(np.array([[0.0], [1.0]]), np.array([BOUNDARY, 0.0]), Activation.IDENTITY),),
+                   name="boundary")  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def boundary(tmp_path_factory) -> ImplementationPair:
-    """y0 = 0.29, y1 = x: the int8 model reads x as a code (step 1/255) and 0.29 as the code nearest it."""
-    net = Network((Dense(np.array([[0.0], [1.0]]), np.array([BOUNDARY, 0.0]), Activation.IDENTITY),),
-                  name="boundary")  # fmt: skip
-    return int8_pair(net, tmp_path_factory.mktemp("int8"))
+    return int8_pair(boundary_net(), tmp_path_factory.mktemp("int8"))
 
 
 @pytest.fixture(scope="module")
 def boundary_uint8(tmp_path_factory) -> ImplementationPair:
-    net = Network((Dense(np.array([[0.0], [1.0]]), np.array([BOUNDARY, 0.0]), Activation.IDENTITY),),
-                  name="boundary")  # fmt: skip
-    return int8_pair(net, tmp_path_factory.mktemp("uint8"), CodeType.UINT8)
+    return int8_pair(boundary_net(), tmp_path_factory.mktemp("uint8"), CodeType.UINT8)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +70,7 @@ def prove(pair, seed, radius, tmp_path, backend="internal", criterion=None, **bo
     return prove_regions(pair, criterion or Criterion(), source, seed[None, :], settings, tmp_path, False)[0]
 
 
-def brute_force(pair: ImplementationPair, seed: float, radius: float, criterion=None) -> bool:
+def brute_force(pair: ImplementationPair, seed: float, radius: float) -> bool:
     """Does any grid point of [seed - radius, seed + radius] (clipped to [0, 1]) disagree? The grid holds
     every code step of the int8 side inside the region and the double just below each."""
     lo, hi = max(seed - radius, 0.0), min(seed + radius, 1.0)
@@ -76,7 +78,7 @@ def brute_force(pair: ImplementationPair, seed: float, radius: float, criterion=
     x = np.concatenate([np.linspace(lo, hi, GRID), steps, np.nextafter(steps, -np.inf)])[:, None]
     x = x[(x[:, 0] >= lo) & (x[:, 0] <= hi)]
     reference, candidate = pair.reference.run(x).outputs, pair.candidate.run(x).outputs
-    return bool(np.any((criterion or Criterion()).disagrees(reference, candidate)))
+    return bool(np.any(Criterion().disagrees(reference, candidate)))
 
 
 @pytest.mark.parametrize(
@@ -143,6 +145,7 @@ def test_verdicts_agree_with_brute_force(boundary, tmp_path, seed, radius, expec
     assert brute_force(boundary, seed, radius) == (expected == "UNSAFE")  # the region is what we think
     verdict = prove(boundary, seed, radius, tmp_path)
     assert verdict.status == expected, verdict.reason
+    compile_replay(tmp_path / "region000" / "diff_harness.c")  # gcc -Wall -Wextra -Werror takes it
 
 
 @pytest.mark.parametrize("seed, radius", [(0.291, 0.005), (0.2935, 0.0012)])
@@ -165,7 +168,7 @@ def test_two_inputs_unsafe_on_the_diagonal_safe_away_from_it(crossing, tmp_path)
 
 def test_distance_criterion_reads_the_codes_affinely(boundary, tmp_path):
     """|y_ref - y_cand| is at most half a code step (1/510) plus 0.29's own rounding, far below 0.01;
-    above the code step it exceeds 0.001 somewhere in [0.4, 0.6]."""
+    x's distance to its code reaches 1/510 > 0.001 in [0.4, 0.6]."""
     assert (
         prove(boundary, 0.5, 0.1, tmp_path / "s", criterion=Criterion("distance", delta=0.01)).status
         == "SAFE"
