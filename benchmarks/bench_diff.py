@@ -12,7 +12,8 @@ vectors, the same budget per seed (queries) and the same seeds; prints #DII, DiR
 to the first DII, diversity, VR. Proof mode: L-inf regions around the first N seeds (radius as a
 fraction of the input range) with the internal engine, a timeout per region; prints the counts of
 SAFE / UNSAFE / UNKNOWN / ERROR, median and maximum time, and the share decided (goal: >= 80 % within
-60 s) by the back end alone (`--no-sampling`: no simulator sampling before it; `--sampling` puts it back). int8 pairs have no proof mode (docs/diff.md). Each run is journalled as its diff.json: an
+60 s) by the back end alone (`--no-sampling`: no simulator sampling before it; `--sampling` puts it back);
+int8 pairs included (their input codes tied to the input exactly, docs/diff.md). Each run is journalled as its diff.json: an
 interrupted benchmark resumes where it stopped (delete the folder to start over).
 
 Usage:
@@ -52,8 +53,8 @@ def pairs(out: Path) -> dict[str, tuple[list[str], str | None]]:
         "mlp-8.8": ([*mlp, "--candidate", "8.8"], RADIUS["digits"]),
         "mlp-6.4": ([*mlp, "--candidate", "6.4"], RADIUS["digits"]),
         "mlp-half": ([*mlp, "--candidate", "half"], RADIUS["digits"]),
-        "mlp-int8": ([*mlp, "--candidate", f"int8={mlp_int8(out)}"], None),
-        "cnn-int8": ([*cnn, "--candidate", f"int8={CNN / 'digits_cnn.int8.onnx'}"], None),
+        "mlp-int8": ([*mlp, "--candidate", f"int8={mlp_int8(out)}"], RADIUS["digits"]),
+        "cnn-int8": ([*cnn, "--candidate", f"int8={CNN / 'digits_cnn.int8.onnx'}"], RADIUS["digits"]),
         "acas-16.16": ([str(ACAS), "--candidate", "16.16"], RADIUS["acas"]),
         "acas-4.6": ([str(ACAS), "--candidate", "4.6"], RADIUS["acas"]),
     }

@@ -12,6 +12,10 @@ from PIL import Image
 
 from qverify.cli import main
 from qverify.data import load_dataset
+from qverify.io import write_onnx
+from qverify.network import Network
+from qverify.network.model import Activation, Dense
+from qverify.quant.calibrate import QuantFormat, QuantizeSettings, quantize_with_onnxruntime
 from tests.conftest import ROOT
 
 MLP = str(ROOT / "benchmarks" / "digits" / "digits.nnet")
@@ -113,17 +117,8 @@ def test_proof_mode_writes_verdicts_per_region(tmp_path, capsys):
         ),
         ([MLP], "name the candidate"),
         (
-            [
-                CNN_FLOAT,
-                "--candidate",
-                f"int8={CNN_INT8}",
-                "--prove",
-                "--methods",
-                "none",
-                "--data",
-                "digits",
-            ],
-            "does not encode int8",
+            [MLP, "--reference", "real", "--candidate", "8.8", "--prove", "--methods", "none"],
+            "float64 network",
         ),
         ([MLP, "--candidate", "8.8", "--methods", "none"], "nothing to do"),
     ],
@@ -133,3 +128,23 @@ def test_bad_pairs_and_options_exit_2(args, message, capsys, tmp_path):
                 "--no-progress", "-o", str(tmp_path)) == 2  # fmt: skip
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and err.count("\n") == 1
+
+
+def test_proof_mode_takes_int8_candidates(tmp_path, capsys):
+    """y0 = 0.29, y1 = x against its onnxruntime int8 model: the region around 0.2945 holds inputs the
+    int8 model reads as the code of 0.29 (UNSAFE, replayed), the one around 0.1 none (SAFE)."""
+    net = Network(
+        (Dense(np.array([[0.0], [1.0]]), np.array([0.29, 0.0]), Activation.IDENTITY),), name="boundary"
+    )
+    write_onnx(net, tmp_path / "boundary.onnx")
+    calibration = np.linspace(0.0, 1.0, 101)[:, None]
+    settings = QuantizeSettings(QuantFormat.QOP)
+    quantize_with_onnxruntime(net, calibration, settings, tmp_path / "boundary.int8.onnx")
+    np.savez(tmp_path / "seeds.npz", x=np.array([[0.2945], [0.1]]), y=np.array([1, 0]))
+    code = diff(str(tmp_path / "boundary.onnx"), "--candidate", f"int8={tmp_path / 'boundary.int8.onnx'}",
+                "--data", str(tmp_path / "seeds.npz"), "--domain", "0,1", "--seeds", "2", "--methods", "none",
+                "--prove", "--radius", "0.005", "--no-sampling", "--no-progress", "-o", str(tmp_path / "out"))  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    data = json.loads((tmp_path / "out" / "diff.json").read_text())
+    assert [r["status"] for r in data["regions"]] == ["UNSAFE", "SAFE"]
+    assert 0.29 < data["regions"][0]["x"][0] < 0.2925

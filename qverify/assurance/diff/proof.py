@@ -10,7 +10,10 @@ The input. The nondet values are the networks' *normalised* inputs as doubles (w
 takes), `x[i]`, then -- for a fixed-point side -- its input words `q[i]`, tied to `x[i]` by an assume
 that states the format's rounding exactly in double arithmetic (x * 2^l is exact, so is q +- 1/2):
 nearest (ties away from zero) or floor. A float, double or half side takes `(T)x[i]` (one rounding,
-as numpy's). int8 sides (QuantizeLinear's float32 division and rounding to even) are not encoded.
+as numpy's). An int8 side's input codes `c[i]` are nondet codes tied to `x[i]` exactly: QuantizeLinear
+(float32 division, rounding half to even, zero point, saturation) is a non-decreasing step function
+of the double x, so `c >= k <=> x >= T_k` with T_k the step's exact double (`codes.py`); the harness
+assumes that for every step inside the region's code range -- comparisons of x with constants only.
 
 Regions. `linf`: a box per input, the seed's L-inf ball (search coordinates, clipped to the canvas)
 mapped to normalised units (the normalisations are increasing per input, so corners map to corners;
@@ -25,7 +28,8 @@ Before the back end, SAMPLES seeded points of the region (uniform and vertices) 
 simulators (`--no-sampling` turns this off): a disagreement found so is a counterexample like a back
 end's and goes through the same replay. UNSAFE is reported only after the disagreement replays: the harness itself (gcc, QV_REPLAY) prints
 VIOLATED, each implementation's own network.c (gcc) gives outputs on which the criterion holds, and the
-bit-exact simulators give the same outputs. Anything else is an ERROR that says why.
+bit-exact simulators give the same outputs. A counterexample that does not replay leaves the region
+UNKNOWN with the reason; a compiled network and its simulator differing is an ERROR.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ import numpy as np
 from tqdm import tqdm
 
 from qverify import __version__
+from qverify.assurance.diff.codes import code_thresholds
 from qverify.assurance.diff.criteria import Criterion
 from qverify.assurance.diff.inputs import SeedSource
 from qverify.assurance.diff.records import RegionVerdict
@@ -51,10 +56,12 @@ from qverify.assurance.implementations import Implementation, ImplementationPair
 from qverify.backends import HarnessJob, InternalBackend, Limits, Status
 from qverify.codegen import CompiledNetwork, compile_replay, render_network, run_lines
 from qverify.codegen.context import network_context
+from qverify.codegen.harness import range_condition
 from qverify.codegen.literals import c_string
 from qverify.codegen.render import CProgram, render_template
 from qverify.data.transforms import FAMILIES
 from qverify.errors import InputError, QverifyError
+from qverify.network.qparams import CodeType
 from qverify.quant import FixedFormat
 from qverify.quant.fixed import Rounding
 
@@ -125,9 +132,6 @@ def check_provable(pair: ImplementationPair) -> None:
         if qnet is None:
             raise InputError(f"proof mode needs C for both sides: {implementation.label} (the float64 network) has "
                              "none; use --reference float or double")  # fmt: skip
-        if qnet.is_int8:
-            raise InputError(f"proof mode does not encode int8 inputs ({implementation.label}: QuantizeLinear's "
-                             "float32 division and rounding); use search mode for int8 candidates")  # fmt: skip
         if qnet.is_fixed:
             fixed.append(qnet.number)
     if len(fixed) == 2 and fixed[0] != fixed[1]:
@@ -136,11 +140,14 @@ def check_provable(pair: ImplementationPair) -> None:
 
 
 def _conversion(
-    implementation: Implementation, prefix: str, lo: np.ndarray, hi: np.ndarray
+    implementation: Implementation, prefix: str, lo: np.ndarray, hi: np.ndarray, computed: bool
 ) -> tuple[list[str], str]:
-    """C lines giving the side's inputs `{prefix}x[i]` from `x[i]`, and the nondet calls they add."""
+    """C lines giving the side's inputs `{prefix}x[i]` from `x[i]`, and the nondet calls they add;
+    `computed`: x is computed in C (a distortion), not assumed in [lo, hi]."""
     qnet = implementation.qnet
     n = implementation.n_inputs
+    if qnet.is_int8:  # type: ignore[union-attr]
+        return _int8_conversion(implementation, prefix, lo, hi, computed)
     if not qnet.is_fixed:  # type: ignore[union-attr]
         return [f"{prefix}x[{i}] = ({prefix}num)x[{i}];" for i in range(n)], ""
     number: FixedFormat = qnet.number  # type: ignore[assignment,union-attr]
@@ -165,8 +172,37 @@ def _conversion(
     return lines, f"nondet_int() for {prefix}x[0..{n - 1}] (input words, tied to x)"
 
 
+def _int8_conversion(
+    implementation: Implementation, prefix: str, lo: np.ndarray, hi: np.ndarray, computed: bool
+) -> tuple[list[str], str]:
+    """C lines tying the side's nondet input codes `{prefix}x[i]` to `x[i]` exactly as QuantizeLinear
+    maps one to the other: the code lies in [Q(lo), Q(hi)] and, for each step k inside, `c >= k` holds
+    iff `x >= T_k` (module docstring; saturation is the code range's own ends). When x is computed in C
+    (a distortion) the code range takes one more code each side, so that a last-bit difference between
+    the C's x and numpy's reach box cannot exclude the true code (which would make SAFE unsound)."""
+    quant = implementation.qnet.input_quant  # type: ignore[union-attr]
+    thresholds = code_thresholds(quant)
+    codes_lo, codes_hi = implementation.inputs(lo[None, :])[0], implementation.inputs(hi[None, :])[0]
+    kind = "char" if quant.code is CodeType.INT8 else "uchar"
+    lines = []
+    for i in range(implementation.n_inputs):
+        c = f"{prefix}x[{i}]"
+        low, high = int(codes_lo[i]), int(codes_hi[i])
+        if computed:
+            low, high = max(low - 1, quant.code.qmin), min(high + 1, quant.code.qmax)
+        in_range = range_condition(c, str(low), str(high), (quant.code.qmin, quant.code.qmax))
+        lines += [f"{c} = nondet_{kind}();", f"__ESBMC_assume({in_range});"]
+        for k in range(low + 1, high + 1):
+            t = literal(thresholds[k])
+            lines.append(f"__ESBMC_assume(({c} >= {k} && x[{i}] >= {t}) || ({c} < {k} && x[{i}] < {t}));")
+    return lines, f"nondet_{kind}() for {prefix}x[0..{implementation.n_inputs - 1}] (input codes, tied to x)"
+
+
 def _real_output(implementation: Implementation, prefix: str, j: int) -> str:
     qnet = implementation.qnet
+    if qnet.is_int8:  # type: ignore[union-attr]
+        out = qnet.output_quant  # type: ignore[union-attr]
+        return f"(((double){prefix}y[{j}] - {out.zero_point}.0) * {literal(out.scale)})"
     if qnet.is_fixed:  # type: ignore[union-attr]
         return f"((double){prefix}y[{j}] * {literal(1.0 / qnet.number.scale)})"  # type: ignore[union-attr]
     return f"(double){prefix}y[{j}]"
@@ -257,7 +293,8 @@ def render_diff_harness(pair: ImplementationPair, criterion: Criterion, region: 
     declarations = [
         f"{p}num {p}{v}[QV_N_{'INPUTS' if v == 'x' else 'OUTPUTS'}];" for p in PREFIXES for v in "xy"
     ]
-    if region.brightness is None and region.contrast is None:
+    linf = region.brightness is None and region.contrast is None
+    if linf:
         body = []
         for i in range(n):
             body += [f"x[{i}] = nondet_double();",
@@ -267,7 +304,7 @@ def render_diff_harness(pair: ImplementationPair, criterion: Criterion, region: 
         body, call = _distortion_lines(region, source, pair.reference.network.input_norm)
         calls = [call]
     for side, prefix in zip(sides, PREFIXES):
-        lines, call = _conversion(side, prefix, region.lo, region.hi)
+        lines, call = _conversion(side, prefix, region.lo, region.hi, not linf)
         body += lines
         calls += [call] if call else []
     body += [f"{p}network({p}x, {p}y);" for p in PREFIXES]
@@ -335,7 +372,7 @@ class Replayer:
         results = []
         for side, compiled in zip(self.sides, self.compiled):
             qnet = side.qnet
-            raw_inputs = side.inputs(x_norm[None, :]) if qnet.is_fixed else x_norm[None, :]  # type: ignore[union-attr]
+            raw_inputs = side.inputs(x_norm[None, :]) if qnet.is_integer else x_norm[None, :]  # type: ignore[union-attr]
             run = compiled.run(raw_inputs, raw=True)
             if run.overflowed[0]:
                 raise InputError(
@@ -454,17 +491,18 @@ def _decide(pair: ImplementationPair, criterion: Criterion, source: SeedSource, 
 def _confirm(pair: ImplementationPair, criterion: Criterion, source: SeedSource, region: Region, harness: Path,
              replayer: Replayer, values: Sequence[float], n_doubles: int, origin: str, verdict) -> RegionVerdict:  # fmt: skip
     """UNSAFE if the nondet values replay: VIOLATED in the harness, a disagreement of the compiled
-    networks, the simulators bit-exact with them; an ERROR that says why otherwise."""
+    networks, the simulators bit-exact with them. A counterexample that does not replay leaves the region
+    UNKNOWN, saying why (never UNSAFE); C and simulator differing on it is an ERROR."""
     x, x_norm = _x_from_values(region, source, values, pair.reference.n_inputs)
     replayed = run_lines(compile_replay(harness), [_harness_line(pair, x_norm, values, n_doubles)])
     if not replayed[0].startswith("VIOLATED"):
         return verdict(
-            "ERROR", f"the counterexample of {origin} does not replay in the harness: {replayed[0]}"
+            "UNKNOWN", f"the counterexample of {origin} does not replay in the harness: {replayed[0]}"
         )
     reference, candidate = replayer.outputs(x_norm)
     if not criterion.disagrees(reference[None, :], candidate[None, :])[0]:
         return verdict(
-            "ERROR", f"the counterexample of {origin} does not make the compiled networks disagree"
+            "UNKNOWN", f"the counterexample of {origin} does not make the compiled networks disagree"
         )
     labels = f"reference {int(np.argmax(reference))}, candidate {int(np.argmax(candidate))}"
     return verdict(
@@ -498,10 +536,10 @@ def _harness_line(
     pair: ImplementationPair, x_norm: np.ndarray, values: Sequence[float], n_doubles: int
 ) -> str:
     """The harness' nondet values as a replay line: the doubles (exact, hexadecimal), then each
-    fixed-point side's input words of x (from its simulator)."""
+    fixed-point side's input words / int8 side's input codes of x (from its simulator)."""
     parts = [float(v).hex() for v in values[:n_doubles]]
     for side in (pair.reference, pair.candidate):
-        if side.qnet.is_fixed:  # type: ignore[union-attr]
+        if side.qnet.is_integer:  # type: ignore[union-attr]
             parts += [str(int(w)) for w in side.inputs(x_norm[None, :])[0]]
     return " ".join(parts)
 
