@@ -5,6 +5,8 @@ finding a disagreement inside a region proof mode called SAFE."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -102,6 +104,11 @@ def test_boundary_network_unsafe_replayed_in_both_c_programs(tmp_path):
     assert (
         again.status == "UNSAFE" and np.array_equal(again.x, verdict.x) and again.seconds == verdict.seconds
     )
+    journal = tmp_path / "region000" / "verdict.json"
+    journal.write_text(journal.read_text()[:40])  # a verdict cut short by a crash is no verdict: run again
+    rerun = prove(boundary_pair(), 0.3, tmp_path=tmp_path, radius=0.05)
+    assert rerun.status == "UNSAFE" and BOUNDARY < rerun.x[0] < 5.5 * STEP
+    assert json.loads(journal.read_text())["verdict"]["status"] == "UNSAFE"
 
 
 def test_sampling_refutes_before_the_back_end_with_the_same_replay(tmp_path):
