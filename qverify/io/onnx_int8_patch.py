@@ -18,7 +18,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from qverify.errors import InputError
+from qverify.errors import InputError, InternalError
+from qverify.io.onnx_reader import read_onnx
 from qverify.network.model import Network
 from qverify.network.qparams import MacQuant
 
@@ -97,8 +98,6 @@ def write_int8_changes(source: str | Path, original: Network, changed: Network, 
     :raises InputError: the source is not the model `original` was read from, a changed layer's
         initializer cannot be identified, or a bias changes where the model has none.
     """
-    from qverify.io.onnx_reader import read_onnx
-
     model = onnx.load(str(source))
     graph = _Graph(model)
     before, after = _mac_layers(original), _mac_layers(changed)
@@ -126,5 +125,5 @@ def write_int8_changes(source: str | Path, original: Network, changed: Network, 
             np.array_equal(np.asarray(layer.weights, np.int64), np.asarray(want.weights, np.int64))
             and np.array_equal(np.asarray(layer.bias, np.int64), np.asarray(want.bias, np.int64))
         ):
-            raise AssertionError(f"{path}: {layer.what} does not read back as the intended integers")
+            raise InternalError(f"{path}: {layer.what} does not read back as the intended integers")
     return path

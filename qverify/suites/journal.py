@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any, Self
 
@@ -56,6 +57,13 @@ class Journal:
                 entry = _record(line, f"{self.path}:{number}")
                 entries[entry["key"]] = entry
         return list(entries.values()), warning
+
+    def resume(self) -> list[dict[str, Any]]:
+        """`load` for a run that resumes: the entries, the warning (if any) as one stderr line."""
+        entries, warning = self.load()
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
+        return entries
 
     def append(self, entry: dict[str, Any]) -> None:
         line = (json.dumps(entry, sort_keys=True) + "\n").encode()

@@ -123,10 +123,7 @@ def _run_locked(
         journal.reset()
     done: dict[str, dict[str, Any]] = {}
     if resume:
-        entries, warning = journal.load()
-        if warning:
-            print(f"warning: {warning}", file=sys.stderr)
-        done = {entry["key"]: entry for entry in entries}
+        done = {entry["key"]: entry for entry in journal.resume()}
     specs = expand(suite, formats, options, timeout_s)
     todo = [spec for spec in specs if spec.key not in done]
     counts = Counter(entry["record"]["status"] for key, entry in done.items())

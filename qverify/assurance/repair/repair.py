@@ -20,7 +20,6 @@ Steps (docs/repair.md has the definitions and the departures from the paper):
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -480,12 +479,7 @@ def run_repair(
 
     start = time.perf_counter()
     sets = neuron_sets(study, settings)
-    finished: dict[str, dict] = {}
-    if journal:
-        entries, warning = journal.load()
-        if warning:
-            print(f"warning: {warning}", file=sys.stderr)
-        finished = {entry["key"]: entry["record"] for entry in entries}
+    finished = {entry["key"]: entry["record"] for entry in journal.resume()} if journal else {}
     solved: dict[tuple[int, ...], RepairOutcome] = {}
     outcomes, resumed = [], 0
     for label, chosen in tqdm(sets, desc="repair", unit="MILP", disable=not progress, leave=False):
