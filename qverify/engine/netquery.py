@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qverify.properties import OutputCondition
+from qverify.properties import OutputCondition, Property
 from qverify.quant import LayerBounds, QuantizedNetwork
 
 NO_VIOLATION = -1
@@ -87,3 +87,34 @@ class NetworkQuery:
         if run.detect_mode and bool(run.detected[0]):
             return OVERFLOW_ASSERTION
         return self.unsafe.violated_clause_exact(self.qnet.output_reals(run.outputs[0]))
+
+
+def _literal_value(text: str, integer: bool) -> int | float:
+    """A bound written by `qverify.codegen.conditions` (an integer, or a C99 hex float literal)."""
+    if integer:
+        return int(text)
+    return float.fromhex(text.removesuffix("f"))
+
+
+def query_for(
+    qnet: QuantizedNetwork,
+    prop: Property,
+    arithmetic: Arithmetic = Arithmetic.IMPLEMENTATION,
+    invariants: tuple[LayerBounds, ...] | None = None,
+) -> NetworkQuery:
+    """The query the generated harness of (qnet, prop) states, built without any C: the boxes go
+    through the codegen's own conversion to the implementation's domain (empty ones are left out),
+    the unsafe set is the property's."""
+    from qverify.codegen.conditions import implementation_box
+
+    integer = qnet.is_integer
+    dtype = np.int64 if integer else np.float64
+    regions = []
+    for box in prop.boxes:
+        converted = implementation_box(qnet, box)
+        if converted.empty:
+            continue
+        lo = np.array([_literal_value(t, integer) for t in converted.lo], dtype=dtype)
+        hi = np.array([_literal_value(t, integer) for t in converted.hi], dtype=dtype)
+        regions.append(InputRegion(lo, hi))
+    return NetworkQuery(qnet, tuple(regions), prop.unsafe, arithmetic, invariants)
