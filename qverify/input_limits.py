@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import threading
 from collections.abc import Iterator
@@ -60,7 +61,10 @@ class InputLimit:
 FILE_SIZE = InputLimit("input file size", "QVERIFY_MAX_FILE_MB", 512, "MB")
 LITERAL_LENGTH = InputLimit("numeric literal length", "QVERIFY_MAX_LITERAL_CHARS", 1000, "characters")
 TENSOR_SIZE = InputLimit("tensor size", "QVERIFY_MAX_TENSOR_MB", 1024, "MB")
-ALL_LIMITS = (FILE_SIZE, LITERAL_LENGTH, TENSOR_SIZE)
+# VNN-COMP's largest properties hold some 10^4 asserts (a box of 3,072 inputs, disjunctions of a few
+# hundred clauses); each assert becomes Python objects, so a flood of them is refused up front.
+ASSERT_COUNT = InputLimit("number of asserts", "QVERIFY_MAX_ASSERTS", 200_000, "asserts")
+ALL_LIMITS = (FILE_SIZE, LITERAL_LENGTH, TENSOR_SIZE, ASSERT_COUNT)
 
 
 def check_file(path: str | Path) -> None:
@@ -81,6 +85,15 @@ def check_file(path: str | Path) -> None:
 def check_literal(text: str, where: str) -> None:
     """A numeric literal's length against LITERAL_LENGTH (exact conversion costs grow with it)."""
     LITERAL_LENGTH.check(len(text), where)
+
+
+_ASSERT = re.compile(r"\(\s*assert\b")
+
+
+def check_assert_count(text: str, where: str) -> None:
+    """The number of `(assert` forms of a VNN-LIB text against ASSERT_COUNT, before parsing it
+    (one regex pass; the text itself is bounded by FILE_SIZE)."""
+    ASSERT_COUNT.check(sum(1 for _ in _ASSERT.finditer(text)), where)
 
 
 def check_tensor(shape: tuple[int, ...], itemsize: int, where: str) -> None:

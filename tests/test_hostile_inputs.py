@@ -637,6 +637,7 @@ def test_limits_are_named_and_overridable(tmp_path, monkeypatch, capsys):
         "QVERIFY_MAX_FILE_MB",
         "QVERIFY_MAX_LITERAL_CHARS",
         "QVERIFY_MAX_TENSOR_MB",
+        "QVERIFY_MAX_ASSERTS",
     }
     big = tmp_path / "big.vnnlib"
     big.write_bytes(vnnlib("(assert (>= Y_0 1.0))") + b"; padding\n" * 120_000)  # 1.2 MB
@@ -649,5 +650,19 @@ def test_limits_are_named_and_overridable(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("QVERIFY_MAX_LITERAL_CHARS", "2000")
     built = ("verify", str(NNET), "--center", "0.5,0.5", "--label", "0", "--eps", literal, "--float")
     check(Case("literal-raised", built, exit_code=10), tmp_path, capsys)  # label 1 wins at the centre
+    many = tmp_path / "many.vnnlib"
+    many.write_bytes(vnnlib("(assert (>= Y_0 1.0))") + b"(assert (>= X_0 0.0))\n" * 30)
+    monkeypatch.setenv("QVERIFY_MAX_ASSERTS", "20")
+    check(
+        Case("assert-count", ("verify", str(NNET), "--property", str(many)), phrase="QVERIFY_MAX_ASSERTS"),
+        tmp_path,
+        capsys,
+    )
+    monkeypatch.setenv("QVERIFY_MAX_ASSERTS", "100")
+    check(
+        Case("assert-count-raised", ("verify", str(NNET), "--property", str(many)), exit_code=10),
+        tmp_path,
+        capsys,
+    )
     monkeypatch.setenv("QVERIFY_MAX_LITERAL_CHARS", "bogus")
     check(Case("limit-bogus", built, phrase="QVERIFY_MAX_LITERAL_CHARS"), tmp_path, capsys)

@@ -43,6 +43,50 @@ def test_tiny_suite_with_two_jobs(tmp_path):
     assert "| tiny | 8 (" in (tmp_path / "summary.md").read_text()
     unsafe = [e for e in result.entries if e["record"]["status"] == "UNSAFE"]
     assert unsafe and all((tmp_path / e["cex_json"]).is_file() for e in unsafe)
+    # the workers' typed records came back through pickling, with where each value came from
+    origins = result.entries[0]["record"]["origins"]
+    assert origins["network"] == origins["format"] == origins["timeout"] == "suite file"
+
+
+def test_records_cross_process_boundaries_typed(tmp_path):
+    """A worker returns the VerificationRecord itself (its read-only mappings pickle)."""
+    import pickle
+
+    from qverify.suites import expand, run_task
+
+    suite = read_suite(TINY / "suite.toml")
+    spec = expand(suite, ("float",), OPTIONS, 15.0, formats_given=True)[0]
+    record = run_task(spec)
+    copy = pickle.loads(pickle.dumps(record))
+    assert copy.to_json() == record.to_json()
+    assert copy.verdict is not None and dict(copy.verdict.times_s) == dict(record.verdict.times_s)
+    assert record.origins["format"] == record.origins["timeout"] == "command line"
+    assert record.origins["property"] == "suite file"
+
+
+def test_suite_files_are_read_under_the_time_limit(tmp_path):
+    """Reading a suite (and every property it lists) is bounded by --timeout like a task's inputs."""
+    from tests.test_cli_basics import qverify
+
+    folder = tmp_path / "big"
+    (folder / "props").mkdir(parents=True)
+    body = "".join(f"(declare-const X_{i} Real)\n" for i in range(2)) + "(declare-const Y_0 Real)\n"
+    body += "(declare-const Y_1 Real)\n" + "(assert (>= X_0 0.0))(assert (<= X_0 1.0))\n" * 20_000
+    body += "(assert (>= X_1 0.0))(assert (<= X_1 1.0))(assert (>= Y_0 1.0))\n"
+    (folder / "relu2.nnet").write_bytes((TINY / "relu2.nnet").read_bytes())
+    rows = []
+    for index in range(20):
+        (folder / "props" / f"p{index}.vnnlib").write_text(body)
+        rows.append(f"relu2.nnet,props/p{index}.vnnlib,20")
+    (folder / "tasks.csv").write_text("\n".join(rows) + "\n")
+    (folder / "suite.toml").write_text('name = "big"\nformats = ["float"]\ninstances = "tasks.csv"\n')
+    started = time.monotonic()
+    result = qverify(
+        "suite", "run", str(folder / "suite.toml"), "--timeout", "1", "--out", str(tmp_path / "o")
+    )
+    assert time.monotonic() - started < 30
+    assert result.returncode == 20, (result.stdout, result.stderr)
+    assert "reading suite" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_dask_local_cluster_gives_the_local_results(tmp_path):

@@ -7,11 +7,26 @@ has replayed it through gcc and the simulator; only then is an UNSAFE reported t
 from __future__ import annotations
 
 import abc
+import copyreg
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+
+
+def read_only(mapping: dict) -> MappingProxyType:
+    """A read-only view of `mapping` (a named function: pickle finds it, unlike the builtin type)."""
+    return MappingProxyType(mapping)
+
+
+def _pickle_mapping_proxy(proxy: MappingProxyType) -> tuple:
+    return read_only, (dict(proxy),)
+
+
+# Records hold read-only mappings (verdict times and counts, option origins) and cross process
+# boundaries (suite workers, Dask): pickle a MappingProxyType as a proxy of a copy of its dict.
+copyreg.pickle(MappingProxyType, _pickle_mapping_proxy)
 
 
 class Status(enum.Enum):

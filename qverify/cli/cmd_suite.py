@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from qverify.cli.options import add_verify_options, positive_int, verify_options_from_args
+from qverify.cli.options import (
+    add_verify_options,
+    positive_int,
+    read_suite_within_limits,
+    verify_options_from_args,
+)
 from qverify.errors import EXIT_CODES_HELP
 from qverify.suites import make_executor, read_suite, run_suite
 from qverify.suites.suite_file import BENCHMARKS
@@ -49,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    suite = read_suite(args.suite)
+    suite = read_suite_within_limits(args)
     formats = (
         tuple(suite.check_format(f, "--format") for f in args.formats) if args.formats else suite.formats
     )
@@ -66,6 +71,7 @@ def run_command(args: argparse.Namespace) -> int:
         resume=args.resume,
         overwrite=args.overwrite,
         progress=not args.no_progress,
+        formats_given=bool(args.formats),
     )
     counts = result.counts
     print(

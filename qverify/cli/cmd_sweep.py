@@ -12,11 +12,12 @@ from qverify.cli.options import (
     implementation_from_args,
     positive_int,
     property_from_args,
+    read_suite_within_limits,
     verify_options_from_args,
 )
 from qverify.errors import InputError
 from qverify.io import load_network
-from qverify.suites import make_executor, read_suite
+from qverify.suites import make_executor
 from qverify.suites.sweep import FRAC_POLICIES, SweepResult, run_sweep, sweep_specs
 
 _RANGE = re.compile(r"^(\d+)\.\.(\d+)(?::(\d+))?$")  # example: "6..32", "8..32:4"
@@ -57,7 +58,7 @@ def _jobs(args: argparse.Namespace, widths: range):
     implementation = implementation_from_args(args)
     options = verify_options_from_args(args)
     if args.suite:
-        suite = read_suite(args.suite)
+        suite = read_suite_within_limits(args)
         return [
             (
                 task.name,

@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from qverify.errors import InputError
+from qverify.errors import InputError, ResourceLimitError
+from qverify.input_limits import reading_within
 from qverify.invariants import IntervalMethod
 from qverify.network import Network
 from qverify.properties import (
@@ -31,6 +32,7 @@ from qverify.quant import (
     Overflow,
     Rounding,
 )
+from qverify.suites.suite_file import Suite, read_suite
 from qverify.tasks.model import (
     DEFAULT_FORMAT,
     DEFAULT_MEMORY_MB,
@@ -294,3 +296,16 @@ def parse_image_shape(text: str | None, n_inputs: int) -> tuple[int, ...] | None
     if not shape or any(v <= 0 for v in shape) or int(np.prod(shape)) != n_inputs:
         raise InputError(f"--image-shape '{text}' does not hold the network's {n_inputs} inputs")
     return shape
+
+
+def read_suite_within_limits(args: argparse.Namespace) -> Suite:
+    """The suite named by `args.suite`, read under the command line's --timeout and --memory (their
+    defaults when not given), as a task's inputs are: a suite lists many property files to parse.
+    Running out is a ResourceLimitError (UNKNOWN, exit 20) naming the suite."""
+    given = given_options(args)  # checks the limits first
+    timeout, memory = given.get("timeout", DEFAULT_TIMEOUT_S), given.get("memory_mb", DEFAULT_MEMORY_MB)
+    try:
+        with reading_within(timeout, memory):
+            return read_suite(args.suite)
+    except ResourceLimitError as error:
+        raise ResourceLimitError(f"reading suite {args.suite}: {error}") from None

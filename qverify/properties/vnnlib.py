@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from qverify.errors import InputError, UnsupportedError
-from qverify.input_limits import FILE_SIZE, check_file, check_literal
+from qverify.input_limits import FILE_SIZE, check_assert_count, check_file, check_literal
 from qverify.properties.model import Atom, Box, Clause, OutputCondition, Property, Relation, Units
 
 __all__ = ["format_vnnlib", "parse_vnnlib", "read_vnnlib"]
@@ -527,6 +527,7 @@ def parse_vnnlib(
     :raises UnsupportedError: constraints outside the fragment (mixed X/Y atoms, X constraints that
         are not bounds, nonlinear terms, `not`/`=>`/`ite`).
     """
+    check_assert_count(text, source)
     reader = _Reader(source)
     nodes = _read_sexprs(text, source)
     if not nodes:

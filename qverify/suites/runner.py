@@ -90,15 +90,19 @@ def run_suite(
     resume: bool = False,
     overwrite: bool = False,
     progress: bool = True,
+    formats_given: bool = False,
 ) -> SuiteRunResult:
-    """Run (or resume) the suite into `out`; returns the entries in suite order.
+    """Run (or resume) the suite into `out`; returns the entries in suite order. `formats_given`:
+    the formats came from the command line (recorded in each record's origins).
 
     The output folder is locked for the whole run (a second run into it is refused, naming this
     run's pid) and checked writable before any task starts.
     """
     try:
         with FolderLock(out):
-            return _run_locked(suite, formats, options, executor, out, timeout_s, resume, overwrite, progress)
+            return _run_locked(
+                suite, formats, options, executor, out, timeout_s, resume, overwrite, progress, formats_given
+            )
     finally:
         executor.close()  # also when the folder is refused (a Dask cluster must not outlive us)
 
@@ -113,6 +117,7 @@ def _run_locked(
     resume: bool,
     overwrite: bool,
     progress: bool,
+    formats_given: bool,
 ) -> SuiteRunResult:
     journal = Journal(out / "journal.jsonl")
     if journal.path.exists() and not (resume or overwrite):
@@ -124,7 +129,7 @@ def _run_locked(
     done: dict[str, dict[str, Any]] = {}
     if resume:
         done = {entry["key"]: entry for entry in journal.resume()}
-    specs = expand(suite, formats, options, timeout_s)
+    specs = expand(suite, formats, options, timeout_s, formats_given)
     todo = [spec for spec in specs if spec.key not in done]
     counts = Counter(entry["record"]["status"] for key, entry in done.items())
     bar = tqdm(
@@ -138,7 +143,8 @@ def _run_locked(
     )
     bar.set_postfix_str(_progress_text(counts))
     try:
-        for spec, record in executor.map_unordered(run_task, todo):
+        for spec, outcome in executor.map_unordered(run_task, todo):
+            record = outcome.to_json()
             entry = _entry(spec, record)
             _write_counterexample(entry, out)
             journal.append(entry)

@@ -114,9 +114,9 @@ def run_sweep(jobs: list[tuple[str, int, list[TaskSpec]]], executor: Executor) -
                 SweepPoint(
                     fmt.word_bits,
                     str(fmt),
-                    record["status"],
-                    record.get("times_s", {}).get("total", 0.0),
-                    record.get("reason", ""),
+                    record.status.value,
+                    record.times_s.get("total", 0.0),
+                    record.reason,
                 )
             )
         results.append(SweepResult(task, int_bits, tuple(sorted(points, key=lambda p: p.word_bits))))

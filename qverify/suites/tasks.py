@@ -1,7 +1,9 @@
 """Suite tasks at a format: what a worker runs, as plain picklable data, and the function it runs.
 
 A `TaskSpec` crosses process and machine boundaries (local process pools, Dask workers), so it holds
-only paths and frozen option objects; `run_task` loads the network in the worker.
+only paths and frozen option objects; `run_task` loads the network in the worker and returns the
+typed `VerificationRecord` (it pickles: see `qverify.backends.base`); the runner turns it into JSON
+only where it is written down (the journal).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from qverify.network import Network
 from qverify.properties import Property
 from qverify.quant import FixedFormat, ImplementationOptions, choose_format, parse_number_format
 from qverify.suites.suite_file import Suite
-from qverify.verification import VerifyOptions, verify_property
+from qverify.tasks import Origin
+from qverify.verification import VerificationRecord, VerifyOptions, verify_property
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +33,7 @@ class TaskSpec:
     options: VerifyOptions
     image_shape: tuple[int, ...] | None
     number_label: str = ""  # the number format of a variant label ("" : format_label itself)
+    origins: tuple[tuple[str, str], ...] = ()  # option -> where its value came from (the record's)
 
     @property
     def number(self) -> str:
@@ -43,9 +47,23 @@ class TaskSpec:
 
 
 def expand(
-    suite: Suite, formats: tuple[str, ...], options: VerifyOptions, timeout_s: float | None
+    suite: Suite,
+    formats: tuple[str, ...],
+    options: VerifyOptions,
+    timeout_s: float | None,
+    formats_given: bool = False,
 ) -> list[TaskSpec]:
-    """Every task of the suite at every format (task-major order: a task's formats run together)."""
+    """Every task of the suite at every format (task-major order: a task's formats run together).
+
+    `timeout_s` (the command line's --timeout) overrides the tasks' own; `formats_given` says the
+    formats came from the command line: both are recorded in each task's origins."""
+    suite_origin, line_origin = Origin.SUITE.value, Origin.COMMAND_LINE.value
+    origins = (
+        ("network", suite_origin),
+        ("property", suite_origin),
+        ("format", line_origin if formats_given else suite_origin),
+        ("timeout", line_origin if timeout_s is not None else suite_origin),
+    )
     specs = []
     for task in suite.tasks:
         limits = replace(options.limits, timeout_s=timeout_s if timeout_s is not None else task.timeout_s)
@@ -63,6 +81,7 @@ def expand(
                     task_options,
                     task.image_shape,
                     "" if number_label == label else number_label,
+                    origins,
                 )
             )
     return specs
@@ -88,15 +107,10 @@ def resolve_implementation(spec: TaskSpec, net: Network) -> tuple[Implementation
     return replace(spec.implementation, number=fixed), note
 
 
-def run_task(spec: TaskSpec) -> dict:
-    """Verify one task (in a worker); returns the record as JSON data, never raises for a task failure.
-
-    JSON, not the VerificationRecord: results cross process and machine boundaries, and the
-    record's read-only mappings do not pickle."""
+def run_task(spec: TaskSpec) -> VerificationRecord:
+    """Verify one task (in a worker); never raises for a task failure (the record says it)."""
     net = _network(spec.network_path)
     implementation, note = resolve_implementation(spec, net)
     record = verify_property(net, spec.property, implementation, spec.options, spec.task)
-    data = record.to_json()
-    if note:
-        data["warnings"] = [note, *data["warnings"]]
-    return data
+    warnings = (note, *record.warnings) if note else record.warnings
+    return replace(record, warnings=warnings, origins={**record.origins, **dict(spec.origins)})

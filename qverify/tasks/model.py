@@ -60,6 +60,7 @@ class Origin(enum.StrEnum):
 
     DEFAULT = "default"
     SPEC = "spec"
+    SUITE = "suite file"  # a suite run's network, property, formats and task timeouts
     COMMAND_LINE = "command line"
 
 
