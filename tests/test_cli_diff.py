@@ -67,6 +67,28 @@ def test_search_is_reproducible_under_the_seed(search_run, tmp_path):
         assert all(np.array_equal(a[key], b[key], equal_nan=a[key].dtype.kind == "f") for key in a.files)
 
 
+def test_search_resumes_from_its_journal(search_run, tmp_path, capsys):
+    """Each finished (method, seed) is journalled: a rerun into the same folder reuses every one, a
+    last line cut by a crash is dropped with a warning and that seed searched again, with the same
+    result (query budget: deterministic); changed settings search again."""
+    import shutil
+
+    out = tmp_path / "resumed"
+    shutil.copytree(search_run, out)
+    journal = out / "search.jsonl"
+    lines = journal.read_bytes().splitlines(keepends=True)
+    assert len(lines) == 4 * 4  # 4 methods x 4 seeds
+    journal.write_bytes(b"".join(lines[:-1]) + lines[-1][:40])  # the last record cut mid-write
+    capsys.readouterr()
+    assert diff(MLP, "--candidate", "6.4", *SMALL, "--seed", "3", "-o", str(out)) == 0
+    captured = capsys.readouterr()
+    assert "reused 15 seed results" in captured.out and "dropped an incomplete last line" in captured.err
+    assert _stable(out) == _stable(search_run)
+    assert len(journal.read_bytes().splitlines()) == 16
+    assert diff(MLP, "--candidate", "6.4", *SMALL, "--seed", "4", "-o", str(out)) == 0
+    assert "reused" not in capsys.readouterr().out
+
+
 def test_search_on_acas_works_in_unit_coordinates(tmp_path, capsys):
     acas = str(ROOT / "benchmarks" / "acasxu" / "nnet" / "ACASXU_run2a_1_1_batch_2000.nnet")
     code = diff(acas, "--candidate", "4.6", "--methods", "random,distortion", "--seeds", "3", "--budget", "60",

@@ -196,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
     from qverify.assurance.diff.records import DiffStudy
     from qverify.assurance.diff.report import summary_text, write_report
     from qverify.assurance.diff.search import METHODS, PairOracle, SearchSettings, run_search, select_seeds
+    from qverify.assurance.diff.search_journal import SearchJournal, run_identity
     from qverify.assurance.diff.space import LinfBall, distortion_space
 
     networks = ModelFiles()
@@ -229,11 +230,17 @@ def run(args: argparse.Namespace) -> int:
         if distortions
         else None
     )
-    runs = (
-        run_search(oracle, seeds, ball, space, methods, settings, args.per_family, not args.no_progress)
-        if methods
-        else ()
-    )
+    runs: tuple = ()
+    if methods:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        identity = run_identity(pair.describe(), criterion.describe(), settings, ball.radius, space)
+        journal = SearchJournal(out, identity)
+        runs = run_search(oracle, seeds, ball, space, methods, settings, args.per_family, not args.no_progress,
+                          journal)  # fmt: skip
+        if journal.reused:
+            print(f"diff: reused {journal.reused} seed results journalled in {journal.journal.path} "
+                  "(delete it to search again)")  # fmt: skip
     regions = ()
     if args.prove:
         from qverify.assurance.diff.proof import ProofSettings, prove_regions

@@ -25,6 +25,24 @@ class Dii:
     def labels(self) -> tuple[int, int]:
         return int(np.argmax(self.reference)), int(np.argmax(self.candidate))
 
+    def to_json(self) -> dict:
+        """Exact: arrays as float.hex strings (a resumed run must find the very same inputs)."""
+        data = {"seed_index": self.seed_index, "query": self.query}
+        for key in ("x", "reference", "candidate", "params"):
+            value = getattr(self, key)
+            if value is not None:
+                data[key] = [float(v).hex() for v in np.asarray(value, dtype=np.float64)]
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> Dii:
+        arrays = {
+            key: np.array([float.fromhex(v) for v in data[key]], dtype=np.float64)
+            for key in ("x", "reference", "candidate", "params")
+            if key in data
+        }
+        return cls(int(data["seed_index"]), int(data["query"]), **arrays)
+
 
 @dataclass(frozen=True, slots=True)
 class SeedOutcome:
@@ -39,6 +57,7 @@ class SeedOutcome:
     first_query: int | None
     valid: int
     kept: tuple[Dii, ...] = ()
+    seconds: float = 0.0  # spent on this seed
 
     @property
     def success(self) -> bool:
@@ -47,6 +66,18 @@ class SeedOutcome:
     @property
     def rate(self) -> float:
         return self.dii / self.queries if self.queries else 0.0
+
+    def to_json(self) -> dict:
+        data = {
+            k: getattr(self, k) for k in ("seed_index", "queries", "dii", "first_s", "first_query", "valid")
+        }
+        return data | {"seconds": self.seconds, "kept": [dii.to_json() for dii in self.kept]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> SeedOutcome:
+        kept = tuple(Dii.from_json(item) for item in data["kept"])
+        fields = ("seed_index", "queries", "dii", "first_s", "first_query", "valid", "seconds")
+        return cls(**{key: data[key] for key in fields}, kept=kept)
 
 
 @dataclass(frozen=True, slots=True)

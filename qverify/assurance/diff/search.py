@@ -39,6 +39,7 @@ from tqdm import tqdm
 from qverify.assurance.diff.criteria import Criterion
 from qverify.assurance.diff.metrics import psnr, summarise
 from qverify.assurance.diff.records import Dii, MethodRun, SeedOutcome
+from qverify.assurance.diff.search_journal import SearchJournal
 from qverify.assurance.diff.space import DistortionSpace, LinfBall
 from qverify.assurance.implementations import ImplementationPair
 from qverify.errors import InputError
@@ -158,7 +159,7 @@ class SeedSearch:
 
     def outcome(self) -> SeedOutcome:
         return SeedOutcome(self.seed_index, self.queries, self.dii, self.first_s, self.first_query,
-                           self.valid, tuple(self.kept))  # fmt: skip
+                           self.valid, tuple(self.kept), time.perf_counter() - self.started)  # fmt: skip
 
 
 def _tournament(fitness: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
@@ -250,17 +251,25 @@ def run_method(
     settings: SearchSettings,
     bar: tqdm | None = None,
     family: str | None = None,
+    journal: SearchJournal | None = None,
 ) -> MethodRun:
-    """One method on every seed (a distortion method on `space`)."""
+    """One method on every seed (a distortion method on `space`); outcomes the journal holds are
+    reused, new ones appended as each seed finishes."""
     if method not in METHODS:
         raise InputError(f"unknown search method '{method}' (known: {', '.join(METHODS)})")
     if method in ("distortion", "random-distortion") and space is None:
         raise InputError(f"{method} needs distortions to search (--families)")
-    started = time.perf_counter()
     outcomes = []
     jsd = method == "distortion" and oracle.criterion.kind == "top1"
     name = method if family is None else f"{method}:{family}"
     for index, seed in enumerate(seeds):
+        key = journal.key(name, index, seed) if journal is not None else ""
+        done = journal.get(key) if journal is not None else None
+        if done is not None:
+            outcomes.append(done)
+            if bar is not None:
+                bar.update()
+            continue
         search = SeedSearch(oracle, index, seed, ball.canvas.width, settings, jsd)
         rng = method_rng(settings.seed, name, index)
         if method == "ga":
@@ -273,10 +282,13 @@ def run_method(
             swarm_search(search, space, rng)  # type: ignore[arg-type]
         else:
             evolve_distortions(search, space, rng)  # type: ignore[arg-type]
-        outcomes.append(search.outcome())
+        outcome = search.outcome()
+        if journal is not None:
+            journal.add(key, outcome)
+        outcomes.append(outcome)
         if bar is not None:
             bar.update()
-    summary = summarise(name, outcomes, ball.canvas.width, time.perf_counter() - started)
+    summary = summarise(name, outcomes, ball.canvas.width, sum(o.seconds for o in outcomes))
     return MethodRun(summary, tuple(outcomes), family)
 
 
@@ -289,9 +301,10 @@ def run_search(
     settings: SearchSettings,
     per_family: bool = False,
     progress: bool = True,
+    journal: SearchJournal | None = None,
 ) -> tuple[MethodRun, ...]:
     """Every method on every seed; with `per_family`, also the distortion search on each family alone
-    (SR and DiR per distortion)."""
+    (SR and DiR per distortion). With a journal, finished seeds are kept and reused (search_journal)."""
     todo: list[tuple[str, DistortionSpace | None, str | None]] = [(m, space, None) for m in methods]
     if per_family and space is not None and "distortion" in methods:
         for index, name in enumerate(space.names):
@@ -301,7 +314,7 @@ def run_search(
     bar = tqdm(total=len(todo) * len(seeds), desc="diff search", unit="seed", disable=not progress,
                file=sys.stderr, dynamic_ncols=True)  # fmt: skip
     try:
-        return tuple(run_method(m, oracle, seeds, ball, s, settings, bar, f) for m, s, f in todo)
+        return tuple(run_method(m, oracle, seeds, ball, s, settings, bar, f, journal) for m, s, f in todo)
     finally:
         bar.close()
 
