@@ -1,0 +1,135 @@
+"""The constant arrays of a C harness, read with regular expressions and numpy, not a C parser.
+
+A generated harness is mostly initialisers (`static const qv_num qv_w1[50][5] = { {...}, ... };`):
+hundreds of thousands of literals that pycparser would turn into as many AST nodes. Each such
+declaration is cut out of the text here, its literals read in one pass, and replaced by the same
+declaration without initialiser (padded with the newlines it held, so every later line keeps its
+number); the rest of the file, the small skeleton, goes to the C parser.
+
+Only what can be read exactly is taken: decimal integers without leading zeros (and the INT32_MIN
+expression `(-2147483647 - 1)` the codegen writes) or C99 hexadecimal floating literals that are
+exact doubles; braces that nest exactly as the declared shape (no brace elision, no partial
+initialisation); as many literals as the shape holds. Anything else is `NotRecognised` (the caller
+then uses the scalar front end, which reads every C initialiser).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from qverify.engine.lift.errors import NotRecognised
+from qverify.input_limits import check_tensor
+
+_DECLARATION = re.compile(
+    r"^[ \t]*static[ \t]+const[ \t]+(?P<type>[A-Za-z_]\w*(?:[ \t]+[A-Za-z_]\w*)*)[ \t]+(?P<name>[A-Za-z_]\w*)"
+    r"(?P<dims>(?:[ \t]*\[[ \t]*\d+[ \t]*\])+)[ \t]*=[ \t\n]*\{",
+    re.MULTILINE,
+)
+_DIMENSION = re.compile(r"\[\s*(\d+)\s*\]")
+_INTEGERS = re.compile(r"-?(?:0|[1-9]\d{0,18})(?:,-?(?:0|[1-9]\d{0,18}))*")
+_HEX_FLOAT = r"-?0x[01]\.[0-9a-f]{1,13}p[+-]\d{1,4}f?"
+_HEX_FLOATS = re.compile(rf"{_HEX_FLOAT}(?:,{_HEX_FLOAT})*")
+_INT32_MIN_TEXT = "(-2147483647-1)"
+_WHITESPACE = re.compile(r"\s+")
+_INNER_GROUP = re.compile(r"\{[^{}]*\}")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ConstArray:
+    """One `static const` array of the harness: its declared element type (as written), shape and
+    values (int64 for integer literals; float64 for hexadecimal floats, with `suffixed` telling
+    whether the literals carried the `f` suffix: every one did, or none did)."""
+
+    name: str
+    type_text: str
+    shape: tuple[int, ...]
+    values: np.ndarray
+    integer: bool
+    suffixed: bool
+    line: int
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Extraction:
+    """The harness text without initialisers, and the arrays taken out of it, by name."""
+
+    skeleton: str
+    arrays: dict[str, ConstArray]
+
+
+def _expected_skeleton(shape: tuple[int, ...]) -> str:
+    """The brace structure of a fully braced initialiser, innermost groups written as `@`."""
+    if len(shape) == 1:
+        return "@"
+    inner = _expected_skeleton(shape[1:])
+    return "{" + ",".join([inner] * shape[0]) + "}"
+
+
+def _parse_values(body: str, shape: tuple[int, ...], where: str) -> tuple[np.ndarray, bool, bool]:
+    """The literals of a braced initialiser body (outer braces included) as a flat array."""
+    compact = _WHITESPACE.sub("", body).replace(",}", "}").replace(_INT32_MIN_TEXT, "-2147483648")
+    groups = _INNER_GROUP.findall(compact)
+    if _INNER_GROUP.sub("@", compact) != _expected_skeleton(shape):
+        raise NotRecognised(f"{where}: initialiser braces do not nest as the shape {list(shape)}")
+    width = shape[-1]
+    if any(group.count(",") + 1 != width for group in groups):
+        raise NotRecognised(f"{where}: an initialiser row does not hold {width} values")
+    text = ",".join(group[1:-1] for group in groups)
+    if _INTEGERS.fullmatch(text):
+        values = np.array(text.split(","), dtype=np.int64)
+        return values, True, False
+    if _HEX_FLOATS.fullmatch(text):
+        tokens = text.split(",")
+        suffixed = [token.endswith("f") for token in tokens]
+        if any(suffixed) and not all(suffixed):
+            raise NotRecognised(f"{where}: float and double literals mixed in one initialiser")
+        plain = [token.removesuffix("f") for token in tokens]
+        values = np.fromiter((float.fromhex(token) for token in plain), dtype=np.float64, count=len(plain))
+        if any(value.hex() != token for value, token in zip(values.tolist(), plain)):
+            raise NotRecognised(f"{where}: a floating literal that is not an exact double")
+        if suffixed[0] and not np.array_equal(values.astype(np.float32), values):
+            raise NotRecognised(f"{where}: a float literal (suffix f) that float32 does not hold exactly")
+        return values, False, suffixed[0]
+    raise NotRecognised(
+        f"{where}: initialiser literals are not all decimal integers or exact hexadecimal floats"
+    )
+
+
+def extract_arrays(text: str, filename: str) -> Extraction:
+    """Cut every `static const T NAME[..]..[..] = {...};` out of the harness text."""
+    arrays: dict[str, ConstArray] = {}
+    pieces: list[str] = []
+    position = 0
+    for match in _DECLARATION.finditer(text):
+        if match.start() < position:
+            continue
+        line = text.count("\n", 0, match.start()) + 1
+        where = f"{filename}:{line}"
+        name = match.group("name")
+        shape = tuple(int(size) for size in _DIMENSION.findall(match.group("dims")))
+        if any(size == 0 for size in shape):
+            raise NotRecognised(f"{where}: array {name} has a zero dimension")
+        check_tensor(shape, 8, f"{where}: array {name}")
+        brace = match.end() - 1
+        end = text.find(";", brace)
+        if end < 0 or not text[brace:end].rstrip().endswith("}"):
+            raise NotRecognised(f"{where}: initialiser of {name} does not end with '}};'")
+        if name in arrays:
+            raise NotRecognised(f"{where}: array {name} is defined twice")
+        body = text[brace:end].rstrip()
+        values, integer, suffixed = _parse_values(body, shape, where)
+        if values.size != math.prod(shape):
+            raise NotRecognised(f"{where}: array {name} holds {values.size} values, its shape {list(shape)}")
+        arrays[name] = ConstArray(
+            name, " ".join(match.group("type").split()), shape, values.reshape(shape), integer, suffixed, line
+        )
+        declaration_end = match.start("dims") + len(match.group("dims"))
+        pieces.append(text[position:declaration_end])
+        pieces.append("\n" * text.count("\n", declaration_end, end))
+        position = end
+    pieces.append(text[position:])
+    return Extraction("".join(pieces), arrays)
