@@ -349,8 +349,6 @@ def _match(
     for lo, hi in main.regions:
         if fixed and (lo.min() < number.min_q or hi.max() > number.max_q):
             raise fail(skeleton.functions["main"], f"an input can be outside the words of {number}")
-        if not fixed:
-            lo, hi = lo.astype(number.dtype), hi.astype(number.dtype)
         regions.append(InputRegion(lo, hi))
     return NetworkQuery(qnet, tuple(regions), main.unsafe, semantics, invariants)
 
