@@ -3,6 +3,7 @@ with `query_for`, and the verdict the lifted query gives a replay line."""
 
 from __future__ import annotations
 
+import itertools
 from fractions import Fraction
 
 import numpy as np
@@ -17,7 +18,7 @@ from qverify.quant import QuantizedNetwork
 def small_network(seed: int, sizes: tuple[int, ...] = (3, 5, 4, 3), scale: float = 1.5) -> Network:
     rng = np.random.default_rng(seed)
     layers = []
-    for index, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
+    for index, (n_in, n_out) in enumerate(itertools.pairwise(sizes)):
         last = index == len(sizes) - 2
         layers.append(
             Dense(

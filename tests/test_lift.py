@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from lift_cases import assert_same_query, lifted_line, sample_inputs, small_network, two_box_property
+
 from qverify.codegen import compile_replay, format_inputs, render_harness, run_lines
 from qverify.engine import cfront, symex
 from qverify.engine.evaluate import ASSUME_FAILED, HOLDS, ProgramRunner

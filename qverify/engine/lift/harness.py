@@ -28,8 +28,8 @@ from qverify.engine.lift.cnodes import (
     is_id,
     type_names,
 )
-from qverify.engine.lift.layers import INT64_NAMES
 from qverify.engine.lift.errors import NotRecognised
+from qverify.engine.lift.layers import INT64_NAMES
 from qverify.properties import Atom, Clause, OutputCondition, Relation
 
 _RELATIONS = {">=": Relation.GE, ">": Relation.GT, "<=": Relation.LE, "<": Relation.LT}
