@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,12 +31,12 @@ _DECLARATION = re.compile(
     re.MULTILINE,
 )
 _DIMENSION = re.compile(r"\[\s*(\d+)\s*\]")
-_INTEGERS = re.compile(r"-?(?:0|[1-9]\d{0,18})(?:,-?(?:0|[1-9]\d{0,18}))*")
 _HEX_FLOAT = r"-?0x[01]\.[0-9a-f]{1,13}p[+-]\d{1,4}f?"
 _HEX_FLOATS = re.compile(rf"{_HEX_FLOAT}(?:,{_HEX_FLOAT})*")
 _INT32_MIN_TEXT = "(-2147483647-1)"
-_WHITESPACE = re.compile(r"\s+")
-_INNER_GROUP = re.compile(r"\{[^{}]*\}")
+_DROP_WHITESPACE = str.maketrans("", "", " \t\n\r\v\f")
+_DROP_VALUE_CHARACTERS = str.maketrans("", "", "0123456789abcdefABCDEFxXpP.+-")
+_DROP_INTEGER_CHARACTERS = str.maketrans("", "", "0123456789-,")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -61,27 +62,43 @@ class Extraction:
     arrays: dict[str, ConstArray]
 
 
-def _expected_skeleton(shape: tuple[int, ...]) -> str:
-    """The brace structure of a fully braced initialiser, innermost groups written as `@`."""
-    if len(shape) == 1:
-        return "@"
-    inner = _expected_skeleton(shape[1:])
-    return "{" + ",".join([inner] * shape[0]) + "}"
+def _expected_structure(shape: tuple[int, ...]) -> str:
+    """The braces and commas of a fully braced initialiser of this shape, values left out."""
+    structure = "{" + "," * (shape[-1] - 1) + "}"
+    for size in reversed(shape[:-1]):
+        structure = "{" + ",".join([structure] * size) + "}"
+    return structure
+
+
+def _integers(text: str, count: int, where: str) -> np.ndarray:
+    """Comma-separated decimal integers, each written canonically (no leading zero, no sign but a
+    leading minus), all below 10^10 in magnitude: read by numpy, then checked to be exactly the
+    canonical text of the values read (so nothing was skipped, merged or overflowed)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            values = np.fromstring(text, dtype=np.int64, sep=",")
+        except (ValueError, DeprecationWarning) as error:
+            raise NotRecognised(f"{where}: an integer literal could not be read") from error
+    if values.size != count or (values.size and np.abs(values).max() >= 10**10):
+        raise NotRecognised(f"{where}: integer literals not read exactly")
+    magnitude = np.abs(values)
+    digits = count + sum(int(np.count_nonzero(magnitude >= 10**k)) for k in range(1, 10))
+    canonical = digits + int(np.count_nonzero(values < 0)) + count - 1
+    if canonical != len(text):
+        raise NotRecognised(f"{where}: an integer literal is not written canonically (leading zero, sign)")
+    return values
 
 
 def _parse_values(body: str, shape: tuple[int, ...], where: str) -> tuple[np.ndarray, bool, bool]:
     """The literals of a braced initialiser body (outer braces included) as a flat array."""
-    compact = _WHITESPACE.sub("", body).replace(",}", "}").replace(_INT32_MIN_TEXT, "-2147483648")
-    groups = _INNER_GROUP.findall(compact)
-    if _INNER_GROUP.sub("@", compact) != _expected_skeleton(shape):
+    compact = body.translate(_DROP_WHITESPACE).replace(",}", "}").replace(_INT32_MIN_TEXT, "-2147483648")
+    if compact.translate(_DROP_VALUE_CHARACTERS) != _expected_structure(shape):
         raise NotRecognised(f"{where}: initialiser braces do not nest as the shape {list(shape)}")
-    width = shape[-1]
-    if any(group.count(",") + 1 != width for group in groups):
-        raise NotRecognised(f"{where}: an initialiser row does not hold {width} values")
-    text = ",".join(group[1:-1] for group in groups)
-    if _INTEGERS.fullmatch(text):
-        values = np.array(text.split(","), dtype=np.int64)
-        return values, True, False
+    text = compact.replace("{", "").replace("}", "")
+    count = math.prod(shape)
+    if not text.translate(_DROP_INTEGER_CHARACTERS):
+        return _integers(text, count, where), True, False
     if _HEX_FLOATS.fullmatch(text):
         tokens = text.split(",")
         suffixed = [token.endswith("f") for token in tokens]
@@ -104,10 +121,12 @@ def extract_arrays(text: str, filename: str) -> Extraction:
     arrays: dict[str, ConstArray] = {}
     pieces: list[str] = []
     position = 0
+    line, counted = 1, 0
     for match in _DECLARATION.finditer(text):
         if match.start() < position:
             continue
-        line = text.count("\n", 0, match.start()) + 1
+        line += text.count("\n", counted, match.start())
+        counted = match.start()
         where = f"{filename}:{line}"
         name = match.group("name")
         shape = tuple(int(size) for size in _DIMENSION.findall(match.group("dims")))
@@ -122,8 +141,6 @@ def extract_arrays(text: str, filename: str) -> Extraction:
             raise NotRecognised(f"{where}: array {name} is defined twice")
         body = text[brace:end].rstrip()
         values, integer, suffixed = _parse_values(body, shape, where)
-        if values.size != math.prod(shape):
-            raise NotRecognised(f"{where}: array {name} holds {values.size} values, its shape {list(shape)}")
         arrays[name] = ConstArray(
             name, " ".join(match.group("type").split()), shape, values.reshape(shape), integer, suffixed, line
         )

@@ -49,8 +49,16 @@ class InputDomain:
 
 @dataclass(slots=True)
 class _Bounds:
-    lo: list
-    hi: list
+    """Per input index, the bounds a conjunction of comparisons states (absent: unbounded)."""
+
+    lo: dict[int, object] = field(default_factory=dict)
+    hi: dict[int, object] = field(default_factory=dict)
+
+    def tighten(self, other: _Bounds) -> None:
+        for k, value in other.lo.items():
+            self.lo[k] = max(self.lo[k], value) if k in self.lo else value
+        for k, value in other.hi.items():
+            self.hi[k] = min(self.hi[k], value) if k in self.hi else value
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -113,20 +121,14 @@ def _input_comparison(node: c_ast.Node, x_name: str, domain: InputDomain) -> tup
 
 def _box_of(node: c_ast.Node, x_name: str, domain: InputDomain, n: int, assigned: int) -> _Bounds:
     """A conjunction of input comparisons (or the constant 1) as a box."""
-    if domain.integer:
-        box = _Bounds([domain.lo] * n, [domain.hi] * n)
-    else:
-        box = _Bounds([-math.inf] * n, [math.inf] * n)
+    box = _Bounds()
     for part in conjuncts(node):
         if integer_constant(part) == 1:
             continue
         k, side, bound = _input_comparison(part, x_name, domain)
         if not 0 <= k < assigned:
             raise fail(part, f"assume on x[{k}] before it is given a nondet value")
-        if side == "lo":
-            box.lo[k] = max(box.lo[k], bound)
-        else:
-            box.hi[k] = min(box.hi[k], bound)
+        box.tighten(_Bounds({k: bound}) if side == "lo" else _Bounds({}, {k: bound}))
     return box
 
 
@@ -241,10 +243,7 @@ def match_main(
     (x_name, n_in), (y_name, n_out) = x_decl, y_decl
     if x_name == y_name:
         raise fail(main, "input and output arrays share a name")
-    hull = _Bounds(
-        [domain.lo if domain.integer else -math.inf] * n_in,
-        [domain.hi if domain.integer else math.inf] * n_in,
-    )
+    hull = _Bounds()
     disjunction: list[_Bounds] | None = None
     assigned = 0
     position = 2
@@ -262,8 +261,7 @@ def match_main(
             alternatives = conjuncts(assume[1][0], "||")
             boxes = [_box_of(alt, x_name, domain, n_in, assigned) for alt in alternatives]
             if len(boxes) == 1:
-                hull.lo = [max(a, b) for a, b in zip(hull.lo, boxes[0].lo)]
-                hull.hi = [min(a, b) for a, b in zip(hull.hi, boxes[0].hi)]
+                hull.tighten(boxes[0])
             elif disjunction is None:
                 disjunction = boxes
             else:
@@ -300,9 +298,11 @@ def match_main(
     if max_index >= n_out:
         raise fail(main, f"an assertion reads y[{max_index}], the outputs are y[0..{n_out - 1}]")
     regions = []
-    for box in disjunction or [hull]:
-        lo = [max(a, b) for a, b in zip(hull.lo, box.lo)]
-        hi = [min(a, b) for a, b in zip(hull.hi, box.hi)]
+    unbounded = (domain.lo, domain.hi) if domain.integer else (-math.inf, math.inf)
+    for box in disjunction or [_Bounds()]:
+        box.tighten(hull)
+        lo = [box.lo.get(k, unbounded[0]) for k in range(n_in)]
+        hi = [box.hi.get(k, unbounded[1]) for k in range(n_in)]
         if any(a > b for a, b in zip(lo, hi)):
             continue  # an empty box: no input satisfies it
         if not domain.integer and not all(math.isfinite(v) for v in lo + hi):
