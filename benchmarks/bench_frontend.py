@@ -36,6 +36,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import itertools
+
 from qverify.codegen import render_harness
 from qverify.invariants import IntervalMethod, compute_bounds
 from qverify.io import load_network
@@ -69,7 +71,7 @@ def dense784_network(seed: int = 0) -> Network:
     rng = np.random.default_rng(seed)
     sizes = (784, *([256] * 6), 10)
     layers = []
-    for index, (n_in, n_out) in enumerate(zip(sizes, sizes[1:], strict=False)):
+    for index, (n_in, n_out) in enumerate(itertools.pairwise(sizes)):
         last = index == len(sizes) - 2
         weights = rng.normal(0, np.sqrt(2 / n_in), (n_out, n_in))
         layers.append(
