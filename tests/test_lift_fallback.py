@@ -127,3 +127,28 @@ def test_int8_harness_falls_back(tmp_path):
     harness = render_harness(qnet, prop).write(tmp_path)
     result = lift_file(harness, [MODELS_C])
     assert not result.lifted and "int8" in result.reason
+
+
+def test_renamed_locals_are_still_lifted(tmp_path):
+    """Hand-written C in the same style (other names for loop variables, accumulator, layer
+    arrays) is recognised as the same query."""
+    options = ImplementationOptions(FixedFormat(8, 8))
+    harness = _harness(tmp_path, options)
+    expected = lift_file(harness, [MODELS_C]).query
+    text = harness.read_text()
+    for old, new in (("acc", "total"), ("h1", "hidden"), ("int j, i;", "int row, col;")):
+        text = text.replace(old, new)
+    text = text.replace("[j]", "[row]").replace("[i]", "[col]").replace("j = 0; j <", "row = 0; row <")
+    text = (
+        text.replace("i = 0; i <", "col = 0; col <")
+        .replace("; j++)", "; row++)")
+        .replace("; i++)", "; col++)")
+    )
+    harness.write_text(text)
+    result = lift_file(harness, [MODELS_C])
+    assert result.lifted, result.reason
+    for mine, theirs in zip(result.query.qnet.layers, expected.qnet.layers):
+        assert np.array_equal(mine.weights, theirs.weights) and np.array_equal(mine.bias, theirs.bias)
+    assert [(r.lo.tolist(), r.hi.tolist()) for r in result.query.regions] == [
+        (r.lo.tolist(), r.hi.tolist()) for r in expected.regions
+    ]

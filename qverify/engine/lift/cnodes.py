@@ -12,6 +12,8 @@ from qverify.engine.cfront import float_literal, int_literal
 from qverify.engine.lift.errors import NotRecognised
 from qverify.errors import InputError
 
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
 
 def where(node: c_ast.Node | None) -> str:
     if node is None or node.coord is None:
@@ -54,10 +56,12 @@ def integer_constant(node: c_ast.Node) -> int | None:
         inner = integer_constant(node.expr)
         return None if inner is None else -inner
     if isinstance(node, c_ast.BinaryOp) and node.op in ("-", "+"):
+        # only where no C type can overflow: int32 operands and result (e.g. (-2147483647 - 1))
         left, right = integer_constant(node.left), integer_constant(node.right)
         if left is None or right is None:
             return None
-        return left - right if node.op == "-" else left + right
+        result = left - right if node.op == "-" else left + right
+        return result if all(INT32_MIN <= v <= INT32_MAX for v in (left, right, result)) else None
     return None
 
 

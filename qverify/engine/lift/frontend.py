@@ -23,7 +23,7 @@ from qverify.engine.lift.arrays import ConstArray, extract_arrays
 from qverify.engine.lift.cnodes import fail, integer_constant, type_names
 from qverify.engine.lift.errors import NotRecognised
 from qverify.engine.lift.harness import InputDomain, match_main
-from qverify.engine.lift.layers import Arith, LayerLoop, match_layer
+from qverify.engine.lift.layers import Arith, LayerLoop, fresh, match_layer
 from qverify.engine.lift.preprocess import Preprocessed, preprocess_skeleton
 from qverify.engine.netquery import Arithmetic, InputRegion, NetworkQuery
 from qverify.errors import RangeError
@@ -173,6 +173,9 @@ def _array_dims(decl: c_ast.Decl) -> tuple[tuple[int, ...], tuple[str, ...] | No
 
 def _network_locals(function: c_ast.FuncDef) -> tuple[dict[str, int], set[str], list[c_ast.Node], tuple]:
     """qv_network's parameters, local arrays and loop variables, and its loops."""
+    result = function.decl.type.type
+    if type_names(result) != ("void",) or function.param_decls:
+        raise fail(function, "qv_network is not `void qv_network(const qv_num x[..], qv_num y[..])`")
     params = function.decl.type.args.params if function.decl.type.args else []
     if len(params) != 2:
         raise fail(function, "qv_network does not take (x, y)")
@@ -309,9 +312,11 @@ def _match(
 
     network = skeleton.functions["qv_network"]
     local_arrays, loop_vars, loops_nodes, (x_name, y_name) = _network_locals(network)
-    forbidden = set(arrays) | set(local_arrays) | set(skeleton.functions)
-    if forbidden & loop_vars:
-        raise fail(network, "a loop variable shadows an array")
+    globals_ = set(arrays) | set(skeleton.functions)
+    for name in (*local_arrays, *loop_vars):
+        if not fresh(name, globals_):
+            raise fail(network, f"local {name} of qv_network shadows a global or helper name")
+    forbidden = globals_ | set(local_arrays)
     arith = Arith("fixed", number.frac_bits) if fixed else Arith("half" if number.is_half else "float")
     loops = [match_layer(node, arith, loop_vars, forbidden) for node in loops_nodes]
     if not loops:
@@ -395,4 +400,6 @@ def lift_file(
         query = _lift(path, include_dirs, semantics, times)
     except NotRecognised as reason:
         return LiftResult(None, str(reason), times)
+    except RecursionError:
+        return LiftResult(None, f"{path}: an expression is nested too deeply to be matched", times)
     return LiftResult(query, "", times)

@@ -38,6 +38,13 @@ from qverify.network import Activation
 from qverify.quant import Accumulation, Layout, reduce_terms
 
 INT64_NAMES = (("int64_t",), ("long", "long"), ("long", "long", "int"))
+RESERVED_PREFIXES = ("fxp_", "qv_", "nondet_", "__", "FXP_", "QV_")  # the C models' and templates' names
+
+
+def fresh(name: str, taken: set[str]) -> bool:
+    """Is a local's name neither taken nor one of the C models' or templates' prefixes?"""
+    return name not in taken and not name.startswith(RESERVED_PREFIXES)
+
 
 Term = str | tuple
 
@@ -247,7 +254,7 @@ def match_layer(node: c_ast.Node, arith: Arith, loop_vars: set[str], forbidden: 
     if first is None:
         raise fail(items[0], "neuron loop does not start with the accumulator's declaration")
     acc_name, init = first
-    if acc_name in forbidden or acc_name in loop_vars:
+    if not fresh(acc_name, forbidden | loop_vars):
         raise fail(items[0], f"accumulator {acc_name} shadows another name")
     reader = _Reader(arith, j, None, None)
     n_in: int
@@ -344,7 +351,7 @@ def _sequential(
         if acc is None or acc[1] is not None:
             raise fail(items[min(1, len(items) - 1)], "expected the declaration `qv_num acc;`")
         acc_name = acc[0]
-        if acc_name in forbidden or acc_name in loop_vars or acc_name == wide_name:
+        if not fresh(acc_name, forbidden | loop_vars | {wide_name}):
             raise fail(items[1], f"accumulator {acc_name} shadows another name")
         i, n_in, inner = _counted_loop(items[2], loop_vars) if len(items) > 2 else (None, 0, None)
         body = statements(inner) if inner is not None else []
