@@ -10,7 +10,7 @@ import numpy as np
 
 from qverify.codegen.conditions import implementation_atom
 from qverify.engine.netquery import NO_VIOLATION, OVERFLOW_ASSERTION, NetworkQuery, query_for
-from qverify.network import Activation, Dense, Network
+from qverify.network import Activation, Dense, Network, evaluate_core
 from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Relation
 from qverify.quant import QuantizedNetwork
 
@@ -30,21 +30,25 @@ def small_network(seed: int, sizes: tuple[int, ...] = (3, 5, 4, 3), scale: float
     return Network(tuple(layers), name=f"lift-{seed}")
 
 
-def two_box_property(n_in: int, lo: float, hi: float, two_boxes: bool = True) -> Property:
-    """Boxes [lo, hi]^n (and [hi, hi + 1]^n), clauses Y0 - Y1 >= 0, and (Y2 > 1/4 and Y0 <= 0)."""
+def split_property(net: Network, lo: float, hi: float, two_boxes: bool = True) -> Property:
+    """Boxes [lo, hi]^n (and [hi, hi + 1]^n); unsafe: (Y0 >= m0 and Y0 - Y1 >= 0) or Y2 > m2, with
+    m0, m2 the medians of the real outputs over the first box, so that samples end every way."""
+    n_in = net.n_inputs
     boxes = [Box(tuple(Fraction(lo) for _ in range(n_in)), tuple(Fraction(hi) for _ in range(n_in)))]
     if two_boxes:
         boxes.append(
             Box(tuple(Fraction(hi) for _ in range(n_in)), tuple(Fraction(hi + 1) for _ in range(n_in)))
         )
+    outputs = evaluate_core(net, np.random.default_rng(0).uniform(lo, hi, (200, n_in)))
+    m0, m2 = (Fraction(float(np.median(outputs[:, k]))).limit_denominator(64) for k in (0, 2))
     clauses = (
-        Clause((Atom(((0, Fraction(1)), (1, Fraction(-1))), Fraction(0), Relation.GE),)),
         Clause(
             (
-                Atom(((2, Fraction(1)),), Fraction(-1, 4), Relation.GT),
-                Atom(((0, Fraction(1)),), Fraction(0), Relation.LE),
+                Atom(((0, Fraction(1)),), -m0, Relation.GE),
+                Atom(((0, Fraction(1)), (1, Fraction(-1))), Fraction(0), Relation.GE),
             )
         ),
+        Clause((Atom(((2, Fraction(1)),), -m2, Relation.GT),)),
     )
     return Property("lift", tuple(boxes), OutputCondition(clauses))
 

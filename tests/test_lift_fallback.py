@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lift_cases import small_network, two_box_property
+from lift_cases import small_network, split_property
 
 from qverify.codegen import render_harness
 from qverify.engine.lift import lift_file
@@ -23,7 +23,7 @@ MODELS_C = ROOT / "models_c"
 
 def _harness(tmp_path: Path, options: ImplementationOptions, net: Network | None = None) -> Path:
     qnet = quantize_network(net or small_network(3), options)
-    return render_harness(qnet, two_box_property(qnet.n_inputs, -1.0, 0.5)).write(tmp_path)
+    return render_harness(qnet, split_property(qnet.source, -1.0, 0.5)).write(tmp_path)
 
 
 def _edit(path: Path, old: str, new: str) -> None:
