@@ -64,6 +64,7 @@ EDITS = [
         "initialiser",
     ),
     ("input-unbounded", HALF, "-0x1.0000000000000p+0f <= x[0] && ", "", "bounded"),
+    ("line-directive", FIXED, "void qv_network(", '#line 1 "fxp.h"\nvoid qv_network(', "#line"),
     ("assert-changed", FIXED, "__ESBMC_assert(!(", "__ESBMC_assert((", "assert"),
     (
         "extra-call",

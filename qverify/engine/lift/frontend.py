@@ -77,11 +77,11 @@ class _Skeleton:
     functions: dict[str, c_ast.FuncDef]
 
 
-def _macros(pre: Preprocessed) -> dict[str, str]:
+def _macros(pre: Preprocessed, harness: str) -> dict[str, str]:
     """The harness's own macros: only the ones the templates write, each defined once."""
     values: dict[str, str] = {}
     for event in pre.macros:
-        where = f"line {event.line}"
+        where = f"{harness}:{event.line}"
         if event.kind != "define" or event.name in values:
             raise NotRecognised(
                 f"{where}: #{event.kind} {event.name} (only single definitions are recognised)"
@@ -294,7 +294,7 @@ def _match(
     path: Path, extracted: dict[str, ConstArray], pre: Preprocessed, ast: c_ast.FileAST, semantics: Arithmetic
 ) -> NetworkQuery:
     where = str(path)
-    macros = _macros(pre)
+    macros = _macros(pre, where)
     skeleton = _skeleton(ast, where, extracted)
     options = _options(skeleton, pre, macros, where)
     number = options.number

@@ -69,7 +69,6 @@ class HarnessMain:
     unsafe: OutputCondition
     n_inputs: int
     n_outputs: int
-    notes: tuple[str, ...] = field(default=())
 
 
 def _float_step(value: float, dtype: type, up: bool) -> float:
@@ -114,12 +113,14 @@ def _input_comparison(node: c_ast.Node, x_name: str, domain: InputDomain) -> tup
         integer = integer_constant(right)
         if integer is None:
             raise fail(node, "float input compared with a non-constant")
+        if float(domain.dtype(integer)) != integer:  # C converts it to the input's type first
+            raise fail(node, f"integer {integer} is not exact in the input's float type")
         constant = (Fraction(integer), 64)
     side, bound = _float_bound(constant[0], domain.dtype, relation)
     return k, side, bound
 
 
-def _box_of(node: c_ast.Node, x_name: str, domain: InputDomain, n: int, assigned: int) -> _Bounds:
+def _box_of(node: c_ast.Node, x_name: str, domain: InputDomain, assigned: int) -> _Bounds:
     """A conjunction of input comparisons (or the constant 1) as a box."""
     box = _Bounds()
     for part in conjuncts(node):
@@ -259,7 +260,7 @@ def match_main(
             assigned += 1
         elif (assume := call(item, "__ESBMC_assume")) is not None and len(assume[1]) == 1:
             alternatives = conjuncts(assume[1][0], "||")
-            boxes = [_box_of(alt, x_name, domain, n_in, assigned) for alt in alternatives]
+            boxes = [_box_of(alt, x_name, domain, assigned) for alt in alternatives]
             if len(boxes) == 1:
                 hull.tighten(boxes[0])
             elif disjunction is None:

@@ -21,7 +21,7 @@ from qverify.engine.cfront import BUILTINS_HEADER, preprocess
 from qverify.engine.lift.errors import NotRecognised
 from qverify.resources import models_c_dir
 
-_LINE_MARKER = re.compile(r'^# (\d+) "((?:[^"\\]|\\.)*)"')
+_LINE_MARKER = re.compile(r'^# (\d+) "((?:[^"\\]|\\.)*)"((?: \d)*)$')
 _DIRECTIVE = re.compile(r"^#(define|undef)\s+(\w+)(.*)$")
 SHIPPED_HEADERS = ("fxp.h", "verifier.h", "int8.h", "half.h")
 
@@ -97,6 +97,10 @@ def _scan(output: str, harness_name: str, source: str) -> Preprocessed:
                 fake = Path(current).parent
             if current not in seen and current not in (harness_name, source):
                 seen.add(current)
+                entering = "1" in marker.group(3).split()
+                if not entering and current not in ("<built-in>", "<command-line>"):
+                    # a `#line` directive naming another file, not an #include
+                    raise NotRecognised(f"{harness_name}: #line directive naming {current}")
                 header = _classify_include(current, fake, harness_name)
                 if header is not None:
                     headers.add(header)
