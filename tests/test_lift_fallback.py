@@ -12,6 +12,8 @@ from lift_cases import small_network, split_property
 
 from qverify.codegen import render_harness
 from qverify.engine.lift import lift_file
+from qverify.engine.netquery import Arithmetic
+from qverify.errors import InputError
 from qverify.network import Activation, Conv2D, Dense, Network
 from qverify.quant import FixedFormat, FloatFormat, FloatKind, ImplementationOptions, Layout, quantize_network
 
@@ -153,3 +155,14 @@ def test_renamed_locals_are_still_lifted(tmp_path):
     assert [(r.lo.tolist(), r.hi.tolist()) for r in result.query.regions] == [
         (r.lo.tolist(), r.hi.tolist()) for r in expected.regions
     ]
+
+
+def test_missing_file_is_an_input_error(tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        lift_file(tmp_path / "absent.c", [MODELS_C])
+
+
+def test_real_semantics_is_carried(tmp_path):
+    harness = _harness(tmp_path, FIXED)
+    query = lift_file(harness, [MODELS_C], Arithmetic.REAL).query
+    assert query is not None and query.arithmetic is Arithmetic.REAL

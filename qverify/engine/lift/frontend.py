@@ -26,7 +26,7 @@ from qverify.engine.lift.harness import InputDomain, match_main
 from qverify.engine.lift.layers import Arith, LayerLoop, fresh, match_layer
 from qverify.engine.lift.preprocess import Preprocessed, preprocess_skeleton
 from qverify.engine.netquery import Arithmetic, InputRegion, NetworkQuery
-from qverify.errors import RangeError
+from qverify.errors import InputError, RangeError
 from qverify.input_limits import check_file
 from qverify.network import Dense, Network
 from qverify.quant import (
@@ -270,7 +270,12 @@ def _lift(
 ) -> NetworkQuery:
     start = time.perf_counter()
     check_file(path)
-    text = path.read_text()
+    try:
+        text = path.read_text()
+    except FileNotFoundError as error:
+        raise InputError(f"{path}: no such file") from error
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(f"{path}: cannot be read as text ({error})") from error
     if "??" in text:
         raise NotRecognised(f"{path}: '??' (a trigraph under -std=c99) is not recognised")
     times["read"] = time.perf_counter() - start
