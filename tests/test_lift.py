@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 from lift_cases import assert_same_query, lifted_line, sample_inputs, small_network, split_property
 
-from qverify.codegen import compile_replay, format_inputs, render_harness, run_lines
+from qverify.codegen import (
+    CompiledNetwork,
+    compile_replay,
+    format_inputs,
+    render_harness,
+    render_network,
+    run_lines,
+)
 from qverify.engine import cfront, symex
 from qverify.engine.evaluate import ASSUME_FAILED, HOLDS, ProgramRunner
 from qverify.engine.lift import lift_file
@@ -140,7 +147,8 @@ def test_lifted_query_is_the_harness(tmp_path, name, number, accumulation, layou
     ids=["6.4-detect-wide-bal", "8.8-wrap-seq", "half-bal"],
 )
 def test_lifted_query_agrees_with_the_scalar_evaluator(tmp_path, number, accumulation, layout):
-    """(c) the scalar front end's program, run by its evaluator, ends as the lifted query says."""
+    """(c) the scalar front end's program, run by its evaluator, ends as the lifted query says; and
+    the lifted network's outputs are those of the original network's compiled C, bit for bit."""
     rng = np.random.default_rng(5)
     net = small_network(8, scale=4.0)
     qnet = quantize_network(net, ImplementationOptions(number, accumulation, layout))
@@ -156,6 +164,10 @@ def test_lifted_query_agrees_with_the_scalar_evaluator(tmp_path, number, accumul
             int(status)
         ) or f"VIOLATED {messages[violated]}"
         assert scalar.startswith(lifted_line(query, row)), (row, scalar)
+    compiled = CompiledNetwork(render_network(qnet), tmp_path / "network", qnet.is_fixed).run(x)
+    lifted = simulate(query.qnet, x)
+    assert np.array_equal(compiled.overflowed, lifted.detected)
+    assert np.array_equal(compiled.outputs[~compiled.overflowed], lifted.outputs[~lifted.detected])
 
 
 @pytest.mark.parametrize(
