@@ -67,6 +67,13 @@ def assert_same_query(lifted: NetworkQuery, qnet: QuantizedNetwork, prop: Proper
     assert got.options.layout is qnet.options.layout
     assert len(got.layers) == len(qnet.layers)
     for mine, theirs in zip(got.layers, qnet.layers):
+        assert type(mine.source) is type(theirs.source)
+        assert mine.source.input_shape == theirs.source.input_shape
+        assert mine.source.output_shape == theirs.source.output_shape
+        order_mine = mine.source.taps() if mine.is_mac else mine.source.windows()
+        order_theirs = theirs.source.taps() if theirs.is_mac else theirs.source.windows()
+        for name in ("inputs", "weights", "count"):  # the products (window elements) in C order
+            assert np.array_equal(getattr(order_mine, name), getattr(order_theirs, name))
         assert mine.activation is theirs.activation
         assert mine.weights.dtype == theirs.weights.dtype
         assert np.array_equal(mine.weights, theirs.weights)

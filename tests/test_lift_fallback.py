@@ -109,14 +109,28 @@ def test_lookup_table_activation_falls_back(tmp_path):
     assert not result.lifted and "qv_sigmoid" in result.reason
 
 
-def test_convolution_falls_back(tmp_path):
+def test_edited_convolution_falls_back(tmp_path):
     rng = np.random.default_rng(4)
-    conv = Conv2D(rng.uniform(-1, 1, (2, 1, 2, 2)), rng.uniform(-1, 1, 2), Activation.RELU, (1, 4, 4))
-    dense = Dense(rng.uniform(-1, 1, (3, conv.n_out)), rng.uniform(-1, 1, 3), Activation.IDENTITY)
-    result = lift_file(
-        _harness(tmp_path, ImplementationOptions(FloatFormat()), Network((conv, dense))), [MODELS_C]
+    conv = Conv2D(
+        rng.uniform(-1, 1, (2, 1, 2, 2)),
+        rng.uniform(-1, 1, 2),
+        Activation.RELU,
+        (1, 4, 4),
+        (1, 1),
+        (1, 1, 0, 0),
     )
-    assert not result.lifted and "loop" in result.reason
+    dense = Dense(rng.uniform(-1, 1, (3, conv.n_out)), rng.uniform(-1, 1, 3), Activation.IDENTITY)
+    harness = _harness(tmp_path, ImplementationOptions(FloatFormat()), Network((conv, dense)))
+    assert lift_file(harness, [MODELS_C]).lifted
+    for old, new, reason in (
+        ("iy >= 0 && iy < 4 && ", "", "bounds test"),  # the padding test weakened
+        ("iy < 4", "iy < 5", "different sizes"),  # a test that lets a read pass the input
+        ("[oc][ic][ky][kx]", "[oc][ic][kx][ky]", "indexed"),  # a transposed kernel
+    ):
+        _harness(tmp_path, ImplementationOptions(FloatFormat()), Network((conv, dense)))
+        _edit(harness, old, new)
+        result = lift_file(harness, [MODELS_C])
+        assert not result.lifted and reason in result.reason, (old, result.reason)
 
 
 def test_int8_harness_falls_back(tmp_path):

@@ -25,11 +25,13 @@ from qverify.engine.lift.errors import NotRecognised
 from qverify.engine.lift.harness import InputDomain, match_main
 from qverify.engine.lift.layers import Arith, LayerLoop, fresh, match_layer
 from qverify.engine.lift.preprocess import Preprocessed, preprocess_skeleton
+from qverify.engine.lift.spatial import SpatialLoop, is_spatial, match_spatial
 from qverify.engine.netquery import Arithmetic, InputRegion, NetworkQuery
 from qverify.errors import InputError, RangeError
 from qverify.input_limits import check_file
 from qverify.network import Dense, Network
 from qverify.quant import (
+    Accumulation,
     FixedFormat,
     FloatFormat,
     FloatKind,
@@ -252,6 +254,11 @@ def _network(
     sources = []
     scale = options.number.scale if isinstance(options.number, FixedFormat) else 1
     for loop in loops:
+        if isinstance(loop, SpatialLoop):
+            layer = loop.layer(arrays, scale)
+            sources.append(layer.source)
+            layers.append(layer)
+            continue
         weights, bias = arrays[loop.weights], arrays[loop.bias]
         if weights.shape != (loop.n_out, loop.n_in) or bias.shape != (loop.n_out,):
             raise NotRecognised(
@@ -261,7 +268,10 @@ def _network(
         source = Dense(weights.astype(np.float64) / scale, bias.astype(np.float64) / scale, loop.activation)
         sources.append(source)
         layers.append(QuantizedLayer(weights, bias, loop.activation, source))
-    net = Network(tuple(sources), name=f"lifted {path.name}", source=str(path))
+    try:
+        net = Network(tuple(sources), name=f"lifted {path.name}", source=str(path))
+    except InputError as error:
+        raise NotRecognised(f"{path}: the layers do not chain as a network ({error})") from error
     return QuantizedNetwork(source=net, options=options, layers=tuple(layers), luts=())
 
 
@@ -323,19 +333,23 @@ def _match(
             raise fail(network, f"local {name} of qv_network shadows a global or helper name")
     forbidden = globals_ | set(local_arrays)
     arith = Arith("fixed", number.frac_bits) if fixed else Arith("half" if number.is_half else "float")
-    loops = [match_layer(node, arith, loop_vars, forbidden) for node in loops_nodes]
+    loops = [
+        (match_spatial if is_spatial(node) else match_layer)(node, arith, loop_vars, forbidden)
+        for node in loops_nodes
+    ]
     if not loops:
         raise fail(network, "qv_network has no layer loop")
     _check_chain(loops, local_arrays, x_name, y_name, arrays)
     if "qv_relu" not in skeleton.functions and any(loop.activation.value == "relu" for loop in loops):
         raise fail(network, "qv_relu is called but not defined in the harness")
-    accumulations = {loop.accumulation for loop in loops}
+    accumulations = {loop.accumulation for loop in loops if loop.accumulation is not None}
     layouts = {loop.layout for loop in loops}
     if len(accumulations) > 1 or len(layouts) > 1:
         raise fail(network, "layers mix accumulations or layouts (one implementation option for all)")
-    options = ImplementationOptions(number, accumulations.pop(), layouts.pop())
+    accumulation = accumulations.pop() if accumulations else Accumulation.PER_OP
+    options = ImplementationOptions(number, accumulation, layouts.pop())
     qnet = _network(path, loops, arrays, options)
-    if fixed and options.accumulation.value == "wide":
+    if fixed and options.accumulation is Accumulation.WIDE:
         try:
             check_wide_accumulator(qnet.layers, number)
         except RangeError as error:
@@ -383,7 +397,7 @@ def _check_chain(
             raise NotRecognised(f"{loop.line}: only the last layer may write {y_name}")
         if local_arrays[loop.input] != loop.n_in or local_arrays[loop.output] != loop.n_out:
             raise NotRecognised(f"{loop.line}: array lengths do not match the loop bounds")
-        for name in (loop.weights, loop.bias, *(loop.pre_bounds or ()), *(loop.out_bounds or ())):
+        for name in loop.constant_names():
             if name not in constants:
                 raise NotRecognised(f"{loop.line}: {name} is not a constant array of the harness")
         written.add(loop.output)

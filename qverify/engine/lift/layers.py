@@ -66,6 +66,9 @@ class LayerLoop:
     out_bounds: tuple[str, str] | None
     line: str
 
+    def constant_names(self) -> tuple[str, ...]:
+        return (self.weights, self.bias, *(self.pre_bounds or ()), *(self.out_bounds or ()))
+
 
 @dataclass(frozen=True, slots=True)
 class Arith:
@@ -148,10 +151,10 @@ class _Reader:
         if isinstance(node, c_ast.BinaryOp) and node.op == "*":
             if kind == "wide":
                 weight = self._cast_to(node.left, INT64_NAMES)
-                if weight is not None and index_ref(weight) is not None and len(index_ref(weight)[1]) == 2:
-                    return self.product(weight, node.right)
                 if weight is not None and self._is_one(node.right) and self.bias_ref(weight):
                     return "b"
+                if weight is not None:
+                    return self.product(weight, node.right)
                 raise fail(
                     node, "wide arithmetic: expected (int64_t)W[j][k] * IN[k] or (int64_t)B[j] * FXP_ONE"
                 )
@@ -292,21 +295,7 @@ def match_layer(node: c_ast.Node, arith: Arith, loop_vars: set[str], forbidden: 
     if position >= len(items):
         raise fail(node, "neuron loop ends before the output is stored")
     store = items[position]
-    if not (isinstance(store, c_ast.Assignment) and store.op == "="):
-        raise fail(store, "expected OUT[j] = activation(acc)")
-    target = index_ref(store.lvalue)
-    if target is None or len(target[1]) != 1 or not is_id(target[1][0], j):
-        raise fail(store, "output is not stored to OUT[j]")
-    if is_id(store.rvalue, acc_name):
-        activation = Activation.IDENTITY
-    elif (
-        (relu := call(store.rvalue, "qv_relu")) is not None
-        and len(relu[1]) == 1
-        and is_id(relu[1][0], acc_name)
-    ):
-        activation = Activation.RELU
-    else:
-        raise fail(store, "activation is neither qv_relu(acc) nor acc")
+    output, activation = store_activation(store, j, acc_name)
     position += 1
     out = None
     if position < len(items):
@@ -320,7 +309,7 @@ def match_layer(node: c_ast.Node, arith: Arith, loop_vars: set[str], forbidden: 
         reader.weights,
         reader.bias,
         reader.input,
-        target[0],
+        output,
         n_out,
         n_in,
         activation,
@@ -330,6 +319,21 @@ def match_layer(node: c_ast.Node, arith: Arith, loop_vars: set[str], forbidden: 
         out,
         f"{node.coord.file}:{node.coord.line}" if node.coord else "?",
     )
+
+
+def store_activation(store: c_ast.Node, j: str, acc: str) -> tuple[str, Activation]:
+    """`OUT[j] = qv_relu(acc);` or `OUT[j] = acc;` as (OUT, activation)."""
+    if not (isinstance(store, c_ast.Assignment) and store.op == "="):
+        raise fail(store, "expected OUT[j] = activation(acc)")
+    target = index_ref(store.lvalue)
+    if target is None or len(target[1]) != 1 or not is_id(target[1][0], j):
+        raise fail(store, "output is not stored to OUT[j]")
+    if is_id(store.rvalue, acc):
+        return target[0], Activation.IDENTITY
+    relu = call(store.rvalue, "qv_relu")
+    if relu is not None and len(relu[1]) == 1 and is_id(relu[1][0], acc):
+        return target[0], Activation.RELU
+    raise fail(store, "activation is neither qv_relu(acc) nor acc")
 
 
 def _is_bias(reader: _Reader, node: c_ast.Node) -> bool:
