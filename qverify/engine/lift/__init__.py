@@ -11,12 +11,14 @@ C in the same style):
   (every rounding and overflow mode), `float`, `double`, or `qv_half`;
 - dense layers as neuron loops with constant bounds over constant arrays: per-operation sums in
   sequential or balanced (unrolled `reduce_terms` tree) order, the wide int64 sum rounded once,
-  float/double/half per-operation rounding; ReLU (`qv_relu`) or identity;
+  float/double/half per-operation rounding; ReLU (`qv_relu`) or identity (`lift.layers`);
+- convolutions (padded, strided, grouped; per-operation or wide sums) and max/average pools as the
+  template's loop nests (`lift.spatial`), products in `Conv2D.taps` order;
 - the harness's per-layer invariant assumes (`qv_preK_*`, `qv_outK_*`) as `LayerBounds`;
 - `main`: nondet inputs in order, assumes bounding them (one box, or a disjunction of boxes),
-  `qv_network(x, y)`, one `__ESBMC_assert(!(clause), ...)` per unsafe clause.
-Not recognised (falls back, with the reason): int8 harnesses, convolutions and pools, lookup-table
-activations (sigmoid, tanh), any other statement, macro, header or helper function.
+  `qv_network(x, y)`, one `__ESBMC_assert(!(clause), ...)` per unsafe clause (`lift.harness`).
+Not recognised (falls back, with the reason): int8 harnesses (their output scale is not in the C),
+lookup-table activations (sigmoid, tanh), and any other statement, macro, header or helper function.
 
 Why the lifted query is the C: every helper's semantics comes from a header that must be byte for
 byte one of qverify's C models (`models_c/*.h`, whose semantics the bit-exact simulator implements
