@@ -79,7 +79,7 @@ class Arith:
     frac_bits: int = 0
 
 
-class _Reader:
+class MacReader:
     """Reads MAC expressions of one neuron loop into canonical terms: 'b' (bias), 'acc', ('*', k)
     (product k, or 'i' for the loop variable) and ('+', left, right)."""
 
@@ -175,7 +175,7 @@ class _Reader:
         )
 
 
-def _counted_loop(node: c_ast.Node, loop_vars: set[str]) -> tuple[str, int, c_ast.Node]:
+def counted_loop(node: c_ast.Node, loop_vars: set[str]) -> tuple[str, int, c_ast.Node]:
     """`for (v = 0; v < N; v++) body` with N a constant: (v, N, body)."""
     if not isinstance(node, c_ast.For):
         raise fail(node, "expected a counted for loop")
@@ -198,13 +198,13 @@ def _counted_loop(node: c_ast.Node, loop_vars: set[str]) -> tuple[str, int, c_as
     return variable, bound, node.stmt
 
 
-def _local(node: c_ast.Node, names: tuple[tuple[str, ...], ...]) -> tuple[str, c_ast.Node | None] | None:
+def local_decl(node: c_ast.Node, names: tuple[tuple[str, ...], ...]) -> tuple[str, c_ast.Node | None] | None:
     if isinstance(node, c_ast.Decl) and type_names(node.type) in names and not node.storage:
         return node.name, node.init
     return None
 
 
-def _bounds_assume(node: c_ast.Node, j: str, value: c_ast.Node) -> tuple[str, str] | None:
+def bounds_assume(node: c_ast.Node, j: str, value: c_ast.Node) -> tuple[str, str] | None:
     """`__ESBMC_assume(LO[j] <= v && v <= HI[j])` for the given value expression, or None."""
     called = call(node, "__ESBMC_assume")
     if called is None or len(called[1]) != 1:
@@ -248,18 +248,18 @@ def _tree_inputs(term: Term) -> int:
 
 def match_layer(node: c_ast.Node, arith: Arith, loop_vars: set[str], forbidden: set[str]) -> LayerLoop:
     """One neuron loop (see the module docstring) in the given arithmetic."""
-    j, n_out, body = _counted_loop(node, loop_vars)
+    j, n_out, body = counted_loop(node, loop_vars)
     items = statements(body)
     if not items:
         raise fail(node, "empty neuron loop")
     position = 0
-    first = _local(items[0], (("qv_num",),) + (INT64_NAMES if arith.kind == "fixed" else ()))
+    first = local_decl(items[0], (("qv_num",),) + (INT64_NAMES if arith.kind == "fixed" else ()))
     if first is None:
         raise fail(items[0], "neuron loop does not start with the accumulator's declaration")
     acc_name, init = first
     if not fresh(acc_name, forbidden | loop_vars):
         raise fail(items[0], f"accumulator {acc_name} shadows another name")
-    reader = _Reader(arith, j, None, None)
+    reader = MacReader(arith, j, None, None)
     n_in: int
     is_wide_start = type_names(items[0].type) in INT64_NAMES
     if (
@@ -275,7 +275,7 @@ def match_layer(node: c_ast.Node, arith: Arith, loop_vars: set[str], forbidden: 
         accumulation, layout, position = Accumulation.PER_OP, Layout.BALANCED, 1
     elif init is not None and call(init, "fxp_wide_result") and arith.kind == "fixed":
         arguments = call(init, "fxp_wide_result")[1]
-        wide_reader = _Reader(Arith("wide", arith.frac_bits), j, None, None)
+        wide_reader = MacReader(Arith("wide", arith.frac_bits), j, None, None)
         tree = wide_reader.term(arguments[0]) if len(arguments) == 1 else None
         n_in = _tree_inputs(tree) if tree is not None else 0
         if tree is None or tree != _expected(n_in, Layout.BALANCED):
@@ -290,7 +290,7 @@ def match_layer(node: c_ast.Node, arith: Arith, loop_vars: set[str], forbidden: 
         layout = Layout.SEQUENTIAL
     pre = None
     if position < len(items):
-        pre = _bounds_assume(items[position], j, c_ast.ID(acc_name))
+        pre = bounds_assume(items[position], j, c_ast.ID(acc_name))
         position += pre is not None
     if position >= len(items):
         raise fail(node, "neuron loop ends before the output is stored")
@@ -299,7 +299,7 @@ def match_layer(node: c_ast.Node, arith: Arith, loop_vars: set[str], forbidden: 
     position += 1
     out = None
     if position < len(items):
-        out = _bounds_assume(items[position], j, store.lvalue)
+        out = bounds_assume(items[position], j, store.lvalue)
         position += out is not None
     if position != len(items):
         raise fail(items[position], "statement not recognised in a neuron loop")
@@ -336,28 +336,28 @@ def store_activation(store: c_ast.Node, j: str, acc: str) -> tuple[str, Activati
     raise fail(store, "activation is neither qv_relu(acc) nor acc")
 
 
-def _is_bias(reader: _Reader, node: c_ast.Node) -> bool:
+def _is_bias(reader: MacReader, node: c_ast.Node) -> bool:
     ref = index_ref(node)
     return ref is not None and len(ref[1]) == 1 and is_id(ref[1][0], reader.j)
 
 
 def _sequential(
     items: list[c_ast.Node], arith: Arith, j: str, first_name: str, loop_vars: set[str], forbidden: set[str]
-) -> tuple[int, Accumulation, int, _Reader]:
+) -> tuple[int, Accumulation, int, MacReader]:
     """The sequential forms: (n_in, accumulation, index of the next statement, reader)."""
     start = items[0]
     if arith.kind == "fixed" and type_names(start.type) in INT64_NAMES:
         wide_name = first_name
-        reader = _Reader(Arith("wide", arith.frac_bits), j, None, None)
+        reader = MacReader(Arith("wide", arith.frac_bits), j, None, None)
         if start.init is None or reader.term(start.init) != "b":
             raise fail(start, "wide accumulator does not start at (int64_t)B[j] * FXP_ONE")
-        acc = _local(items[1], (("qv_num",),)) if len(items) > 1 else None
+        acc = local_decl(items[1], (("qv_num",),)) if len(items) > 1 else None
         if acc is None or acc[1] is not None:
             raise fail(items[min(1, len(items) - 1)], "expected the declaration `qv_num acc;`")
         acc_name = acc[0]
         if not fresh(acc_name, forbidden | loop_vars | {wide_name}):
             raise fail(items[1], f"accumulator {acc_name} shadows another name")
-        i, n_in, inner = _counted_loop(items[2], loop_vars) if len(items) > 2 else (None, 0, None)
+        i, n_in, inner = counted_loop(items[2], loop_vars) if len(items) > 2 else (None, 0, None)
         body = statements(inner) if inner is not None else []
         reader.i = i
         if i == j or len(body) != 1:
@@ -378,12 +378,12 @@ def _sequential(
         ):
             raise fail(result or step, "expected acc = fxp_wide_result(wide)")
         return n_in, Accumulation.WIDE, 4, _Renamed(reader, acc_name)
-    reader = _Reader(arith, j, None, first_name)
+    reader = MacReader(arith, j, None, first_name)
     if start.init is None or not reader.bias_ref(start.init):
         raise fail(start, "accumulator does not start at the bias B[j]")
     if len(items) < 2:
         raise fail(start, "expected the product loop over i")
-    i, n_in, inner = _counted_loop(items[1], loop_vars)
+    i, n_in, inner = counted_loop(items[1], loop_vars)
     body = statements(inner)
     reader.i = i
     if i == j or len(body) != 1:
@@ -396,9 +396,9 @@ def _sequential(
     return n_in, Accumulation.PER_OP, 2, reader
 
 
-class _Renamed(_Reader):
+class _Renamed(MacReader):
     """The wide form's reader, with the accumulator the stores use (`acc`, not `wide`)."""
 
-    def __init__(self, reader: _Reader, acc_name: str) -> None:
+    def __init__(self, reader: MacReader, acc_name: str) -> None:
         super().__init__(reader.arith, reader.j, reader.i, acc_name)
         self.weights, self.bias, self.input = reader.weights, reader.bias, reader.input

@@ -34,12 +34,12 @@ from qverify.engine.lift.errors import NotRecognised
 from qverify.engine.lift.layers import (
     INT64_NAMES,
     Arith,
+    MacReader,
     Term,
-    _bounds_assume,
-    _counted_loop,
-    _local,
-    _Reader,
+    bounds_assume,
+    counted_loop,
     fresh,
+    local_decl,
     store_activation,
 )
 from qverify.errors import InputError
@@ -200,15 +200,15 @@ class _Nest:
 
 
 def _output_nest(node: c_ast.Node, loop_vars: set[str]) -> _Nest:
-    outer, channels, body = _counted_loop(node, loop_vars)
+    outer, channels, body = counted_loop(node, loop_vars)
     middle = statements(body)
     if len(middle) != 1:
         raise fail(node, "spatial layer: expected the row loop alone in the channel loop")
-    oy, out_h, body = _counted_loop(middle[0], loop_vars)
+    oy, out_h, body = counted_loop(middle[0], loop_vars)
     inner = statements(body)
     if len(inner) != 1:
         raise fail(middle[0], "spatial layer: expected the column loop alone in the row loop")
-    ox, out_w, body = _counted_loop(inner[0], loop_vars)
+    ox, out_w, body = counted_loop(inner[0], loop_vars)
     if len({outer, oy, ox}) != 3:
         raise fail(node, "spatial layer: loops share a variable")
     return _Nest(outer, oy, ox, channels, out_h, out_w, statements(body))
@@ -232,7 +232,7 @@ def _flat_output(node: c_ast.Node, nest: _Nest, loop_vars: set[str]) -> str:
     return j
 
 
-class _ConvReader(_Reader):
+class _ConvReader(MacReader):
     """Products W[oc][ic][ky][kx] * IN[(IC * IH + iy) * IW + ix] read as ('*', 'i')."""
 
     def __init__(self, arith: Arith, oc: str, names: dict[str, str], acc: str | None) -> None:
@@ -274,7 +274,7 @@ def _channel(node: c_ast.Node, names: dict[str, str]) -> tuple[int, int] | None:
 
 def _tail(items: list[c_ast.Node], position: int, j: str, acc: str, node: c_ast.Node, pool: bool):
     """The optional pre assume, the store `OUT[j] = activation(acc)` and the optional out assume."""
-    pre = _bounds_assume(items[position], j, c_ast.ID(acc)) if position < len(items) else None
+    pre = bounds_assume(items[position], j, c_ast.ID(acc)) if position < len(items) else None
     position += pre is not None
     if position >= len(items):
         raise fail(node, "spatial layer ends before the output is stored")
@@ -283,7 +283,7 @@ def _tail(items: list[c_ast.Node], position: int, j: str, acc: str, node: c_ast.
     if pool and activation is not Activation.IDENTITY:
         raise fail(store, "a pool stores acc itself")
     position += 1
-    out = _bounds_assume(items[position], j, store.lvalue) if position < len(items) else None
+    out = bounds_assume(items[position], j, store.lvalue) if position < len(items) else None
     position += out is not None
     if position != len(items):
         raise fail(items[position], "statement not recognised in a spatial layer")
@@ -295,7 +295,7 @@ def match_conv(node: c_ast.Node, arith: Arith, loop_vars: set[str], forbidden: s
     items = nest.items
     if len(items) < 3:
         raise fail(node, "convolution body not recognised")
-    first = _local(items[0], (("qv_num",),) + (INT64_NAMES if arith.kind == "fixed" else ()))
+    first = local_decl(items[0], (("qv_num",),) + (INT64_NAMES if arith.kind == "fixed" else ()))
     if first is None or first[1] is None:
         raise fail(items[0], "convolution does not start with the accumulator's declaration")
     wide = type_names(items[0].type) in INT64_NAMES
@@ -303,7 +303,7 @@ def match_conv(node: c_ast.Node, arith: Arith, loop_vars: set[str], forbidden: s
     position = 1
     acc = start_name
     if wide:
-        declared = _local(items[1], (("qv_num",),))
+        declared = local_decl(items[1], (("qv_num",),))
         if declared is None or declared[1] is not None:
             raise fail(items[1], "expected the declaration `qv_num acc;`")
         acc = declared[0]
@@ -313,11 +313,11 @@ def match_conv(node: c_ast.Node, arith: Arith, loop_vars: set[str], forbidden: s
             raise fail(items[0], f"accumulator {name} shadows another name")
     j = _flat_output(items[position], nest, loop_vars)
     position += 1
-    ic, group_in, body = _counted_loop(items[position], loop_vars)
+    ic, group_in, body = counted_loop(items[position], loop_vars)
     ky_loop = statements(body)
-    ky, kernel_h, body = _counted_loop(ky_loop[0], loop_vars) if len(ky_loop) == 1 else (None, 0, None)
+    ky, kernel_h, body = counted_loop(ky_loop[0], loop_vars) if len(ky_loop) == 1 else (None, 0, None)
     kx_loop = statements(body) if body is not None else []
-    kx, kernel_w, body = _counted_loop(kx_loop[0], loop_vars) if len(kx_loop) == 1 else (None, 0, None)
+    kx, kernel_w, body = counted_loop(kx_loop[0], loop_vars) if len(kx_loop) == 1 else (None, 0, None)
     steps = statements(body) if body is not None else []
     if ky is None or kx is None or len(steps) != 3:
         raise fail(items[position], "convolution product loops not recognised")
@@ -477,7 +477,7 @@ def match_pool(node: c_ast.Node, arith: Arith, loop_vars: set[str], forbidden: s
     items = nest.items
     if len(items) < 5:
         raise fail(node, "pool body not recognised")
-    acc_decl, first_decl = _local(items[0], (("qv_num",),)), _local(items[1], (("int",),))
+    acc_decl, first_decl = local_decl(items[0], (("qv_num",),)), local_decl(items[1], (("int",),))
     if (
         acc_decl is None
         or first_decl is None
@@ -487,9 +487,9 @@ def match_pool(node: c_ast.Node, arith: Arith, loop_vars: set[str], forbidden: s
         raise fail(items[0], "pool does not start with `qv_num acc = 0; int first = 1;`")
     acc, first = acc_decl[0], first_decl[0]
     j = _flat_output(items[2], nest, loop_vars)
-    ky, kernel_h, body = _counted_loop(items[3], loop_vars)
+    ky, kernel_h, body = counted_loop(items[3], loop_vars)
     kx_loop = statements(body)
-    kx, kernel_w, body = _counted_loop(kx_loop[0], loop_vars) if len(kx_loop) == 1 else (None, 0, None)
+    kx, kernel_w, body = counted_loop(kx_loop[0], loop_vars) if len(kx_loop) == 1 else (None, 0, None)
     steps = statements(body) if body is not None else []
     if kx is None or len(steps) != 3 or not isinstance(steps[2], c_ast.If) or steps[2].iffalse is not None:
         raise fail(items[3], "pool window loops not recognised")
@@ -501,7 +501,7 @@ def match_pool(node: c_ast.Node, arith: Arith, loop_vars: set[str], forbidden: s
     except (NotRecognised, AttributeError):
         raise fail(steps[0], "pool window positions or bounds test not recognised") from None
     guarded = statements(steps[2].iftrue)
-    v_decl = _local(guarded[0], (("qv_num",),)) if len(guarded) == 2 else None
+    v_decl = local_decl(guarded[0], (("qv_num",),)) if len(guarded) == 2 else None
     if v_decl is None or v_decl[1] is None:
         raise fail(steps[2], "expected `qv_num v = IN[(c * IH + iy) * IW + ix];`")
     v = v_decl[0]
@@ -567,7 +567,7 @@ def match_pool(node: c_ast.Node, arith: Arith, loop_vars: set[str], forbidden: s
 def match_spatial(node: c_ast.Node, arith: Arith, loop_vars: set[str], forbidden: set[str]) -> SpatialLoop:
     """A convolution or a pool, told apart by the pool's `int first = 1;`."""
     items = _output_nest(node, loop_vars).items
-    is_pool = len(items) > 1 and _local(items[1], (("int",),)) is not None
+    is_pool = len(items) > 1 and local_decl(items[1], (("int",),)) is not None
     return (match_pool if is_pool else match_conv)(node, arith, loop_vars, forbidden)
 
 
