@@ -5,6 +5,8 @@ symbolic execution, simplification) against the array-level lift (`qverify.engin
 Cases
   acas-16.16  ACAS Xu 1_9 phi_3 at <16,16>, the built-in invariants (as `qverify harness` writes it)
   acas-float  the same at IEEE float
+  cnn-16.16   the digits CNN (benchmarks/digits-cnn/digits_cnn.onnx: conv, max pool, dense) at
+              <16,16>, L-inf eps 0.05 around the grey image 0.5, no invariants
   dense784    a random 784-256x6-10 dense ReLU network (He-scaled normal weights, seed 0) at
               <16,16>, L-inf eps 0.03 around a random image in [0, 1]^784, no invariants
               (benchmarks/digits784 holds a trained network of that shape; this one needs no data)
@@ -47,7 +49,7 @@ from qverify.quant import FixedFormat, FloatFormat, ImplementationOptions, quant
 
 ACAS = ROOT / "benchmarks" / "acasxu"
 MODELS_C = ROOT / "models_c"
-CASES = ("acas-16.16", "acas-float", "dense784")
+CASES = ("acas-16.16", "acas-float", "cnn-16.16", "dense784")
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +90,17 @@ def _dense784(directory: Path) -> Path:
     return render_harness(qnet, prop).write(directory)
 
 
+def _cnn(directory: Path) -> Path:
+    net = load_network(ROOT / "benchmarks" / "digits-cnn" / "digits_cnn.onnx")
+    n = net.n_inputs
+    prop = robustness(["0.5"] * n, "0.05", label=0, n_outputs=net.n_outputs, domain=([0] * n, [1] * n))
+    qnet = quantize_network(net, ImplementationOptions(FixedFormat(16, 16)))
+    return render_harness(qnet, prop).write(directory)
+
+
 def generate(case: str, directory: Path) -> Path:
+    if case == "cnn-16.16":
+        return _cnn(directory)
     if case == "acas-16.16":
         return _acas(directory, FixedFormat(16, 16))
     if case == "acas-float":
