@@ -31,7 +31,8 @@ _DECLARATION = re.compile(
     re.MULTILINE,
 )
 _DIMENSION = re.compile(r"\[\s*(\d+)\s*\]")
-_HEX_FLOAT = r"-?0x[01]\.[0-9a-f]{1,13}p[+-]\d{1,4}f?"
+# exact doubles: <= 53 significant bits, binary exponent in [-1022, 9999] (leading digit 0 or 1)
+_HEX_FLOAT = r"-?0x[01]\.[0-9a-f]{1,13}p(?:\+\d{1,4}|-(?:\d{1,3}|10[01]\d|102[0-2]))f?"
 _HEX_FLOATS = re.compile(rf"{_HEX_FLOAT}(?:,{_HEX_FLOAT})*")
 _INT32_MIN_TEXT = "(-2147483647-1)"
 _DROP_WHITESPACE = str.maketrans("", "", " \t\n\r\v\f")
@@ -90,6 +91,24 @@ def _integers(text: str, count: int, where: str) -> np.ndarray:
     return values
 
 
+def _hex_floats(text: str, count: int, where: str) -> np.ndarray:
+    """Comma-separated hexadecimal floats matching `_HEX_FLOAT`: at most 13 hex digits after a
+    leading 0 or 1 and a binary exponent of at least -1022, so each is an exact double (overflow is
+    an error of `float.fromhex`); all with the `f` suffix (float literals, then also exact floats)
+    or none."""
+    suffixed = text.count("f,") + text.endswith("f")  # hex digits come before the `p`, never last
+    if suffixed not in (0, count):
+        raise NotRecognised(f"{where}: float and double literals mixed in one initialiser")
+    plain = text.replace("f,", ",").removesuffix("f") if suffixed else text
+    try:
+        values = np.fromiter(map(float.fromhex, plain.split(",")), dtype=np.float64, count=count)
+    except (OverflowError, ValueError) as error:
+        raise NotRecognised(f"{where}: a floating literal out of range") from error
+    if suffixed and not np.array_equal(values.astype(np.float32), values):
+        raise NotRecognised(f"{where}: a float literal (suffix f) that float32 does not hold exactly")
+    return values
+
+
 def _parse_values(body: str, shape: tuple[int, ...], where: str) -> tuple[np.ndarray, bool, bool]:
     """The literals of a braced initialiser body (outer braces included) as a flat array."""
     compact = body.translate(_DROP_WHITESPACE).replace(",}", "}").replace(_INT32_MIN_TEXT, "-2147483648")
@@ -100,17 +119,7 @@ def _parse_values(body: str, shape: tuple[int, ...], where: str) -> tuple[np.nda
     if not text.translate(_DROP_INTEGER_CHARACTERS):
         return _integers(text, count, where), True, False
     if _HEX_FLOATS.fullmatch(text):
-        tokens = text.split(",")
-        suffixed = [token.endswith("f") for token in tokens]
-        if any(suffixed) and not all(suffixed):
-            raise NotRecognised(f"{where}: float and double literals mixed in one initialiser")
-        plain = [token.removesuffix("f") for token in tokens]
-        values = np.fromiter((float.fromhex(token) for token in plain), dtype=np.float64, count=len(plain))
-        if any(value.hex() != token for value, token in zip(values.tolist(), plain)):
-            raise NotRecognised(f"{where}: a floating literal that is not an exact double")
-        if suffixed[0] and not np.array_equal(values.astype(np.float32), values):
-            raise NotRecognised(f"{where}: a float literal (suffix f) that float32 does not hold exactly")
-        return values, False, suffixed[0]
+        return _hex_floats(text, count, where), False, text.endswith("f")
     raise NotRecognised(
         f"{where}: initialiser literals are not all decimal integers or exact hexadecimal floats"
     )
