@@ -489,8 +489,11 @@ def find_preprocessor() -> list[str]:
     raise ToolMissingError("no C preprocessor found (gcc or cpp): install gcc")
 
 
-def preprocess(path: Path, include_dirs: Sequence[Path], defines: Sequence[str] = ()) -> str:
-    """`gcc -E` of `path` against the stand-in system headers; InputError on failure."""
+def preprocess(
+    path: Path, include_dirs: Sequence[Path], defines: Sequence[str] = (), extra_flags: Sequence[str] = ()
+) -> str:
+    """`gcc -E` of `path` against the stand-in system headers; InputError on failure. `extra_flags`
+    go to the preprocessor too (the lifted front end's `-dD`)."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file")
@@ -509,6 +512,7 @@ def preprocess(path: Path, include_dirs: Sequence[Path], defines: Sequence[str] 
             "-include",
             str(fake / BUILTINS_HEADER),
             *(f"-D{define}" for define in defines),
+            *extra_flags,
             *(f"-I{directory}" for directory in include_dirs),
             f"-I{fake}",
             str(path),
