@@ -69,7 +69,9 @@ class Confirmer:
     def outputs(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Real outputs (float64) of a batch and the rows already known to violate (detect)."""
         if self.model.real:
-            return surrogate_forward(self.model, self.model.input_reals(points))[0], np.zeros(len(points), bool)
+            return surrogate_forward(self.model, self.model.input_reals(points))[0], np.zeros(
+                len(points), bool
+            )
         run = simulate(self.model.qnet, points)
         outputs = run.outputs.astype(np.float64)
         if self.model.is_fixed:
@@ -133,7 +135,10 @@ class Confirmer:
         if run.detect_mode and bool(run.detected[0]):
             return True  # the overflow assertion fails before the invariants are read
         for bounds, trace in zip(invariants, run.layers):
-            for values, lo, hi in ((trace.pre[0], bounds.pre_lo, bounds.pre_hi), (trace.post[0], bounds.post_lo, bounds.post_hi)):
+            for values, lo, hi in (
+                (trace.pre[0], bounds.pre_lo, bounds.pre_hi),
+                (trace.post[0], bounds.post_lo, bounds.post_hi),
+            ):
                 if np.any(values < lo) or np.any(values > hi):
                     return False
         return True
@@ -160,9 +165,7 @@ def surrogate_forward(model: NetModel, x: np.ndarray) -> tuple[np.ndarray, list[
     return values, pres
 
 
-def clause_loss(
-    model: NetModel, forms: list[AtomForm], x: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+def clause_loss(model: NetModel, forms: list[AtomForm], x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """max over the clause's atoms of g (<= 0 means unsafe) and its gradient in x, per row."""
     outputs, pres = surrogate_forward(model, x)
     matrix = np.stack([form.coefficients for form in forms])

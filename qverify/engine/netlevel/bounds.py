@@ -184,9 +184,11 @@ def _interval_layer(model, index, h_lo, h_hi, err_lo, err_hi):
     lo = positive @ h_lo + negative @ h_hi + layer.bias + err_lo
     hi = positive @ h_hi + negative @ h_lo + layer.bias + err_hi
     h_max = np.maximum(np.abs(h_lo), np.abs(h_hi))
-    margin = gamma(layer.n_in + 3) * (
-        layer.abs_weights @ h_max + np.abs(layer.bias) + np.maximum(np.abs(err_lo), np.abs(err_hi))
-    ) + TINY
+    margin = (
+        gamma(layer.n_in + 3)
+        * (layer.abs_weights @ h_max + np.abs(layer.bias) + np.maximum(np.abs(err_lo), np.abs(err_hi)))
+        + TINY
+    )
     return lo - margin, hi + margin
 
 

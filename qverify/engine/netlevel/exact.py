@@ -49,9 +49,9 @@ def _numerators(values: np.ndarray, bits: int, words_scale: int) -> np.ndarray:
     if np.issubdtype(values.dtype, np.integer):
         shift = bits - (words_scale.bit_length() - 1)
         return np.array([int(v) << shift for v in values.ravel()], dtype=object).reshape(values.shape)
-    return np.array(
-        [int(Fraction(float(v)) * (1 << bits)) for v in values.ravel()], dtype=object
-    ).reshape(values.shape)
+    return np.array([int(Fraction(float(v)) * (1 << bits)) for v in values.ravel()], dtype=object).reshape(
+        values.shape
+    )
 
 
 def _dyadic_network(qnet: QuantizedNetwork) -> tuple[_DyadicLayer, ...]:
@@ -110,5 +110,5 @@ def real_outputs(qnet: QuantizedNetwork, x: np.ndarray) -> list[Fraction]:
         values = layer.weights.dot(values) + layer.bias * (1 << shift)
         shift += layer.shift
         if layer.relu:
-            values = np.array([v if v > 0 else 0 for v in values], dtype=object)
+            values = np.array([max(0, v) for v in values], dtype=object)
     return [Fraction(int(v), 1 << shift) for v in values]

@@ -57,7 +57,9 @@ def unsupported_reason(query: NetworkQuery) -> str | None:
         return "netlevel: int8 requantization not supported"
     for index, layer in enumerate(qnet.layers, start=1):
         if not layer.is_dense:
-            return f"netlevel: layer {index} ({layer.source.describe()}): convolutions and pools not supported"
+            return (
+                f"netlevel: layer {index} ({layer.source.describe()}): convolutions and pools not supported"
+            )
         if layer.activation not in (Activation.RELU, Activation.IDENTITY):
             return f"netlevel: layer {index}: {layer.activation.value} activation tables not supported"
     return None

@@ -82,7 +82,9 @@ class NodeVerdict:
 
 
 class Search:
-    def __init__(self, query: NetworkQuery, options: EngineOptions, deadline: float, recorder: Recorder) -> None:
+    def __init__(
+        self, query: NetworkQuery, options: EngineOptions, deadline: float, recorder: Recorder
+    ) -> None:
         self.query = query
         self.options = options
         self.deadline = deadline
@@ -91,9 +93,7 @@ class Search:
         self.forms: list[AtomForm] = atom_forms(query)
         self.confirmer = Confirmer(query, self.model, self.forms)
         self.rng = np.random.default_rng(options.seed)
-        self.by_clause = [
-            [f for f in self.forms if f.clause == c] for c in range(len(query.unsafe.clauses))
-        ]
+        self.by_clause = [[f for f in self.forms if f.clause == c] for c in range(len(query.unsafe.clauses))]
         self.real = query.arithmetic is Arithmetic.REAL
         self.invariants = None if self.real else query.invariants
 
@@ -133,7 +133,11 @@ class Search:
                         if not forms or time.monotonic() > stop:
                             continue
                         found = gradient_attack(
-                            self.model, self.confirmer, region, forms, self.rng,
+                            self.model,
+                            self.confirmer,
+                            region,
+                            forms,
+                            self.rng,
                             min(stop, time.monotonic() + budget / 4),
                         )
                         if found is not None:
@@ -207,9 +211,7 @@ class Search:
         open_clauses = []
         for clause, forms in enumerate(self.by_clause):
             rows = [i for i, f in enumerate(self.forms) if f.clause == clause]
-            refuted = any(
-                lower[i] >= 0 if self.forms[i].strict else lower[i] > 0 for i in rows
-            )
+            refuted = any(lower[i] >= 0 if self.forms[i].strict else lower[i] > 0 for i in rows)
             if not refuted and len(rows) > 1:
                 refuted = combination_refutes(lam_input[rows], offset[rows], xl, xu)
             if not refuted:
@@ -225,10 +227,20 @@ class Search:
         found = self.confirmer.first(to_implementation(model, region, np.array(candidates)))
         if found is not None:
             return NodeVerdict(counterexample=found)
-        priority = max((-lower[a] if a is not None else np.inf) for _, a in open_clauses) if open_clauses else 0.0
-        open_relus = sum(int(((bounds.pre_lo[k] < 0) & (bounds.pre_hi[k] > 0)).sum())
-                         for k, layer in enumerate(model.layers) if layer.relu)
-        if open_clauses and not bounds.overflow_possible and open_relus <= LP_OPEN_RELUS and self.options.enabled("milp"):
+        priority = (
+            max((-lower[a] if a is not None else np.inf) for _, a in open_clauses) if open_clauses else 0.0
+        )
+        open_relus = sum(
+            int(((bounds.pre_lo[k] < 0) & (bounds.pre_hi[k] > 0)).sum())
+            for k, layer in enumerate(model.layers)
+            if layer.relu
+        )
+        if (
+            open_clauses
+            and not bounds.overflow_possible
+            and open_relus <= LP_OPEN_RELUS
+            and self.options.enabled("milp")
+        ):
             verdict = self.by_lp(node, bounds, xl, xu, open_clauses, region, open_relus)
             if verdict is not None:
                 return verdict
@@ -304,7 +316,12 @@ class Search:
             score = (weight + 1e-12) * (xu - xl)
             for dimension in np.argsort(-score):
                 halves = points.split_at_value(
-                    qnet, node.lo, node.hi, int(dimension), float((xl[dimension] + xu[dimension]) / 2), model.unit
+                    qnet,
+                    node.lo,
+                    node.hi,
+                    int(dimension),
+                    float((xl[dimension] + xu[dimension]) / 2),
+                    model.unit,
                 )
                 if halves is not None:
                     children = tuple(
@@ -359,7 +376,9 @@ def combination_refutes(lam: np.ndarray, offset: np.ndarray, xl: np.ndarray, xu:
     combined = (weights @ lam)[None, :]
     combined_offset = np.array([weights @ offset])
     # weights @ lam and weights @ offset are rounded: charge gamma_m of the magnitudes
-    margin = gamma(m + 2) * float(weights @ np.abs(offset) + (weights @ np.abs(lam)) @ np.maximum(np.abs(xl), np.abs(xu)))
+    margin = gamma(m + 2) * float(
+        weights @ np.abs(offset) + (weights @ np.abs(lam)) @ np.maximum(np.abs(xl), np.abs(xu))
+    )
     return float(linear_minimum(combined, combined_offset, xl, xu)[0]) - margin > 0
 
 
@@ -377,7 +396,9 @@ def decide(query: NetworkQuery, options: EngineOptions, deadline: float, recorde
     reason: unsupported network, timeout, a node nothing could close)."""
     reason = unsupported_reason(query)
     if reason is not None:
-        return EngineResult(EngineStatus.UNKNOWN, reason=reason, times_s=dict(recorder.times), counts=dict(recorder.counts))
+        return EngineResult(
+            EngineStatus.UNKNOWN, reason=reason, times_s=dict(recorder.times), counts=dict(recorder.counts)
+        )
     if not query.regions:
         return EngineResult(EngineStatus.SAFE, reason="empty input region", decided_by="netlevel")
     with recorder.timer("netlevel.setup"):
