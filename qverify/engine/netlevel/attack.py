@@ -165,52 +165,60 @@ def surrogate_forward(model: NetModel, x: np.ndarray) -> tuple[np.ndarray, list[
     return values, pres
 
 
-def clause_loss(model: NetModel, forms: list[AtomForm], x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """max over the clause's atoms of g (<= 0 means unsafe) and its gradient in x, per row."""
+def unsafe_loss(model: NetModel, forms: list[AtomForm], x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """min over clauses of (max over the clause's atoms of g) (<= 0 means unsafe), and its gradient
+    in x, per row: the clause closest to holding and, in it, the atom furthest from holding."""
     outputs, pres = surrogate_forward(model, x)
     matrix = np.stack([form.coefficients for form in forms])
     constants = np.array([form.constant for form in forms])
+    clauses = np.array([form.clause for form in forms])
     values = outputs @ matrix.T + constants
-    worst = np.argmax(values, axis=1)
-    grad = matrix[worst]
+    rows = np.arange(len(x))
+    best_value = np.full(len(x), np.inf)
+    best_atom = np.zeros(len(x), dtype=np.int64)
+    for clause in np.unique(clauses):
+        members = np.flatnonzero(clauses == clause)
+        worst = members[np.argmax(values[:, members], axis=1)]
+        better = values[rows, worst] < best_value
+        best_value = np.where(better, values[rows, worst], best_value)
+        best_atom = np.where(better, worst, best_atom)
+    grad = matrix[best_atom]
     for index in range(len(model.layers) - 1, -1, -1):
         layer = model.layers[index]
         if layer.relu:
             grad = grad * (pres[index] > 0)
         grad = grad @ layer.weights
-    return values[np.arange(len(x)), worst], grad
+    return best_value, grad
 
 
 def gradient_attack(
     model: NetModel,
     confirmer: Confirmer,
     region: InputRegion,
-    clause_forms: list[AtomForm],
+    forms: list[AtomForm],
     rng: np.random.Generator,
     deadline: float,
-    batch: int = 64,
-    steps: int = 40,
+    batch: int = 32,
+    steps: int = 30,
 ) -> Counterexample | None:
-    """Projected (sign-)gradient descent on the clause's margin from random starts, each round's
-    points rounded into the region and confirmed; stops at the deadline."""
+    """Projected (sign-)gradient descent on the unsafe margin from random starts (the centre first),
+    each round's points rounded into the region and confirmed; stops at the deadline."""
     xl, xu = model.input_reals(region.lo), model.input_reals(region.hi)
     width = xu - xl
-    rounds = 0
-    while time.monotonic() < deadline:
+    for round_index in range(64):
         x = xl + rng.random((batch, len(xl))) * width
-        if rounds == 0:
+        if round_index == 0:
             x[0] = (xl + xu) / 2
         step = width / 4
         for _ in range(steps):
-            _, grad = clause_loss(model, clause_forms, x)
+            if time.monotonic() > deadline:
+                break
+            _, grad = unsafe_loss(model, forms, x)
             x = np.clip(x - step * np.sign(grad), xl, xu)
             step = step * 0.85
         found = confirmer.first(to_implementation(model, region, x))
-        if found is not None:
+        if found is not None or time.monotonic() > deadline:
             return found
-        rounds += 1
-        if rounds >= 64:
-            break
     return None
 
 

@@ -127,23 +127,11 @@ class Search:
                     return found
             budget = min(ATTACK_SHARE * (self.deadline - time.monotonic()), ATTACK_SECONDS)
             stop = time.monotonic() + budget
-            for round_index in itertools.count():
-                for region in self.query.regions:
-                    for forms in self.by_clause:
-                        if not forms or time.monotonic() > stop:
-                            continue
-                        found = gradient_attack(
-                            self.model,
-                            self.confirmer,
-                            region,
-                            forms,
-                            self.rng,
-                            min(stop, time.monotonic() + budget / 4),
-                        )
-                        if found is not None:
-                            return found
-                if time.monotonic() > stop or round_index >= 3:
-                    return None
+            for region in self.query.regions:
+                if self.forms and time.monotonic() < stop:
+                    found = gradient_attack(self.model, self.confirmer, region, self.forms, self.rng, stop)
+                    if found is not None:
+                        return found
         return None
 
     def run(self) -> EngineResult:
