@@ -49,6 +49,7 @@ class Bounds:
     relaxations: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = dataclasses.field(
         default_factory=dict
     )
+    affine: dict[int, tuple[np.ndarray, np.ndarray]] = dataclasses.field(default_factory=dict)
 
     def relaxation(self, index: int, alpha: np.ndarray | None = None):
         """(a, s, t, max |z|) of layer `index`'s ReLUs (cached for the default lower slopes)."""
@@ -60,6 +61,33 @@ class Bounds:
             lo, hi = self.pre_lo[index], self.pre_hi[index]
             cached = (*relu_relaxation(lo, hi), np.maximum(np.abs(lo), np.abs(hi)))
             self.relaxations[index] = cached
+        return cached
+
+    def affine_terms(
+        self, model: NetModel, j: int, xl: np.ndarray, xu: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(center, charge) of layer j's statement z = W h + b + e for back-substitution:
+        lam . (b + e) >= lam . center - |lam| . (radius of e), and `charge` also covers the float64
+        rounding of center, of lam @ center and of lam @ W (gamma |lam| (|W| max|h|)), so that
+        lam . z >= (lam @ W) . h + lam . center - |lam| . charge holds for the stored floats."""
+        cached = self.affine.get(j)
+        if cached is None:
+            layer = model.layers[j]
+            err_lo, err_hi = self.err_lo[j], self.err_hi[j]
+            middle = (err_lo + err_hi) / 2
+            center = layer.bias + middle
+            h_lo, h_hi = self.post(model, j - 1) if j > 0 else (xl, xu)
+            h_max = np.maximum(np.abs(h_lo), np.abs(h_hi))
+            magnitude = (
+                np.abs(center)
+                + np.abs(layer.bias)
+                + np.maximum(np.abs(err_lo), np.abs(err_hi))
+                + layer.abs_weights @ h_max
+            )
+            charge = (err_hi - err_lo) / 2 * (1 + 4 * U64) + 4 * U64 * (np.abs(center) + np.abs(middle))
+            charge = (charge + gamma(layer.n_out + 3) * magnitude) * (1 + 1e-9) + TINY
+            cached = (center, charge)
+            self.affine[j] = cached
         return cached
 
     def post(self, model: NetModel, index: int) -> tuple[np.ndarray, np.ndarray]:
@@ -136,16 +164,9 @@ def backsubstitute(
             slack += gamma(int(free.sum()) + 2) * (np.abs(part) @ np.maximum(np.abs(lo), np.abs(hi))) + TINY
             lam = lam.copy()
             lam[:, free] = 0.0
-        positive, negative = np.maximum(lam, 0.0), np.minimum(lam, 0.0)
-        err_lo, err_hi = bounds.err_lo[j], bounds.err_hi[j]
-        const = const + lam @ layer.bias + positive @ err_lo + negative @ err_hi
-        magnitude = np.abs(layer.bias) + np.maximum(np.abs(err_lo), np.abs(err_hi))
-        if j > 0:
-            h_lo, h_hi = bounds.post(model, j - 1)
-        else:
-            h_lo, h_hi = xl, xu
-        h_max = np.maximum(np.abs(h_lo), np.abs(h_hi))
-        slack += gamma(layer.n_out + 3) * (np.abs(lam) @ (magnitude + layer.abs_weights @ h_max)) + TINY
+        center, charge = bounds.affine_terms(model, j, xl, xu)
+        const = const + lam @ center
+        slack += np.abs(lam) @ charge
         lam = lam @ layer.weights
         if j == 0:
             break
@@ -171,8 +192,7 @@ def _through_relu(model, bounds, j, lam, const, slack, alphas):
         return lam, const, slack
     a, s, t, z_max = bounds.relaxation(j, None if alphas is None else alphas.get(j))
     negative = np.minimum(lam, 0.0)  # upper relaxation where the coefficient is negative
-    const = const + negative @ t
-    slack -= gamma(len(t) + 2) * (negative @ t)
+    const = const + (negative @ t) * (1 + gamma(len(t) + 2))  # negative @ t <= 0: pushed down
     lam = np.maximum(lam, 0.0) * a + negative * s
     slack += 2 * U64 * (np.abs(lam) @ z_max) + TINY
     return lam, const, slack
@@ -236,6 +256,7 @@ def node_bounds(
             parent.err_hi[:start],
             parent.overflow_possible,
             {k: v for k, v in parent.relaxations.items() if k < start},
+            {k: v for k, v in parent.affine.items() if k < start},
         )
     else:
         start = 0
@@ -296,3 +317,74 @@ def node_bounds(
     # under `--overflow detect` a possible overflow is itself a possible violation
     bounds.overflow_possible = model.detect and any(free.any() for free in bounds.free)
     return bounds
+
+
+def optimised_bound(
+    model: NetModel,
+    bounds: Bounds,
+    coefficients: np.ndarray,
+    xl: np.ndarray,
+    xu: np.ndarray,
+    steps: int,
+    start: LinearBound | None = None,
+) -> LinearBound:
+    """alpha-CROWN on the output rows: the lower ReLU slopes of every hidden layer, one set per
+    row, improved by projected sign-gradient ascent on the row's bound. The gradient is that of the
+    bound with the relaxation choices held (d bound / d alpha = coefficient x the relaxed network's
+    value of the neuron at the minimising input vertex); it only steers the search: every bound
+    returned is a back-substitution result, sound for any slopes in [0, 1]. Per row, the best bound
+    seen wins."""
+    last = len(model.layers) - 1
+    rows = np.atleast_2d(coefficients).shape[0]
+    hidden = [k for k in range(last) if model.layers[k].relu and bounds.unstable(model, k).any()]
+    best = start or backsubstitute(model, bounds, coefficients, last, True, xl, xu, keep=True)
+    if not hidden or steps <= 0:
+        return best
+    alphas = {}
+    for k in hidden:
+        lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
+        alphas[k] = np.tile(np.where(hi >= -lo, 1.0, 0.0), (rows, 1))
+    current = best
+    step_size = 0.5
+    for _ in range(steps):
+        gradients = _alpha_gradients(model, bounds, current, alphas, xl, xu, hidden)
+        for k in hidden:
+            alphas[k] = np.clip(alphas[k] + step_size * np.sign(gradients[k]), 0.0, 1.0)
+        step_size *= 0.7
+        current = backsubstitute(model, bounds, coefficients, last, True, xl, xu, alphas, keep=True)
+        better = current.lower > best.lower
+        if better.any():
+            best = LinearBound(
+                np.where(better, current.lower, best.lower),
+                np.where(better[:, None], current.lam_input, best.lam_input),
+                {k: np.where(better[:, None], current.lam_post[k], best.lam_post[k]) for k in best.lam_post},
+                np.where(better, current.offset, best.offset),
+            )
+    return best
+
+
+def _alpha_gradients(model, bounds, linear: LinearBound, alphas, xl, xu, hidden):
+    """d (row bound) / d alpha per hidden layer, with the relaxation choices of `linear` held."""
+    x = np.where(linear.lam_input > 0, xl[None, :], xu[None, :])
+    values = x
+    gradients = {}
+    for k in range(len(model.layers) - 1):
+        layer = model.layers[k]
+        z = values @ layer.weights.T + layer.bias
+        if not layer.relu:
+            values = z
+            continue
+        lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
+        lam = linear.lam_post.get(k)
+        if lam is None:
+            values = np.maximum(z, 0.0)
+            continue
+        unstable = (lo < 0) & (hi > 0)
+        alpha = alphas.get(k)
+        a, s, t = relu_relaxation(lo, hi, alpha)
+        lower_used = lam >= 0
+        relaxed = np.where(lower_used, a * z, s * z + t)
+        values = np.where(unstable, relaxed, np.where(lo >= 0, z, 0.0))
+        if k in alphas:
+            gradients[k] = np.where(unstable & lower_used, lam * z, 0.0)
+    return gradients
