@@ -388,3 +388,31 @@ def _alpha_gradients(model, bounds, linear: LinearBound, alphas, xl, xu, hidden)
         if k in alphas:
             gradients[k] = np.where(unstable & lower_used, lam * z, 0.0)
     return gradients
+
+
+def with_phase(model: NetModel, bounds: Bounds, layer: int, neuron: int, phase: int) -> Bounds | None:
+    """The parent's bounds with one ReLU's phase fixed (active: z >= 0, one word for fixed point;
+    inactive: z <= 0), every other layer's bounds kept (beta-CROWN style: a child re-bounds only its
+    outputs, not the intermediate layers; the parent's bounds hold on the child's subset). None
+    when the phase contradicts the bounds."""
+    lo, hi = bounds.pre_lo[layer].copy(), bounds.pre_hi[layer].copy()
+    if phase > 0:
+        lo[neuron] = max(lo[neuron], model.unit if model.is_fixed and not model.real else 0.0)
+    else:
+        hi[neuron] = min(hi[neuron], 0.0)
+    if lo[neuron] > hi[neuron]:
+        return None
+    pre_lo, pre_hi = list(bounds.pre_lo), list(bounds.pre_hi)
+    pre_lo[layer], pre_hi[layer] = lo, hi
+    relaxations = {k: v for k, v in bounds.relaxations.items() if k != layer}
+    # the next layer's charge used max|h| of this layer, which can only have shrunk: still sound
+    return Bounds(
+        pre_lo,
+        pre_hi,
+        bounds.free,
+        bounds.err_lo,
+        bounds.err_hi,
+        bounds.overflow_possible,
+        relaxations,
+        dict(bounds.affine),
+    )

@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from qverify.engine.netlevel import points
 from qverify.engine.netlevel.attack import (
@@ -49,6 +50,7 @@ from qverify.engine.netlevel.bounds import (
     linear_minimum,
     node_bounds,
     optimised_bound,
+    with_phase,
 )
 from qverify.engine.netlevel.lp import solve_node
 from qverify.engine.netlevel.model import U64, NetModel, build_model, gamma, unsupported_reason
@@ -77,6 +79,7 @@ class Node:
     parent: Bounds | None
     start: int
     depth: int
+    split: tuple[int, int, int] | None = None  # (layer, neuron, phase) of a ReLU split child
 
 
 @dataclass(slots=True)
@@ -202,9 +205,12 @@ class Search:
         xl, xu = model.input_reals(node.lo), model.input_reals(node.hi)
         with self.rec.timer("netlevel.bounds"):
             region_words = (node.lo, node.hi) if model.is_fixed else None
-            bounds = node_bounds(
-                model, xl, xu, node.phases, node.parent, node.start, self.invariants, region_words
-            )
+            if node.split is not None and node.parent is not None:
+                bounds = with_phase(model, node.parent, *node.split)
+            else:
+                bounds = node_bounds(
+                    model, xl, xu, node.phases, node.parent, node.start, self.invariants, region_words
+                )
             if bounds is None:
                 return NodeVerdict(closed=True)
             lower, lam_input, lam_post, offset = self.atom_bounds(bounds, xl, xu)
@@ -358,7 +364,9 @@ class Search:
         for phase in (1, -1):
             phases = [p.copy() if i == k else p for i, p in enumerate(node.phases)]
             phases[k][j] = phase
-            children.append(Node(node.region, node.lo, node.hi, phases, bounds, k, node.depth + 1))
+            children.append(
+                Node(node.region, node.lo, node.hi, phases, bounds, k, node.depth + 1, (k, j, phase))
+            )
         return NodeVerdict(children=tuple(children), priority=priority)
 
 
@@ -409,6 +417,9 @@ def decide(query: NetworkQuery, options: EngineOptions, deadline: float, recorde
         )
     if not query.regions:
         return EngineResult(EngineStatus.SAFE, reason="empty input region", decided_by="netlevel")
-    with recorder.timer("netlevel.setup"):
-        search = Search(query, options, deadline, recorder)
-    return search.run()
+    # the products are small (ACAS Xu: 50 x 50; a 784-input network: a few rows by 256) and the
+    # machine is shared: BLAS threads spinning on two cores made them up to 10x slower (measured)
+    with threadpool_limits(limits=1, user_api="blas"):
+        with recorder.timer("netlevel.setup"):
+            search = Search(query, options, deadline, recorder)
+        return search.run()
