@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Benchmark the network-level strategy (`qverify.engine.netlevel.decide`) on NetworkQuery objects
+built in process (a benchmark, not a test: no C, no harness; what the engine would decide once the
+array front end has lifted the harness).
+
+Suites
+  acasxu    ACAS Xu φ1–φ4 (benchmarks/acasxu-phi1-4/instances.csv, 180 instances) at <16,16>
+            (implementation arithmetic) and in REAL arithmetic (float32 constants read as reals).
+  digits784 L-inf robustness on a 784-256x6-10 ReLU network: benchmarks/digits784/ (instances.csv
+            with an ONNX network and VNN-LIB files) when present, else a random network of that
+            shape with 30 instances around random images (eps 0.005..0.03), stated as such.
+
+One line per instance (status, seconds, nodes), then per mode: decided count, SAFE/UNSAFE counts,
+median and total seconds of all instances (timeouts count their full time).
+
+Usage:
+  python benchmarks/bench_netlevel.py acasxu [--modes fixed,real] [--props 1,2,3,4]
+         [--networks 1_1,2_3|all] [--timeout 116] [--limit N]
+  python benchmarks/bench_netlevel.py digits784 [--modes fixed,real] [--timeout 120] [--limit N]
+         [--folder benchmarks/digits784]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import itertools
+
+from qverify.engine.netlevel import decide
+from qverify.engine.netquery import Arithmetic, NetworkQuery, query_for
+from qverify.engine.result import EngineOptions
+from qverify.engine.strategy import Recorder
+from qverify.io import load_network
+from qverify.network import Activation, Dense, Network
+from qverify.properties import read_vnnlib, robustness
+from qverify.quant import FixedFormat, FloatFormat, FloatKind, ImplementationOptions, quantize_network
+
+MODES = {
+    "fixed": (ImplementationOptions(FixedFormat(16, 16)), Arithmetic.IMPLEMENTATION),
+    "real": (ImplementationOptions(FloatFormat(FloatKind.FLOAT)), Arithmetic.REAL),
+}
+
+
+@dataclass(frozen=True)
+class Instance:
+    name: str
+    network: Path | Network
+    prop: object  # a Path to a VNN-LIB file, or a Property
+
+
+@dataclass(frozen=True)
+class Outcome:
+    name: str
+    mode: str
+    status: str
+    seconds: float
+    nodes: int
+    reason: str
+
+
+def acas_instances(props: set[str], networks: set[str] | None) -> list[Instance]:
+    folder = ROOT / "benchmarks" / "acasxu-phi1-4"
+    instances = []
+    with open(folder / "instances.csv") as handle:
+        for row in csv.reader(handle):
+            onnx, vnnlib = folder / row[0], folder / row[1]
+            net_id = onnx.stem.removeprefix("ACASXU_run2a_").removesuffix("_batch_2000")
+            prop_id = vnnlib.stem.removeprefix("prop_")
+            if prop_id in props and (networks is None or net_id in networks):
+                instances.append(Instance(f"{net_id} φ{prop_id}", onnx, vnnlib))
+    return instances
+
+
+def random_784(seed: int = 0) -> Network:
+    """A random 784-256x6-10 ReLU network (He-scaled weights): the shape of the issue's network."""
+    rng = np.random.default_rng(seed)
+    sizes = (784, 256, 256, 256, 256, 256, 256, 10)
+    layers = []
+    for index, (n_in, n_out) in enumerate(itertools.pairwise(sizes)):
+        activation = Activation.RELU if index < len(sizes) - 2 else Activation.IDENTITY
+        layers.append(
+            Dense(rng.normal(0, np.sqrt(2 / n_in), (n_out, n_in)), rng.normal(0, 0.01, n_out), activation)
+        )
+    return Network(tuple(layers), name="random-784-256x6-10")
+
+
+def digits_instances(folder: Path) -> tuple[list[Instance], str]:
+    listing = folder / "instances.csv"
+    if listing.exists():
+        instances = []
+        with open(listing) as handle:
+            for row in csv.reader(handle):
+                if (folder / row[0]).exists() and (folder / row[1]).exists():
+                    instances.append(Instance(Path(row[1]).stem, folder / row[0], folder / row[1]))
+        return instances, f"{folder} ({len(instances)} instances with their files)"
+    net = random_784()
+    rng = np.random.default_rng(1)
+    from qverify.network import evaluate
+
+    instances = []
+    for image in range(10):
+        center = rng.uniform(0, 1, 784)
+        label = int(np.argmax(evaluate(net, center[None])[0]))
+        for eps in ("0.005", "0.01", "0.03"):
+            prop = robustness(center.tolist(), eps, label, 10, domain=([0] * 784, [1] * 784))
+            instances.append(Instance(f"img{image:02d}-eps{eps}", net, prop))
+    return instances, "a random 784-256x6-10 ReLU network (benchmarks/digits784 absent), 30 instances"
+
+
+_NETWORKS: dict[str, Network] = {}
+
+
+def build_query(instance: Instance, mode: str) -> NetworkQuery:
+    options, arithmetic = MODES[mode]
+    net = instance.network
+    if isinstance(net, Path):
+        net = _NETWORKS.setdefault(str(net), load_network(net))
+    prop = read_vnnlib(instance.prop) if isinstance(instance.prop, Path) else instance.prop
+    return query_for(quantize_network(net, options), prop, arithmetic)
+
+
+def run(instance: Instance, mode: str, timeout: float) -> Outcome:
+    start = time.monotonic()
+    query = build_query(instance, mode)
+    recorder = Recorder()
+    result = decide(query, EngineOptions(timeout_s=timeout), start + timeout, recorder)
+    seconds = time.monotonic() - start
+    return Outcome(
+        instance.name,
+        mode,
+        result.status.value,
+        seconds,
+        result.counts.get("netlevel.nodes", 0),
+        result.reason,
+    )
+
+
+def summarise(outcomes: list[Outcome]) -> None:
+    for mode in sorted({o.mode for o in outcomes}):
+        mine = [o for o in outcomes if o.mode == mode]
+        decided = [o for o in mine if o.status in ("SAFE", "UNSAFE")]
+        times = [o.seconds for o in mine]
+        safe = sum(o.status == "SAFE" for o in mine)
+        print(
+            f"{mode:6s} decided {len(decided)}/{len(mine)} (SAFE {safe}, UNSAFE {len(decided) - safe}); "
+            f"median {statistics.median(times):.2f} s, total {sum(times):.1f} s, "
+            f"median of decided {statistics.median([o.seconds for o in decided]) if decided else float('nan'):.2f} s"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("suite", choices=("acasxu", "digits784"))
+    parser.add_argument("--modes", default="fixed,real")
+    parser.add_argument("--props", default="1,2,3,4")
+    parser.add_argument("--networks", default="all")
+    parser.add_argument("--timeout", type=float, default=None)
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--folder", type=Path, default=ROOT / "benchmarks" / "digits784")
+    args = parser.parse_args()
+    modes = args.modes.split(",")
+    if args.suite == "acasxu":
+        networks = None if args.networks == "all" else set(args.networks.split(","))
+        instances = acas_instances(set(args.props.split(",")), networks)
+        timeout = args.timeout or 116.0
+        print(f"ACAS Xu φ1–φ4: {len(instances)} instances, timeout {timeout:.0f} s")
+    else:
+        instances, described = digits_instances(args.folder)
+        timeout = args.timeout or 120.0
+        print(f"digits784: {described}, timeout {timeout:.0f} s")
+    instances = instances[: args.limit] if args.limit else instances
+    outcomes = []
+    for mode in modes:
+        for instance in tqdm(instances, desc=mode, leave=False):
+            outcome = run(instance, mode, timeout)
+            outcomes.append(outcome)
+            tqdm.write(
+                f"{mode:6s} {outcome.name:24s} {outcome.status:8s} {outcome.seconds:7.2f} s "
+                f"{outcome.nodes:6d} nodes {outcome.reason}"
+            )
+    summarise(outcomes)
+
+
+if __name__ == "__main__":
+    main()

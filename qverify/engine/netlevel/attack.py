@@ -1,0 +1,240 @@
+"""Counterexample search at network scale, and the one exact confirmation every UNSAFE goes through.
+
+Points are found in float64 on the real-valued surrogate of the network (batch evaluation of
+corners and random points, then projected gradient descent with analytic gradients through the
+dense layers and ReLUs), rounded to implementation inputs (words, or values of the input type)
+inside the region, screened on the exact simulator's outputs (or the surrogate in REAL arithmetic)
+with a tolerance, and only then confirmed by `NetworkQuery.violation` (exact: `simulate` and
+rational arithmetic on its outputs, or `exact.real_outputs`). A float tolerance only decides which
+points are worth the exact check, never a verdict.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from qverify.engine.netlevel.model import U64, NetModel
+from qverify.engine.netquery import NO_VIOLATION, OVERFLOW_ASSERTION, InputRegion, NetworkQuery
+from qverify.properties import Relation
+from qverify.quant import simulate
+
+EXACT_CHECKS = 64  # candidates confirmed exactly per batch, at most
+
+
+@dataclass(frozen=True, slots=True)
+class AtomForm:
+    """An atom as a margin g: the atom holds iff g <= 0 (g < 0 when strict); g = coefficients . Y +
+    constant, in float64 (the exact Fractions rounded: `rounding` bounds the error relative to
+    sum |coefficient| |Y| + |constant|)."""
+
+    clause: int
+    coefficients: np.ndarray  # (n_outputs,)
+    constant: float
+    strict: bool
+
+
+def atom_forms(query: NetworkQuery) -> list[AtomForm]:
+    forms = []
+    n_out = query.qnet.n_outputs
+    for index, clause in enumerate(query.unsafe.clauses):
+        for atom in clause.atoms:
+            sign = 1.0 if atom.relation in (Relation.LE, Relation.LT) else -1.0
+            coefficients = np.zeros(n_out)
+            for output, value in atom.terms:
+                coefficients[output] += sign * float(value)
+            strict = atom.relation in (Relation.LT, Relation.GT)
+            forms.append(AtomForm(index, coefficients, sign * float(atom.constant), strict))
+    return forms
+
+
+@dataclass(frozen=True, slots=True)
+class Counterexample:
+    point: np.ndarray  # implementation inputs
+    violated: int  # clause index or OVERFLOW_ASSERTION
+
+
+class Confirmer:
+    """Screens batches of implementation inputs and confirms the promising ones exactly."""
+
+    def __init__(self, query: NetworkQuery, model: NetModel, forms: list[AtomForm]) -> None:
+        self.query = query
+        self.model = model
+        self.forms = forms
+        self.n_clauses = len(query.unsafe.clauses)
+        self.checked = 0
+
+    def outputs(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Real outputs (float64) of a batch and the rows already known to violate (detect)."""
+        if self.model.real:
+            return surrogate_forward(self.model, self.model.input_reals(points))[0], np.zeros(
+                len(points), bool
+            )
+        run = simulate(self.model.qnet, points)
+        outputs = run.outputs.astype(np.float64)
+        if self.model.is_fixed:
+            outputs = outputs * self.model.unit
+        return outputs, np.asarray(run.detected, dtype=bool)
+
+    def screen(self, points: np.ndarray) -> np.ndarray:
+        """Rows that may violate a clause: every atom within tolerance of holding."""
+        outputs, detected = self.outputs(points)
+        maybe = np.zeros(len(points), dtype=bool)
+        by_clause: dict[int, np.ndarray] = {}
+        for form in self.forms:
+            value = outputs @ form.coefficients + form.constant
+            magnitude = np.abs(outputs) @ np.abs(form.coefficients) + abs(form.constant)
+            tolerance = (64 * U64 + (1e-9 if self.model.real else 0.0)) * magnitude + 1e-300
+            holds = value <= tolerance
+            by_clause[form.clause] = by_clause.get(form.clause, np.ones(len(points), bool)) & holds
+        for clause in range(self.n_clauses):
+            maybe |= by_clause.get(clause, np.ones(len(points), bool))  # no atoms: always unsafe
+        return maybe | detected
+
+    def promising(self, points: np.ndarray, keep: int = 16) -> np.ndarray:
+        """The rows worth a run of the simulator (which costs milliseconds a batch at ACAS Xu size):
+        the `keep` lowest clause margins on the float64 surrogate, among those within a generous
+        tolerance (rounding moves outputs by far less than 1e-3 of their scale at usable formats).
+        For the attack only: exhaustive checks screen every row on the simulator itself."""
+        outputs, _ = surrogate_forward(self.model, self.model.input_reals(points))
+        scale = 1.0 + np.abs(outputs).max(axis=1)
+        best = np.full(len(points), np.inf)
+        for clause in range(self.n_clauses):
+            forms = [form for form in self.forms if form.clause == clause]
+            margin = np.full(len(points), -np.inf)
+            for form in forms:
+                margin = np.maximum(margin, outputs @ form.coefficients + form.constant)
+            best = np.minimum(best, margin)
+        rows = np.flatnonzero(best <= 1e-3 * scale + 4 * self.model.unit)
+        return rows[np.argsort(best[rows])][:keep]
+
+    def first(self, points: np.ndarray) -> Counterexample | None:
+        """The first exactly confirmed violation among the rows of `points`, if any."""
+        if len(points) == 0:
+            return None
+        if not self.model.real and not self.model.detect:
+            points = points[self.promising(points)]
+            if len(points) == 0:
+                return None
+        rows = np.flatnonzero(self.screen(points))
+        for row in rows[:EXACT_CHECKS]:
+            self.checked += 1
+            violated = self.query.violation(points[row])
+            if violated != NO_VIOLATION and self.respects_invariants(points[row]):
+                return Counterexample(points[row].copy(), violated)
+        return None
+
+    def respects_invariants(self, point: np.ndarray) -> bool:
+        """The harness assumes its invariants: an execution outside them is no counterexample."""
+        invariants = self.query.invariants
+        if invariants is None:
+            return True
+        run = simulate(self.model.qnet, point[None, :], trace=True)
+        if run.detect_mode and bool(run.detected[0]):
+            return True  # the overflow assertion fails before the invariants are read
+        for bounds, trace in zip(invariants, run.layers):
+            for values, lo, hi in (
+                (trace.pre[0], bounds.pre_lo, bounds.pre_hi),
+                (trace.post[0], bounds.post_lo, bounds.post_hi),
+            ):
+                if np.any(values < lo) or np.any(values > hi):
+                    return False
+        return True
+
+
+def to_implementation(model: NetModel, region: InputRegion, reals: np.ndarray) -> np.ndarray:
+    """Real points (batch) to the nearest implementation inputs inside the region."""
+    if model.is_fixed:
+        words = np.rint(reals / model.unit)
+        return np.clip(words, region.lo, region.hi).astype(np.int64)
+    dtype = model.qnet.number.dtype  # type: ignore[union-attr]
+    values = np.clip(reals, region.lo, region.hi).astype(dtype).astype(np.float64)
+    return np.clip(values, region.lo, region.hi)
+
+
+def surrogate_forward(model: NetModel, x: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The real-valued network in float64 on a batch; also every layer's pre-activation values."""
+    values = np.atleast_2d(x)
+    pres = []
+    for layer in model.layers:
+        pre = values @ layer.weights.T + layer.bias
+        pres.append(pre)
+        values = np.maximum(pre, 0.0) if layer.relu else pre
+    return values, pres
+
+
+def unsafe_loss(model: NetModel, forms: list[AtomForm], x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """min over clauses of (max over the clause's atoms of g) (<= 0 means unsafe), and its gradient
+    in x, per row: the clause closest to holding and, in it, the atom furthest from holding."""
+    outputs, pres = surrogate_forward(model, x)
+    matrix = np.stack([form.coefficients for form in forms])
+    constants = np.array([form.constant for form in forms])
+    clauses = np.array([form.clause for form in forms])
+    values = outputs @ matrix.T + constants
+    rows = np.arange(len(x))
+    best_value = np.full(len(x), np.inf)
+    best_atom = np.zeros(len(x), dtype=np.int64)
+    for clause in np.unique(clauses):
+        members = np.flatnonzero(clauses == clause)
+        worst = members[np.argmax(values[:, members], axis=1)]
+        better = values[rows, worst] < best_value
+        best_value = np.where(better, values[rows, worst], best_value)
+        best_atom = np.where(better, worst, best_atom)
+    grad = matrix[best_atom]
+    for index in range(len(model.layers) - 1, -1, -1):
+        layer = model.layers[index]
+        if layer.relu:
+            grad = grad * (pres[index] > 0)
+        grad = grad @ layer.weights
+    return best_value, grad
+
+
+def gradient_attack(
+    model: NetModel,
+    confirmer: Confirmer,
+    region: InputRegion,
+    forms: list[AtomForm],
+    rng: np.random.Generator,
+    deadline: float,
+    batch: int = 32,
+    steps: int = 30,
+) -> Counterexample | None:
+    """Projected (sign-)gradient descent on the unsafe margin from random starts (the centre first),
+    each round's points rounded into the region and confirmed; stops at the deadline."""
+    xl, xu = model.input_reals(region.lo), model.input_reals(region.hi)
+    width = xu - xl
+    for round_index in range(64):
+        x = xl + rng.random((batch, len(xl))) * width
+        if round_index == 0:
+            x[0] = (xl + xu) / 2
+        step = width / 4
+        for _ in range(steps):
+            if time.monotonic() > deadline:
+                break
+            _, grad = unsafe_loss(model, forms, x)
+            x = np.clip(x - step * np.sign(grad), xl, xu)
+            step = step * 0.85
+        found = confirmer.first(to_implementation(model, region, x))
+        if found is not None or time.monotonic() > deadline:
+            return found
+    return None
+
+
+def sample_attack(
+    model: NetModel, confirmer: Confirmer, region: InputRegion, rng: np.random.Generator, samples: int
+) -> Counterexample | None:
+    """Box corners (low dimensions), the centre and uniform random points, screened in one batch."""
+    n = region.dimension
+    xl, xu = model.input_reals(region.lo), model.input_reals(region.hi)
+    points = [(xl + xu) / 2]
+    if n <= 10:
+        corners = np.array(np.meshgrid(*[[0.0, 1.0]] * n, indexing="ij")).reshape(n, -1).T
+        points.extend(xl + corners * (xu - xl))
+    points = np.vstack([np.array(points), xl + rng.random((samples, n)) * (xu - xl)])
+    return confirmer.first(to_implementation(model, region, points))
+
+
+def overflow_or_clause(violated: int) -> str:
+    return "fixed-point overflow" if violated == OVERFLOW_ASSERTION else f"clause {violated}"

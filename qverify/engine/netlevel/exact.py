@@ -1,0 +1,114 @@
+"""Exact rational evaluation of a network with the C's constants read as reals (`--semantics real`).
+
+Every constant of a fixed-point or float implementation is dyadic (words * 2^-l, or a float value
+m * 2^e), and so is every input the harness accepts. The real network's outputs are then dyadic too
+(affine maps and ReLU keep the denominator a power of two), so the evaluation runs on Python
+integers scaled by a common power of two: a layer is one object-array matrix-vector product of
+integers, exact and fast (ACAS Xu: ~2 ms a point, against ~0.1 s with `Fraction` per operation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from qverify.errors import UnsupportedError
+from qverify.network import Activation
+from qverify.quant import QuantizedNetwork
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _DyadicLayer:
+    """weights = numerators / 2^shift, bias = numerators / 2^shift (Python ints in object arrays)."""
+
+    weights: np.ndarray
+    bias: np.ndarray
+    shift: int
+    relu: bool
+
+
+def _dyadic_bits(values: np.ndarray) -> int:
+    """The smallest R >= 0 with every value * 2^R an integer (values are words or finite floats)."""
+    if values.size == 0 or np.issubdtype(values.dtype, np.integer):
+        return 0
+    values = values.astype(np.float64)
+    nonzero = values[values != 0]
+    if nonzero.size == 0:
+        return 0
+    mantissa, exponent = np.frexp(nonzero)  # value = mantissa * 2^exponent, 0.5 <= |mantissa| < 1
+    # mantissa * 2^53 is an integer; strip its trailing zeros to find the value's last bit
+    integers = (mantissa * 2.0**53).astype(np.int64)
+    trailing = np.array([(int(v) & -int(v)).bit_length() - 1 for v in np.abs(integers)])
+    return max(0, int(np.max(53 - exponent - trailing)))
+
+
+def _numerators(values: np.ndarray, bits: int, words_scale: int) -> np.ndarray:
+    """values * 2^bits as Python ints; integer words are first divided by `words_scale` (2^l)."""
+    if np.issubdtype(values.dtype, np.integer):
+        shift = bits - (words_scale.bit_length() - 1)
+        return np.array([int(v) << shift for v in values.ravel()], dtype=object).reshape(values.shape)
+    return np.array([int(Fraction(float(v)) * (1 << bits)) for v in values.ravel()], dtype=object).reshape(
+        values.shape
+    )
+
+
+def _dyadic_network(qnet: QuantizedNetwork) -> tuple[_DyadicLayer, ...]:
+    if qnet.is_int8:
+        raise UnsupportedError("exact real outputs: int8 networks have no real reading of their constants")
+    scale = qnet.number.scale if qnet.is_fixed else 1  # type: ignore[union-attr]
+    layers = []
+    for layer in qnet.layers:
+        if not layer.is_dense or layer.activation not in (Activation.RELU, Activation.IDENTITY):
+            raise UnsupportedError(
+                f"exact real outputs: {layer.source.describe()} with {layer.activation.value} is not supported"
+            )
+        weights, bias = np.asarray(layer.weights), np.asarray(layer.bias)
+        if qnet.is_fixed:
+            bits = scale.bit_length() - 1
+        else:
+            bits = max(_dyadic_bits(weights), _dyadic_bits(bias))
+        layers.append(
+            _DyadicLayer(
+                _numerators(weights, bits, scale),
+                _numerators(bias, bits, scale),
+                bits,
+                layer.activation is Activation.RELU,
+            )
+        )
+    return tuple(layers)
+
+
+_CACHE: dict[int, tuple[QuantizedNetwork, tuple[_DyadicLayer, ...]]] = {}
+
+
+def _cached(qnet: QuantizedNetwork) -> tuple[_DyadicLayer, ...]:
+    entry = _CACHE.get(id(qnet))
+    if entry is None or entry[0] is not qnet:
+        if len(_CACHE) >= 8:
+            _CACHE.clear()
+        entry = (qnet, _dyadic_network(qnet))
+        _CACHE[id(qnet)] = entry
+    return entry[1]
+
+
+def real_outputs(qnet: QuantizedNetwork, x: np.ndarray) -> list[Fraction]:
+    """The exact outputs of the real network whose constants are the implementation's (words * 2^-l
+    for fixed point, the float values for IEEE formats) on the implementation input x (words or
+    float values), as normalised reals: what `--semantics real` means by the C's outputs."""
+    layers = _cached(qnet)
+    x = np.asarray(x)
+    if qnet.is_fixed:
+        shift = qnet.number.frac_bits  # type: ignore[union-attr]
+        values = np.array([int(v) for v in x], dtype=object)
+    else:
+        shift = _dyadic_bits(x.astype(np.float64))
+        values = _numerators(x.astype(np.float64), shift, 1)
+    for layer in layers:
+        # z = (W / 2^s) (h / 2^shift) + b / 2^s  =  (W h + b 2^shift) / 2^(s + shift)
+        values = layer.weights.dot(values) + layer.bias * (1 << shift)
+        shift += layer.shift
+        if layer.relu:
+            values = np.array([max(0, v) for v in values], dtype=object)
+    return [Fraction(int(v), 1 << shift) for v in values]

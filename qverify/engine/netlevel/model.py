@@ -1,0 +1,187 @@
+"""The network of a `NetworkQuery` as real-valued dense layers plus what the arithmetic adds to them.
+
+Every analysis of the network-level strategy reads the implemented network through one statement
+per neuron, in normalised real units (words * 2^-l, the float values):
+
+    z = W h + b + e,    e in [err_lo, err_hi],    h = relu(z) or z
+
+with W, b the implementation's constants read as reals (exact in float64: fixed-point words below
+2^32 and float/double/half values are all float64 numbers) and e the rounding of the C:
+
+- REAL arithmetic: e = 0.
+- fixed point (`qverify.invariants.symbolic`'s statement): when no partial sum of the neuron can
+  leave the word range in the region, the C computes acc = b + sum R(w_i h_i) with exact additions,
+  so e in n * [d_lo, d_hi] * 2^-l, n the neuron's non-zero weights (a zero weight's product is an
+  exact 0), [d_lo, d_hi] one rounding's error in words: [-1/2, 1/2] nearest, [-(1 - 2^-l), 0]
+  floor; wide accumulation rounds once: [d_lo, d_hi] * 2^-l. A neuron whose sums may leave the
+  range has no such relation: it is a free value in its interval (`free`), and under
+  `--overflow detect` an execution that overflows is itself a violation.
+- IEEE float (any order of additions): |e| <= gamma_(n+1) (|b| + sum |w_i| max|h_i|) + 2 n eta,
+  gamma_k = k u / (1 - k u), u the unit roundoff, eta half the smallest subnormal, provided nothing
+  overflows (checked on the magnitude bound).
+
+What is not a dense ReLU/identity network in fixed point, float, double or half is refused with a
+reason (`unsupported_reason`) so that the caller falls back to the scalar path: int8 (the
+requantization table), convolutions and pools, sigmoid/tanh tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from qverify.engine.netquery import Arithmetic, NetworkQuery
+from qverify.network import Activation
+from qverify.quant import FixedFormat, FloatFormat, Overflow, QuantizedNetwork, Rounding
+
+U64 = 2.0**-53  # float64 unit roundoff: every bound computation below is charged with it
+TINY = 1e-290  # covers underflow in the float64 bound computations (far below every real margin)
+
+_UNIT_ROUNDOFF = {np.float16: 2.0**-11, np.float32: 2.0**-24, np.float64: 2.0**-53}
+_ETA = {np.float16: 2.0**-25, np.float32: 2.0**-150, np.float64: 2.0**-1075}
+
+
+def gamma(n: int, unit: float = U64) -> float:
+    """gamma_n = n u / (1 - n u): the relative error bound of an n-term float dot product."""
+    nu = n * unit
+    if nu >= 0.5:
+        return float("inf")
+    return nu / (1.0 - nu) * (1.0 + 1e-12)
+
+
+def unsupported_reason(query: NetworkQuery) -> str | None:
+    """Why the network-level strategy cannot decide this query (None when it can)."""
+    qnet = query.qnet
+    if qnet.is_int8:
+        return "netlevel: int8 requantization not supported"
+    for index, layer in enumerate(qnet.layers, start=1):
+        if not layer.is_dense:
+            return (
+                f"netlevel: layer {index} ({layer.source.describe()}): convolutions and pools not supported"
+            )
+        if layer.activation not in (Activation.RELU, Activation.IDENTITY):
+            return f"netlevel: layer {index}: {layer.activation.value} activation tables not supported"
+    return None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class DenseLayer:
+    """One layer read as reals: weights (n_out, n_in), bias, ReLU or identity, non-zero weights."""
+
+    weights: np.ndarray
+    abs_weights: np.ndarray
+    bias: np.ndarray
+    relu: bool
+    nonzero: np.ndarray  # int per neuron
+
+    @property
+    def n_out(self) -> int:
+        return int(self.weights.shape[0])
+
+    @property
+    def n_in(self) -> int:
+        return int(self.weights.shape[1])
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class NetModel:
+    """The layers and the arithmetic's error model (see the module docstring)."""
+
+    qnet: QuantizedNetwork
+    layers: tuple[DenseLayer, ...]
+    real: bool
+    unit: float  # fixed point: the real value of one word (2^-l); 0 otherwise
+    round_lo: float  # fixed point: one rounding's error in real units
+    round_hi: float
+    wide: bool
+    word_max: float  # fixed point: the largest magnitude a partial sum may reach without overflow
+    detect: bool
+    float_u: float  # IEEE: unit roundoff and eta of the C type
+    float_eta: float
+    float_max: float
+
+    @property
+    def is_fixed(self) -> bool:
+        return self.unit > 0
+
+    @property
+    def n_inputs(self) -> int:
+        return self.layers[0].n_in
+
+    def input_reals(self, x: np.ndarray) -> np.ndarray:
+        """Implementation inputs (words or float values) as normalised reals (exact in float64)."""
+        if self.is_fixed:
+            return np.asarray(x, dtype=np.float64) * self.unit
+        return np.asarray(x, dtype=np.float64)
+
+    def error_terms(self, index: int, hmax: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(err_lo, err_hi, related) of layer `index` given max |h| of its inputs: the rounding term
+        of every neuron, and which neurons have the linear relation at all (the others may overflow:
+        they are free values in their interval)."""
+        layer = self.layers[index]
+        n = layer.n_out
+        if self.real:
+            zeros = np.zeros(n)
+            return zeros, zeros, np.ones(n, dtype=bool)
+        magnitude = (np.abs(layer.bias) + layer.abs_weights @ hmax) * (1 + gamma(layer.n_in + 2)) + TINY
+        if self.is_fixed:
+            count = np.ones(n) if self.wide else layer.nonzero.astype(np.float64)
+            reach = magnitude + count * self.unit
+            related = reach * (1 + 1e-9) <= self.word_max
+            return count * self.round_lo, count * self.round_hi, related
+        bound = gamma(layer.n_in + 1, self.float_u) * magnitude + 2 * layer.n_in * self.float_eta
+        bound = bound * (1 + 1e-9) + TINY
+        related = np.isfinite(bound) & (magnitude * 2 < self.float_max)
+        return -bound, bound, related
+
+
+def build_model(query: NetworkQuery) -> NetModel:
+    """The query's network as `NetModel` (call `unsupported_reason` first)."""
+    qnet = query.qnet
+    real = query.arithmetic is Arithmetic.REAL
+    number = qnet.number
+    unit = round_lo = round_hi = word_max = 0.0
+    wide = detect = False
+    float_u = float_eta = 0.0
+    float_max = float("inf")
+    if isinstance(number, FixedFormat):
+        unit = 2.0**-number.frac_bits
+        if number.rounding is Rounding.NEAREST:
+            round_lo, round_hi = -0.5 * unit, 0.5 * unit
+        else:
+            round_lo, round_hi = -(1.0 - unit) * unit, 0.0
+        wide = qnet.options.accumulation.value == "wide"
+        word_max = (2.0 ** (number.word_bits - 1) - 1) * unit
+        detect = number.overflow is Overflow.DETECT and not real
+    elif isinstance(number, FloatFormat):
+        dtype = number.dtype
+        float_u, float_eta = _UNIT_ROUNDOFF[dtype], _ETA[dtype]
+        float_max = float(np.finfo(dtype).max)
+    layers = []
+    for layer in qnet.layers:
+        weights = np.asarray(layer.weights, dtype=np.float64) * (unit if unit else 1.0)
+        bias = np.asarray(layer.bias, dtype=np.float64) * (unit if unit else 1.0)
+        layers.append(
+            DenseLayer(
+                weights=weights,
+                abs_weights=np.abs(weights),
+                bias=bias,
+                relu=layer.activation is Activation.RELU,
+                nonzero=np.count_nonzero(weights, axis=1),
+            )
+        )
+    return NetModel(
+        qnet=qnet,
+        layers=tuple(layers),
+        real=real,
+        unit=unit,
+        round_lo=round_lo,
+        round_hi=round_hi,
+        wide=wide,
+        word_max=word_max,
+        detect=detect,
+        float_u=float_u,
+        float_eta=float_eta,
+        float_max=float_max,
+    )

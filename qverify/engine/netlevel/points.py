@@ -1,0 +1,91 @@
+"""Boxes of implementation inputs as finite sets: counting, enumerating and splitting them.
+
+An integer box holds every word in [lo, hi]; a float box every value of the input type in [lo, hi].
+Float values are numbered by their ordered bit patterns (the sign-magnitude encoding mapped to a
+monotone integer), so a float box is an integer range of numbers too: splitting ends at single
+values and a box with few values is enumerated, the way integer boxes end at single words.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qverify.quant import QuantizedNetwork
+
+_INT_TYPES = {2: np.int16, 4: np.int32, 8: np.int64}
+
+
+def _float_type(qnet: QuantizedNetwork) -> type[np.floating]:
+    return qnet.number.dtype  # type: ignore[union-attr]
+
+
+def ordinals(qnet: QuantizedNetwork, values: np.ndarray) -> np.ndarray:
+    """Integers that number the input values monotonically (the words themselves for integer
+    formats; for floats the ordered bit patterns, -0 and +0 both 0)."""
+    if qnet.is_integer:
+        return np.asarray(values, dtype=np.int64)
+    dtype = _float_type(qnet)
+    size = np.dtype(dtype).itemsize
+    bits = np.asarray(values, dtype=dtype).view(_INT_TYPES[size]).astype(np.int64)
+    sign_bit = 1 << (8 * size - 1)
+    return np.where(bits < 0, -(bits & (sign_bit - 1)), bits)
+
+
+def values_of(qnet: QuantizedNetwork, numbers: np.ndarray) -> np.ndarray:
+    """The inverse of `ordinals` (as float64 for float formats)."""
+    if qnet.is_integer:
+        return np.asarray(numbers, dtype=np.int64)
+    dtype = _float_type(qnet)
+    size = np.dtype(dtype).itemsize
+    numbers = np.asarray(numbers, dtype=np.int64)
+    lowest = np.int64(-(1 << (8 * size - 1)))  # the sign bit alone, as a signed pattern
+    bits = np.where(numbers < 0, (-numbers) | lowest, numbers).astype(_INT_TYPES[size])
+    return bits.view(dtype).astype(np.float64)
+
+
+def count(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) -> int:
+    """How many inputs the box holds (a Python int: it may exceed 2^63)."""
+    widths = ordinals(qnet, hi) - ordinals(qnet, lo) + 1
+    total = 1
+    for width in widths:
+        total *= int(width)
+    return total
+
+
+def enumerate_box(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Every input of the box, one per row (call only for boxes `count` says are small)."""
+    axes = [np.arange(a, b + 1) for a, b in zip(ordinals(qnet, lo), ordinals(qnet, hi))]
+    grid = np.array(np.meshgrid(*axes, indexing="ij")).reshape(len(axes), -1).T
+    return values_of(qnet, grid)
+
+
+def split(
+    qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray, dimension: int
+) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None:
+    """Halve the box along `dimension` by count of inputs (None when it holds a single value there)."""
+    a, b = ordinals(qnet, lo[dimension : dimension + 1])[0], ordinals(qnet, hi[dimension : dimension + 1])[0]
+    if a >= b:
+        return None
+    middle = (int(a) + int(b)) // 2
+    left_hi, right_lo = hi.copy(), lo.copy()
+    left_hi[dimension] = values_of(qnet, np.array([middle]))[0]
+    right_lo[dimension] = values_of(qnet, np.array([middle + 1]))[0]
+    return (lo.copy(), left_hi), (right_lo, hi.copy())
+
+
+def split_at_value(
+    qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray, dimension: int, real_middle: float, unit: float
+) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None:
+    """Halve the box along `dimension` at the real value `real_middle` (the midpoint of the reals,
+    which for floats differs from the midpoint by count)."""
+    if qnet.is_integer:
+        return split(qnet, lo, hi, dimension)
+    a, b = ordinals(qnet, lo[dimension : dimension + 1])[0], ordinals(qnet, hi[dimension : dimension + 1])[0]
+    if a >= b:
+        return None
+    middle = int(ordinals(qnet, np.array([real_middle]).astype(_float_type(qnet)))[0])
+    middle = min(max(middle, int(a)), int(b) - 1)
+    left_hi, right_lo = hi.copy(), lo.copy()
+    left_hi[dimension] = values_of(qnet, np.array([middle]))[0]
+    right_lo[dimension] = values_of(qnet, np.array([middle + 1]))[0]
+    return (lo.copy(), left_hi), (right_lo, hi.copy())

@@ -1,0 +1,425 @@
+"""The network-level strategy: attack, sound bounds, branch and bound, LP/MILP, enumeration.
+
+`decide(query, options, deadline, recorder)` answers a `NetworkQuery` without any per-scalar node
+graph, cheapest step first:
+
+1. attack: the centre, corners and random points in one simulated batch, then projected gradient
+   descent on the real-valued surrogate; every candidate is confirmed exactly (`attack.Confirmer`).
+2. bounds (`bounds.node_bounds`): interval propagation and back-substitution, sound for float64 and
+   for the implementation's rounding; an unsafe clause is refuted on a node when one of its atoms'
+   margin is provably on the safe side.
+3. branch and bound, best first (the node whose bottleneck atom is furthest from refuted): input
+   splitting for low-dimensional inputs (<= `INPUT_SPLIT_DIMENSIONS`, e.g. ACAS Xu's 5: the
+   dimension with the largest |coefficient| x width in the bottleneck atom's bound), ReLU phase
+   splitting otherwise (BaBSR-like score: |coefficient| x the triangle relaxation's intercept).
+   Every node tries its bound's minimising vertex and its centre as counterexamples.
+4. exact last words on small sub-problems: a box with at most `ENUMERATION_LIMIT` inputs is
+   enumerated through `simulate` (implementation arithmetic: exact, words or float values one by
+   one); a node with few open ReLUs is an LP, then (REAL arithmetic) a MILP over HiGHS (see `lp`
+   for tolerances). A node nothing above can close is abandoned and the answer is UNKNOWN.
+
+SAFE needs every node closed; UNSAFE needs one confirmed point. Scope: dense ReLU/identity networks
+in fixed point, float, double and half (`model.unsupported_reason` names what falls back).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from qverify.engine.netlevel import points
+from qverify.engine.netlevel.attack import (
+    AtomForm,
+    Confirmer,
+    Counterexample,
+    atom_forms,
+    gradient_attack,
+    overflow_or_clause,
+    sample_attack,
+    to_implementation,
+)
+from qverify.engine.netlevel.bounds import (
+    Bounds,
+    Undecidable,
+    backsubstitute,
+    linear_minimum,
+    node_bounds,
+    optimised_bound,
+    with_phase,
+)
+from qverify.engine.netlevel.lp import solve_node
+from qverify.engine.netlevel.model import U64, NetModel, build_model, gamma, unsupported_reason
+from qverify.engine.netquery import Arithmetic, NetworkQuery
+from qverify.engine.result import EngineOptions, EngineResult, EngineStatus
+from qverify.engine.solvers.base import CheckStatus
+from qverify.engine.strategy import Recorder
+
+INPUT_SPLIT_DIMENSIONS = 8
+ENUMERATION_LIMIT = 1024  # inputs of a box enumerated through the simulator (implementation)
+REAL_ENUMERATION_LIMIT = 16  # inputs checked one by one in exact rationals (REAL)
+LP_OPEN_RELUS = 12  # a node with at most this many open ReLUs is tried as an LP / MILP
+ATTACK_SHARE = 0.1  # of the budget for the gradient attack before branch and bound
+ATTACK_SECONDS = 0.5  # at most (the nodes of the branch and bound try points too)
+ALPHA_STEPS = 6  # alpha-CROWN steps on the atoms' bounds of a node they do not already refute
+ALPHA_REACH = 0.25
+COMBINATION_STEPS = 12  # supergradient steps choosing the weights of a clause's atoms
+
+
+@dataclass(slots=True, eq=False)
+class Node:
+    region: int
+    lo: np.ndarray  # implementation inputs
+    hi: np.ndarray
+    phases: list[np.ndarray]
+    parent: Bounds | None
+    start: int
+    depth: int
+    split: tuple[int, int, int] | None = None  # (layer, neuron, phase) of a ReLU split child
+
+
+@dataclass(slots=True)
+class NodeVerdict:
+    """What one node's analysis concluded: closed, a counterexample, or children / abandoned."""
+
+    closed: bool = False
+    counterexample: Counterexample | None = None
+    children: tuple[Node, ...] = ()
+    priority: float = 0.0
+    abandoned: str = ""
+
+
+class Search:
+    def __init__(
+        self, query: NetworkQuery, options: EngineOptions, deadline: float, recorder: Recorder
+    ) -> None:
+        self.query = query
+        self.options = options
+        self.deadline = deadline
+        self.rec = recorder
+        self.model: NetModel = build_model(query)
+        self.forms: list[AtomForm] = atom_forms(query)
+        self.confirmer = Confirmer(query, self.model, self.forms)
+        self.rng = np.random.default_rng(options.seed)
+        self.by_clause = [[f for f in self.forms if f.clause == c] for c in range(len(query.unsafe.clauses))]
+        self.real = query.arithmetic is Arithmetic.REAL
+        self.invariants = None if self.real else query.invariants
+        # input splitting shrinks boxes quickly enough that DeepPoly's slopes do (measured on ACAS
+        # Xu: alpha steps cost more time than the nodes they save); ReLU splitting needs them
+        self.alpha_steps = 0 if self.model.n_inputs <= INPUT_SPLIT_DIMENSIONS else ALPHA_STEPS
+
+    # ------------------------------------------------------------------ results
+
+    def result(self, status: EngineStatus, **kwargs) -> EngineResult:
+        return EngineResult(status, times_s=dict(self.rec.times), counts=dict(self.rec.counts), **kwargs)
+
+    def unsafe(self, found: Counterexample, by: str) -> EngineResult:
+        x = found.point
+        values = tuple(int(v) for v in x) if self.query.qnet.is_integer else tuple(float(v) for v in x)
+        self.rec.add("netlevel.exact_checks", self.confirmer.checked)
+        return self.result(
+            EngineStatus.UNSAFE,
+            counterexample=values,
+            violated=overflow_or_clause(found.violated),
+            decided_by=by,
+        )
+
+    # ------------------------------------------------------------------ stages
+
+    def attack(self) -> Counterexample | None:
+        if not self.options.enabled("attack"):
+            return None
+        with self.rec.timer("netlevel.attack"):
+            for region in self.query.regions:
+                found = sample_attack(
+                    self.model, self.confirmer, region, self.rng, min(self.options.attack_samples, 1024)
+                )
+                if found is not None:
+                    return found
+            budget = min(ATTACK_SHARE * (self.deadline - time.monotonic()), ATTACK_SECONDS)
+            stop = time.monotonic() + budget
+            for region in self.query.regions:
+                if self.forms and time.monotonic() < stop:
+                    found = gradient_attack(self.model, self.confirmer, region, self.forms, self.rng, stop)
+                    if found is not None:
+                        return found
+        return None
+
+    def run(self) -> EngineResult:
+        found = self.attack()
+        if found is not None:
+            return self.unsafe(found, "netlevel attack")
+        if not self.options.enabled("bounds"):
+            return self.result(EngineStatus.UNKNOWN, reason="netlevel: bounds disabled")
+        heap: list[tuple[float, int, Node]] = []
+        counter = itertools.count()
+        empty_phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in self.model.layers]
+        for index, region in enumerate(self.query.regions):
+            node = Node(index, region.lo.copy(), region.hi.copy(), empty_phases, None, 0, 0)
+            heapq.heappush(heap, (0.0, next(counter), node))
+        abandoned = ""
+        nodes = 0
+        while heap:
+            if time.monotonic() > self.deadline:
+                self.rec.add("netlevel.nodes", nodes)
+                return self.result(
+                    EngineStatus.UNKNOWN,
+                    reason=f"netlevel: timeout in branch and bound ({nodes} nodes, {len(heap)} open)",
+                )
+            _, _, node = heapq.heappop(heap)
+            nodes += 1
+            try:
+                verdict = self.process(node)
+            except Undecidable as error:
+                self.rec.add("netlevel.nodes", nodes)
+                return self.result(EngineStatus.UNKNOWN, reason=str(error))
+            if verdict.counterexample is not None:
+                self.rec.add("netlevel.nodes", nodes)
+                return self.unsafe(verdict.counterexample, "netlevel branch and bound")
+            if verdict.abandoned:
+                abandoned = verdict.abandoned
+                continue
+            for child in verdict.children:
+                heapq.heappush(heap, (-verdict.priority, next(counter), child))
+        self.rec.add("netlevel.nodes", nodes)
+        self.rec.add("netlevel.exact_checks", self.confirmer.checked)
+        if abandoned:
+            return self.result(EngineStatus.UNKNOWN, reason=abandoned)
+        return self.result(EngineStatus.SAFE, decided_by="netlevel bounds")
+
+    # ------------------------------------------------------------------ one node
+
+    def process(self, node: Node) -> NodeVerdict:
+        model, qnet = self.model, self.query.qnet
+        region = self.query.regions[node.region]
+        size = points.count(qnet, node.lo, node.hi)
+        limit = REAL_ENUMERATION_LIMIT if self.real else ENUMERATION_LIMIT
+        if size <= limit:  # the whole box: a superset of the node's executions
+            with self.rec.timer("netlevel.enumerate"):
+                self.rec.add("netlevel.enumerated", size)
+                return NodeVerdict(closed=True, counterexample=self.confirmer_all(node))
+        xl, xu = model.input_reals(node.lo), model.input_reals(node.hi)
+        with self.rec.timer("netlevel.bounds"):
+            region_words = (node.lo, node.hi) if model.is_fixed else None
+            if node.split is not None and node.parent is not None:
+                bounds = with_phase(model, node.parent, *node.split)
+            else:
+                bounds = node_bounds(
+                    model, xl, xu, node.phases, node.parent, node.start, self.invariants, region_words
+                )
+            if bounds is None:
+                return NodeVerdict(closed=True)
+            lower, lam_input, lam_post, offset = self.atom_bounds(bounds, xl, xu)
+        open_clauses = []
+        for clause, forms in enumerate(self.by_clause):
+            rows = [i for i, f in enumerate(self.forms) if f.clause == clause]
+            refuted = any(lower[i] >= 0 if self.forms[i].strict else lower[i] > 0 for i in rows)
+            if not refuted and len(rows) > 1:
+                refuted = combination_refutes(lam_input[rows], offset[rows], xl, xu)
+            if not refuted:
+                bottleneck = max(rows, key=lambda i: lower[i]) if rows else None
+                open_clauses.append((clause, bottleneck))
+        if not open_clauses and not bounds.overflow_possible:
+            return NodeVerdict(closed=True)
+        # candidates: each bottleneck bound's minimising vertex, and the centre
+        candidates = [(xl + xu) / 2]
+        for _, atom in open_clauses:
+            if atom is not None:
+                candidates.append(np.where(lam_input[atom] > 0, xl, xu))
+        found = self.confirmer.first(to_implementation(model, region, np.array(candidates)))
+        if found is not None:
+            return NodeVerdict(counterexample=found)
+        priority = (
+            max((-lower[a] if a is not None else np.inf) for _, a in open_clauses) if open_clauses else 0.0
+        )
+        open_relus = sum(
+            int(((bounds.pre_lo[k] < 0) & (bounds.pre_hi[k] > 0)).sum())
+            for k, layer in enumerate(model.layers)
+            if layer.relu
+        )
+        if (
+            open_clauses
+            and not bounds.overflow_possible
+            and open_relus <= LP_OPEN_RELUS
+            and self.options.enabled("milp")
+        ):
+            verdict = self.by_lp(node, bounds, xl, xu, open_clauses, region, open_relus)
+            if verdict is not None:
+                return verdict
+        return self.branch(node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority)
+
+    def confirmer_all(self, node: Node) -> Counterexample | None:
+        """Every input of the (small) box, exactly: the first violation, or None (node closed)."""
+        box = points.enumerate_box(self.query.qnet, node.lo, node.hi)
+        if self.real:
+            for row in box:
+                self.confirmer.checked += 1
+                violated = self.query.violation(row)
+                if violated >= 0:
+                    return Counterexample(row, violated)
+            return None
+        for start in range(0, len(box), 1024):
+            chunk = box[start : start + 1024]
+            found = self.exhaustive(chunk)
+            if found is not None:
+                return found
+        return None
+
+    def exhaustive(self, chunk: np.ndarray) -> Counterexample | None:
+        """Confirm every screened row (the screen's tolerance is sound: rows it rejects are safe)."""
+        rows = np.flatnonzero(self.confirmer.screen(chunk))
+        for row in rows:
+            self.confirmer.checked += 1
+            violated = self.query.violation(chunk[row])
+            if violated != -1 and self.confirmer.respects_invariants(chunk[row]):
+                return Counterexample(chunk[row].copy(), violated)
+        return None
+
+    def atom_bounds(self, bounds: Bounds, xl: np.ndarray, xu: np.ndarray):
+        """Sound lower bounds of every atom's margin g over the node (with the conversion error of
+        the property's rational constants to float64 charged), input coefficients, layer ones."""
+        if not self.forms:
+            return np.zeros(0), np.zeros((0, len(xl))), {}, np.zeros(0)
+        model = self.model
+        last = len(model.layers) - 1
+        matrix = np.stack([f.coefficients for f in self.forms])
+        linear = backsubstitute(model, bounds, matrix, last, True, xl, xu, keep=True)
+        if self.alpha_steps:
+            # alpha-CROWN where it may pay: rows not refuted, but within reach (the missing margin
+            # is at most a quarter of how much the row's linear bound varies over the box)
+            constants = np.array([f.constant for f in self.forms])
+            gap = -(linear.lower + constants)
+            reach = np.abs(linear.lam_input) @ (xu - xl)
+            if np.any((gap >= 0) & (gap < ALPHA_REACH * reach)):
+                linear = optimised_bound(model, bounds, matrix, xl, xu, self.alpha_steps, linear)
+        y_lo, y_hi = bounds.post(model, last)
+        y_max = np.maximum(np.abs(y_lo), np.abs(y_hi))
+        constants = np.array([f.constant for f in self.forms])
+        rounding = 4 * U64 * (np.abs(matrix) @ y_max + np.abs(constants)) + 1e-300
+        shift = constants - rounding
+        return linear.lower + shift, linear.lam_input, linear.lam_post, linear.offset + shift
+
+    def by_lp(self, node, bounds, xl, xu, open_clauses, region, open_relus) -> NodeVerdict | None:
+        """Close the node by LP (then MILP) per open clause; None when they cannot."""
+        with self.rec.timer("netlevel.lp"):
+            for clause, _ in open_clauses:
+                forms = self.by_clause[clause]
+                solution = solve_node(self.model, bounds, xl, xu, forms, False, self.deadline)
+                self.rec.add("netlevel.lp", 1)
+                if solution.status is CheckStatus.SAT and open_relus > 0:
+                    solution = solve_node(self.model, bounds, xl, xu, forms, True, self.deadline)
+                    self.rec.add("netlevel.milp", 1)
+                if solution.status is CheckStatus.UNSAT:
+                    continue
+                if solution.status is CheckStatus.SAT and solution.x is not None:
+                    found = self.confirmer.first(to_implementation(self.model, region, solution.x[None, :]))
+                    if found is not None:
+                        return NodeVerdict(counterexample=found)
+                return None
+        return NodeVerdict(closed=True)
+
+    def branch(self, node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority) -> NodeVerdict:
+        model, qnet = self.model, self.query.qnet
+        atoms = [a for _, a in open_clauses if a is not None]
+        if model.n_inputs <= INPUT_SPLIT_DIMENSIONS or not atoms:
+            weight = np.abs(lam_input[atoms]).sum(axis=0) if atoms else np.ones(len(xl))
+            score = (weight + 1e-12) * (xu - xl)
+            for dimension in np.argsort(-score):
+                halves = points.split_at_value(
+                    qnet,
+                    node.lo,
+                    node.hi,
+                    int(dimension),
+                    float((xl[dimension] + xu[dimension]) / 2),
+                    model.unit,
+                )
+                if halves is not None:
+                    children = tuple(
+                        Node(node.region, lo, hi, node.phases, bounds, 0, node.depth + 1) for lo, hi in halves
+                    )
+                    return NodeVerdict(children=children, priority=priority)
+            return NodeVerdict(abandoned="netlevel: a single input left open (internal)")
+        best, best_score = None, 0.0
+        for k, layer in enumerate(model.layers):
+            if not layer.relu or k not in lam_post:
+                continue
+            lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
+            unstable = (lo < 0) & (hi > 0) & (node.phases[k] == 0)
+            if not unstable.any():
+                continue
+            intercept = np.where(unstable, -lo * hi / np.where(unstable, hi - lo, 1.0), 0.0)
+            score = np.abs(lam_post[k][atoms]).sum(axis=0) * intercept
+            score = np.where(unstable, score + 1e-30, -1.0)
+            j = int(np.argmax(score))
+            if score[j] > best_score:
+                best, best_score = (k, j), float(score[j])
+        if best is None:
+            return NodeVerdict(abandoned="netlevel: a node with every ReLU phase fixed stays open")
+        k, j = best
+        children = []
+        for phase in (1, -1):
+            phases = [p.copy() if i == k else p for i, p in enumerate(node.phases)]
+            phases[k][j] = phase
+            children.append(
+                Node(node.region, node.lo, node.hi, phases, bounds, k, node.depth + 1, (k, j, phase))
+            )
+        return NodeVerdict(children=tuple(children), priority=priority)
+
+
+def combination_refutes(lam: np.ndarray, offset: np.ndarray, xl: np.ndarray, xu: np.ndarray) -> bool:
+    """Do the atoms' linear lower bounds L_i(x) = lam_i . x + offset_i (valid on the box) exclude
+    the clause together: is some convex combination sum l_i L_i positive on the whole box? (Then at
+    every x some margin g_i >= L_i is positive: no atom set holds everywhere.) The weights come
+    from projected supergradient ascent on the concave min over the box; only the final check
+    counts, and it is sound (`linear_minimum`)."""
+    m = len(offset)
+    weights = np.full(m, 1.0 / m)
+    best = -np.inf
+    for step in range(COMBINATION_STEPS):
+        combined = weights @ lam
+        x = np.where(combined > 0, xl, xu)
+        values = lam @ x + offset
+        current = float(weights @ values)
+        best = max(best, current)
+        if current > 0:
+            break
+        weights = weights + (0.5 / (1 + step)) * (values - values.mean()) / (np.abs(values).max() + 1e-300)
+        weights = _simplex(weights)
+    combined = (weights @ lam)[None, :]
+    combined_offset = np.array([weights @ offset])
+    # weights @ lam and weights @ offset are rounded: charge gamma_m of the magnitudes
+    margin = gamma(m + 2) * float(
+        weights @ np.abs(offset) + (weights @ np.abs(lam)) @ np.maximum(np.abs(xl), np.abs(xu))
+    )
+    return float(linear_minimum(combined, combined_offset, xl, xu)[0]) - margin > 0
+
+
+def _simplex(values: np.ndarray) -> np.ndarray:
+    """The Euclidean projection onto the probability simplex."""
+    ordered = np.sort(values)[::-1]
+    cumulative = np.cumsum(ordered) - 1.0
+    index = np.arange(1, len(values) + 1)
+    rho = np.flatnonzero(ordered - cumulative / index > 0)[-1]
+    return np.maximum(values - cumulative[rho] / (rho + 1), 0.0)
+
+
+def decide(query: NetworkQuery, options: EngineOptions, deadline: float, recorder: Recorder) -> EngineResult:
+    """Decide the query (SAFE, UNSAFE with the confirmed implementation input, or UNKNOWN with a
+    reason: unsupported network, timeout, a node nothing could close)."""
+    reason = unsupported_reason(query)
+    if reason is not None:
+        return EngineResult(
+            EngineStatus.UNKNOWN, reason=reason, times_s=dict(recorder.times), counts=dict(recorder.counts)
+        )
+    if not query.regions:
+        return EngineResult(EngineStatus.SAFE, reason="empty input region", decided_by="netlevel")
+    # the products are small (ACAS Xu: 50 x 50; a 784-input network: a few rows by 256) and the
+    # machine is shared: BLAS threads spinning on two cores made them up to 10x slower (measured)
+    with threadpool_limits(limits=1, user_api="blas"):
+        with recorder.timer("netlevel.setup"):
+            search = Search(query, options, deadline, recorder)
+        return search.run()

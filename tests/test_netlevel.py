@@ -1,0 +1,326 @@
+"""The network-level strategy (qverify.engine.netlevel) against brute force.
+
+Tiny random networks in many implementation options: every input word (or float value) of the
+region is run through the bit-exact simulator, which gives the true verdict; `decide` must never
+disagree with it. The bounds themselves are checked to contain every simulated value. REAL
+arithmetic is compared with an exact enumeration of ReLU patterns (scipy LPs, thresholds with a
+clear margin), and ACAS Xu / a 784-input network are decided end to end.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from scipy.optimize import linprog
+
+from qverify.engine.netlevel import decide, real_outputs
+from qverify.engine.netlevel.bounds import node_bounds
+from qverify.engine.netlevel.model import build_model
+from qverify.engine.netlevel.points import count, enumerate_box, ordinals, values_of
+from qverify.engine.netlevel.search import Search
+from qverify.engine.netquery import NO_VIOLATION, Arithmetic, NetworkQuery, query_for
+from qverify.engine.result import EngineOptions, EngineStatus
+from qverify.engine.strategy import Recorder
+from qverify.network import Activation
+from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Relation, robustness
+from qverify.quant import (
+    Accumulation,
+    FixedFormat,
+    FloatFormat,
+    FloatKind,
+    ImplementationOptions,
+    Layout,
+    Overflow,
+    Rounding,
+    quantize_network,
+    simulate,
+)
+from tests.conftest import ACAS, random_network
+
+
+def _decide(query: NetworkQuery, timeout: float = 20.0, disable: tuple[str, ...] = ()):
+    options = EngineOptions(timeout_s=timeout, disable=disable)
+    return decide(query, options, time.monotonic() + timeout, Recorder())
+
+
+def _threshold_property(box_lo, box_hi, output: int, threshold: Fraction, second: int | None) -> Property:
+    """Unsafe: Y_output >= threshold (and Y_output >= Y_second when given)."""
+    atoms = [Atom(((output, Fraction(1)),), -threshold, Relation.GE)]
+    if second is not None:
+        atoms.append(Atom(((output, Fraction(1)), (second, Fraction(-1))), Fraction(0), Relation.GE))
+    return Property(
+        "threshold", (Box(tuple(box_lo), tuple(box_hi)),), OutputCondition((Clause(tuple(atoms)),))
+    )
+
+
+def _truth(query: NetworkQuery) -> bool:
+    """Brute force: does some input of the region violate? (every input through the simulator,
+    outputs compared exactly)."""
+    region = query.regions[0]
+    grid = enumerate_box(query.qnet, region.lo, region.hi)
+    run = simulate(query.qnet, grid)
+    if run.detect_mode and run.detected.any():
+        return True
+    outputs = query.qnet.output_reals
+    for row in range(len(grid)):
+        if query.unsafe.violated_clause_exact(outputs(run.outputs[row])) != -1:
+            return True
+    return False
+
+
+FIXED_OPTIONS = [
+    ImplementationOptions(FixedFormat(4, 4)),
+    ImplementationOptions(FixedFormat(4, 4, Rounding.FLOOR, Overflow.WRAP), layout=Layout.BALANCED),
+    ImplementationOptions(FixedFormat(6, 4, Rounding.FLOOR), accumulation=Accumulation.WIDE),
+    ImplementationOptions(FixedFormat(6, 4, overflow=Overflow.WRAP)),
+    ImplementationOptions(FixedFormat(8, 8), layout=Layout.BALANCED),
+    ImplementationOptions(FixedFormat(8, 8, Rounding.FLOOR), accumulation=Accumulation.WIDE),
+    ImplementationOptions(FixedFormat(4, 4, overflow=Overflow.DETECT)),
+]
+
+
+def _fixed_cases(rng: np.random.Generator, options: ImplementationOptions, sizes: tuple[int, ...]):
+    """Queries around the true maximum of Y_0: at it (UNSAFE), one word above (SAFE), with and
+    without a second atom."""
+    net = random_network(rng, sizes, Activation.RELU, scale=0.8)
+    qnet = quantize_network(net, options)
+    fmt = options.number
+    span = 48 if sizes[0] == 2 else 14  # more inputs than one enumeration: bounds must split
+    center = rng.integers(-8, 8, sizes[0])
+    lo = [Fraction(int(c) - span // 2, fmt.scale) for c in center]
+    hi = [Fraction(int(c) + span - span // 2, fmt.scale) for c in center]
+    probe = query_for(qnet, _threshold_property(lo, hi, 0, Fraction(0), None))
+    grid = enumerate_box(qnet, probe.regions[0].lo, probe.regions[0].hi)
+    top = int(simulate(qnet, grid).outputs[:, 0].max())
+    for offset, second in itertools.product((0, 1), (None, 1)):
+        threshold = Fraction(top + offset, fmt.scale)
+        yield query_for(qnet, _threshold_property(lo, hi, 0, threshold, second))
+
+
+@pytest.mark.parametrize("options", FIXED_OPTIONS, ids=lambda o: o.key())
+def test_fixed_point_verdicts_agree_with_brute_force(options, rng):
+    wrong, decided, total, split = [], 0, 0, 0
+    for sizes in ((2, 4, 4, 2), (3, 5, 5, 3)):
+        for index, query in enumerate(_fixed_cases(rng, options, sizes)):
+            truth = _truth(query)
+            for disable in [("attack",) if index % 2 else ()]:
+                result = _decide(query, disable=disable)
+                total += 1
+                if result.status is EngineStatus.UNKNOWN:
+                    continue
+                decided += 1
+                split += result.counts.get("netlevel.nodes", 0) > 1
+                if (result.status is EngineStatus.UNSAFE) != truth:
+                    wrong.append((sizes, query.unsafe.clauses[0].text(), disable, result))
+                if result.status is EngineStatus.UNSAFE:
+                    assert query.violation(np.array(result.counterexample)) != NO_VIOLATION
+    assert not wrong
+    assert decided == total
+    assert split > 0  # some verdicts needed the branch and bound, not only the attack
+
+
+@pytest.mark.parametrize("options", FIXED_OPTIONS[:2] + FIXED_OPTIONS[4:5], ids=lambda o: o.key())
+def test_bounds_contain_every_execution(options, rng):
+    """node_bounds over a box (with and without a ReLU phase fixed) contains every simulated
+    pre-activation value of the executions it describes."""
+    for _ in range(4):
+        net = random_network(rng, (3, 5, 5, 3), Activation.RELU, scale=0.8)
+        qnet = quantize_network(net, options)
+        fmt = options.number
+        lo = rng.integers(-20, 0, 3)
+        hi = lo + rng.integers(0, 9, 3)
+        query = query_for(
+            qnet,
+            _threshold_property(
+                [Fraction(int(v), fmt.scale) for v in lo],
+                [Fraction(int(v), fmt.scale) for v in hi],
+                0,
+                Fraction(0),
+                None,
+            ),
+        )
+        model = build_model(query)
+        grid = enumerate_box(qnet, query.regions[0].lo, query.regions[0].hi)
+        run = simulate(qnet, grid, trace=True)
+        fine = ~run.overflowed
+        xl, xu = model.input_reals(query.regions[0].lo), model.input_reals(query.regions[0].hi)
+        for phase_layer, phase in ((None, 0), (1, 1), (1, -1)):
+            phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
+            selected = fine.copy()
+            if phase_layer is not None:
+                phases[phase_layer][2] = phase
+                values = run.layers[phase_layer].pre[:, 2]
+                selected &= values > 0 if phase > 0 else values <= 0
+            bounds = node_bounds(
+                model, xl, xu, phases, region_words=(query.regions[0].lo, query.regions[0].hi)
+            )
+            if bounds is None:
+                assert not selected.any()
+                continue
+            for k, trace in enumerate(run.layers):
+                values = trace.pre[selected].astype(np.float64) * model.unit
+                assert np.all(values >= bounds.pre_lo[k] - 1e-12)
+                assert np.all(values <= bounds.pre_hi[k] + 1e-12)
+
+
+def test_float_boxes_end_at_single_values(rng):
+    """float32: 61 x 61 values, thresholds at the exact maximum of Y_0 and one float above it."""
+    for _ in range(3):
+        net = random_network(rng, (2, 8, 8, 2), Activation.RELU)
+        qnet = quantize_network(net, ImplementationOptions(FloatFormat(FloatKind.FLOAT)))
+        start = np.float32(rng.uniform(-1, 1, 2))
+        lo_numbers = ordinals(qnet, start.astype(np.float64))
+        lo = values_of(qnet, lo_numbers)
+        hi = values_of(qnet, lo_numbers + 60)
+        box = ([Fraction(float(v)) for v in lo], [Fraction(float(v)) for v in hi])
+        probe = query_for(qnet, _threshold_property(*box, 0, Fraction(0), None))
+        assert count(qnet, probe.regions[0].lo, probe.regions[0].hi) == 61 * 61
+        grid = enumerate_box(qnet, probe.regions[0].lo, probe.regions[0].hi)
+        top = np.float32(simulate(qnet, grid).outputs[:, 0].max())
+        above = np.nextafter(top, np.float32(np.inf))
+        for threshold, expected in ((top, EngineStatus.UNSAFE), (above, EngineStatus.SAFE)):
+            query = query_for(qnet, _threshold_property(*box, 0, Fraction(float(threshold)), None))
+            result = _decide(query, disable=("attack",))
+            assert result.status is expected, result
+
+
+def _real_maximum(net, lo: np.ndarray, hi: np.ndarray) -> float:
+    """max Y_0 of a one-hidden-layer... any small ReLU net over a box: one LP per ReLU pattern."""
+    layers = net.layers
+    hidden = sum(layer.n_out for layer in layers[:-1])
+    best = -np.inf
+    for pattern in itertools.product((0, 1), repeat=hidden):
+        # express each layer affinely in x under the pattern, with sign constraints
+        a_rows, b_rows = [], []
+        weights, bias = np.eye(len(lo)), np.zeros(len(lo))
+        used = 0
+        for layer in layers[:-1]:
+            pre_w, pre_b = layer.weights @ weights, layer.weights @ bias + layer.bias
+            mask = np.array(pattern[used : used + layer.n_out], dtype=float)
+            used += layer.n_out
+            for j in range(layer.n_out):
+                sign = -1.0 if mask[j] else 1.0  # active: pre >= 0 -> -pre <= 0
+                a_rows.append(sign * pre_w[j])
+                b_rows.append(-sign * pre_b[j])
+            weights, bias = pre_w * mask[:, None], pre_b * mask
+        out = layers[-1]
+        c_w, c_b = (out.weights @ weights)[0], (out.weights @ bias + out.bias)[0]
+        solution = linprog(-c_w, A_ub=np.array(a_rows), b_ub=np.array(b_rows), bounds=list(zip(lo, hi)))
+        if solution.status == 0:
+            best = max(best, float(c_w @ solution.x + c_b))
+    return best
+
+
+def test_real_arithmetic_agrees_with_pattern_enumeration(rng):
+    for _ in range(4):
+        net = random_network(rng, (3, 4, 4, 2), Activation.RELU)
+        qnet = quantize_network(net, ImplementationOptions(FloatFormat(FloatKind.FLOAT)))
+        real_net = type(net)(
+            tuple(
+                type(layer)(
+                    qlayer.weights.astype(np.float64), qlayer.bias.astype(np.float64), layer.activation
+                )
+                for layer, qlayer in zip(net.layers, qnet.layers)
+            )
+        )
+        lo, hi = np.array([-1.0, -0.5, 0.0]), np.array([0.5, 1.0, 1.0])
+        top = _real_maximum(real_net, lo, hi)
+        margin = 1e-3 * (1 + abs(top))
+        box = ([Fraction(v) for v in lo], [Fraction(v) for v in hi])
+        for threshold, expected in ((top - margin, EngineStatus.UNSAFE), (top + margin, EngineStatus.SAFE)):
+            prop = _threshold_property(*box, 0, Fraction(threshold), None)
+            query = query_for(qnet, prop, Arithmetic.REAL)
+            result = _decide(query, disable=("attack",))
+            assert result.status is expected, (threshold, top, result)
+
+
+def test_real_outputs_are_exact(rng):
+    net = random_network(rng, (3, 6, 2), Activation.RELU)
+    for number in (FixedFormat(8, 8), FloatFormat(FloatKind.FLOAT), FloatFormat(FloatKind.DOUBLE)):
+        qnet = quantize_network(net, ImplementationOptions(number))
+        x = rng.uniform(-1, 1, 3)
+        x = (
+            np.round(x * 256).astype(np.int64)
+            if qnet.is_fixed
+            else x.astype(qnet.number.dtype).astype(np.float64)
+        )
+        reals = [Fraction(int(v), 256) for v in x] if qnet.is_fixed else [Fraction(float(v)) for v in x]
+        for layer in qnet.layers:
+            constant = (lambda v: Fraction(int(v), 256)) if qnet.is_fixed else (lambda v: Fraction(float(v)))
+            pre = [
+                sum(
+                    (constant(layer.weights[j, i]) * reals[i] for i in range(len(reals))),
+                    constant(layer.bias[j]),
+                )
+                for j in range(layer.n_out)
+            ]
+            reals = [max(v, Fraction(0)) for v in pre] if layer.activation is Activation.RELU else pre
+        assert real_outputs(qnet, x) == reals
+
+
+def test_unsupported_networks_fall_back_with_a_reason(rng):
+    net = random_network(rng, (2, 3, 2), Activation.TANH)
+    qnet = quantize_network(net, ImplementationOptions(FixedFormat(8, 8)))
+    query = query_for(qnet, _threshold_property([0, 0], [Fraction(1, 2)] * 2, 0, Fraction(0), None))
+    result = _decide(query)
+    assert result.status is EngineStatus.UNKNOWN
+    assert result.reason.startswith("netlevel: ") and "tanh" in result.reason
+
+
+@pytest.mark.parametrize("arithmetic", [Arithmetic.IMPLEMENTATION, Arithmetic.REAL])
+def test_acas_phi3_counterexample(arithmetic):
+    from qverify.io import load_network
+    from qverify.properties import read_vnnlib
+
+    net = load_network(ACAS / "onnx" / "ACASXU_run2a_1_9_batch_2000.onnx")
+    prop = read_vnnlib(ACAS / "vnnlib" / "prop_3.vnnlib")
+    number = FixedFormat(16, 16) if arithmetic is Arithmetic.IMPLEMENTATION else FloatFormat(FloatKind.FLOAT)
+    query = query_for(quantize_network(net, ImplementationOptions(number)), prop, arithmetic)
+    result = _decide(query, timeout=30)
+    assert result.status is EngineStatus.UNSAFE
+    assert query.violation(np.array(result.counterexample)) == 0
+    assert "netlevel.attack" in result.times_s
+
+
+def test_acas_phi1_safe_in_real_arithmetic():
+    from qverify.io import load_network
+    from qverify.properties import read_vnnlib
+
+    net = load_network(ACAS / "onnx" / "ACASXU_run2a_1_1_batch_2000.onnx")
+    prop = read_vnnlib(ACAS / "vnnlib" / "prop_1.vnnlib")
+    query = query_for(
+        quantize_network(net, ImplementationOptions(FloatFormat(FloatKind.FLOAT))), prop, Arithmetic.REAL
+    )
+    result = _decide(query, timeout=60)
+    assert result.status is EngineStatus.SAFE
+    assert result.counts["netlevel.nodes"] > 0
+
+
+def test_image_size_linf_queries(rng):
+    """784 inputs (input splitting is hopeless): a small radius proved, a large one refuted."""
+    net = random_network(rng, (784, 24, 16, 10), Activation.RELU, scale=0.05)
+    qnet = quantize_network(net, ImplementationOptions(FixedFormat(16, 16)))
+    center = rng.uniform(0, 1, 784)
+    label = int(np.argmax(simulate(qnet, np.round(center * 65536).astype(np.int64)[None]).outputs[0]))
+    domain = ([0] * 784, [1] * 784)
+    small = query_for(qnet, robustness(center.tolist(), "0.001", label, 10, domain=domain))
+    assert _decide(small, timeout=60).status is EngineStatus.SAFE
+    large = query_for(qnet, robustness(center.tolist(), "0.5", label, 10, domain=domain))
+    result = _decide(large, timeout=60)
+    assert result.status is EngineStatus.UNSAFE
+    assert large.violation(np.array(result.counterexample)) != NO_VIOLATION
+
+
+def test_search_reports_stage_times(rng):
+    net = random_network(rng, (2, 4, 2), Activation.RELU)
+    qnet = quantize_network(net, ImplementationOptions(FixedFormat(8, 8)))
+    query = query_for(qnet, _threshold_property([0, 0], [Fraction(1, 2)] * 2, 0, Fraction(1000), None))
+    recorder = Recorder()
+    search = Search(query, EngineOptions(), time.monotonic() + 10, recorder)
+    result = search.run()
+    assert result.status is EngineStatus.SAFE
+    assert "netlevel.bounds" in result.times_s or "netlevel.enumerate" in result.times_s
