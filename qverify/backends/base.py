@@ -72,6 +72,7 @@ class Verdict:
     times_s: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     counts: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     peak_memory_mb: float = 0.0
+    notes: tuple[str, ...] = ()  # e.g. why the engine decided on its scalar path
 
     def to_json(self) -> dict:
         return {
@@ -85,6 +86,7 @@ class Verdict:
             "times_s": dict(self.times_s),
             "counts": dict(self.counts),
             "peak_memory_mb": self.peak_memory_mb,
+            "notes": list(self.notes),
         }
 
     @classmethod
@@ -101,6 +103,7 @@ class Verdict:
             times_s=MappingProxyType(dict(data.get("times_s", {}))),
             counts=MappingProxyType(dict(data.get("counts", {}))),
             peak_memory_mb=float(data.get("peak_memory_mb", 0.0)),
+            notes=tuple(str(note) for note in data.get("notes", ())),
         )
 
 

@@ -1,12 +1,25 @@
-"""`check_file`: front end, simplification and strategy, with a deadline through every stage."""
+"""`check_file`: front end, simplification and strategy, with a deadline through every stage.
+
+Two paths decide a harness. The array-level one first: `engine.lift` reads a harness of the
+generated shape back as layers (a `NetworkQuery`, in a fraction of a second) and `engine.netlevel`
+decides it layer by layer. Whatever it does not cover goes down the scalar path (`cfront` ->
+`symex` -> `simplify` -> `Strategy`), which executes the C one operation at a time: C the lifter does
+not recognise, networks the network-level strategy does not support (int8, convolutions, tables),
+`--certify` (its exact SMT re-check needs the scalar program), and queries the network-level
+strategy gives up on while time remains, when the network is small enough for the scalar path's
+exact procedures (`SCALAR_FALLBACK_MACS`). The record says which path decided (`decided_by`,
+`front_end` in the counts: 1 lifted, 0 scalar) and why a harness was not lifted (a note).
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from qverify.engine import cfront, ssa, symex
+from qverify.engine.netquery import Arithmetic, NetworkQuery
 from qverify.engine.passes.simplify import simplify
 from qverify.engine.result import EngineOptions, EngineResult, EngineStatus
 from qverify.engine.strategy import Recorder, Strategy
@@ -25,6 +38,50 @@ def smt_factory(name: str, narrow: bool = True):
 
         return Z3Solver(narrow)
     raise ToolMissingError(f"no SMT solver named {name}")
+
+
+# The scalar path unrolls every multiply-add into SSA nodes (~20 us each, plus memory): past this many
+# per network it cannot finish where the network-level strategy gave up (ACAS Xu: 12,300).
+SCALAR_FALLBACK_MACS = 100_000
+FALLBACK_MIN_SECONDS = 2.0  # left on the clock for the scalar path to be worth starting
+
+
+def _multiply_adds(query: NetworkQuery) -> int:
+    return sum(layer.n_in * layer.n_out for layer in query.qnet.layers)
+
+
+def _lifted(path: Path, include_dirs: Sequence[Path], options: EngineOptions, recorder: Recorder):
+    """The harness as a NetworkQuery in the engine's semantics, or None (the reason is noted)."""
+    from qverify.engine.lift import lift_file
+
+    with recorder.timer("lift"):
+        lifted = lift_file(path, include_dirs, Arithmetic.IMPLEMENTATION)
+    for stage, seconds in lifted.times_s.items():
+        recorder.add_time(f"lift.{stage}", seconds)
+    if lifted.query is None:
+        recorder.note(f"scalar front end: {lifted.reason}")
+        return None
+    query = lifted.query
+    if options.semantics == "real" and query.qnet.is_float:  # ideal arithmetic on the C's constants
+        query = replace(query, arithmetic=Arithmetic.REAL)
+    return query
+
+
+def _network_level(query: NetworkQuery, options: EngineOptions, deadline: float, recorder: Recorder):
+    """The network-level verdict, or None when the scalar path should decide instead."""
+    from qverify.engine.netlevel import decide
+
+    result = decide(query, options, deadline, recorder)
+    if result.status is not EngineStatus.UNKNOWN:
+        return result
+    if result.reason.startswith("netlevel:"):  # not supported: the scalar path covers it
+        recorder.note(f"scalar strategy: {result.reason}")
+        return None
+    small = _multiply_adds(query) <= SCALAR_FALLBACK_MACS
+    if small and deadline - time.monotonic() >= FALLBACK_MIN_SECONDS:
+        recorder.note(f"network level: {result.reason}; the scalar path continues with the time left")
+        return None
+    return result
 
 
 def check_file(
@@ -50,9 +107,18 @@ def check_file(
             decided_by=decided_by,
             times_s=dict(recorder.times),
             counts=dict(recorder.counts),
+            notes=recorder.notes,
         )
 
     try:
+        if options.enabled("lift") and not options.certify:
+            query = _lifted(Path(path), include_dirs, options, recorder)
+            if query is not None:
+                recorder.add("front_end", 1)
+                recorder.add("inputs", query.n_inputs)
+                result = _network_level(query, options, deadline, recorder)
+                if result is not None:
+                    return _with_record(result, recorder, start)
         with recorder.timer("parse"):
             unit = cfront.parse_file(Path(path), [Path(d) for d in include_dirs])
         with recorder.timer("symex"):
@@ -75,6 +141,11 @@ def check_file(
         return finish(EngineStatus.ERROR, f"internal error: {error}")
     except MemoryError:
         return finish(EngineStatus.UNKNOWN, "out of memory")
+    return _with_record(result, recorder, start)
+
+
+def _with_record(result: EngineResult, recorder: Recorder, start: float) -> EngineResult:
+    """The result with every stage's time and count the run recorded, and its total time."""
     recorder.times.update(result.times_s)
     recorder.add_time("total", time.monotonic() - start)
     return EngineResult(
@@ -86,4 +157,5 @@ def check_file(
         solver=result.solver,
         times_s=dict(recorder.times),
         counts={**recorder.counts, **result.counts},
+        notes=recorder.notes + tuple(n for n in result.notes if n not in recorder.notes),
     )

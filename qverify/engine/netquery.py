@@ -25,6 +25,7 @@ from qverify.quant import LayerBounds, QuantizedNetwork
 
 NO_VIOLATION = -1
 OVERFLOW_ASSERTION = -2  # `--overflow detect`: the "fixed-point overflow" assertion of fxp.h fails
+OVERFLOW_MESSAGE = "fixed-point overflow"
 
 
 class Arithmetic(enum.Enum):
@@ -64,6 +65,15 @@ class NetworkQuery:
     unsafe: OutputCondition
     arithmetic: Arithmetic = Arithmetic.IMPLEMENTATION
     invariants: tuple[LayerBounds, ...] | None = None
+    messages: tuple[str, ...] = ()  # the C's assertion message per unsafe clause (what a replay prints)
+
+    def violation_message(self, violated: int) -> str:
+        """What the C's replay prints after VIOLATED for this violation (`violation`'s value)."""
+        if violated == OVERFLOW_ASSERTION:
+            return OVERFLOW_MESSAGE
+        if 0 <= violated < len(self.messages):
+            return self.messages[violated]
+        return f"unsafe clause {violated + 1}"
 
     @property
     def n_inputs(self) -> int:

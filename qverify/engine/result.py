@@ -10,7 +10,7 @@ from qverify.errors import InputError
 
 SOLVERS = ("milp", "bitwuzla", "z3")
 SEMANTICS = ("ieee", "real")
-STEPS = ("attack", "bounds", "split", "milp", "smt")
+STEPS = ("lift", "attack", "bounds", "split", "milp", "smt")
 
 
 class EngineStatus(enum.Enum):
@@ -30,7 +30,8 @@ class EngineOptions:
     real-valued verifiers; not a claim about the C).
     certify: re-check every SAFE query with exact SMT (bit-vectors / floating point).
     timeout_s: the whole run's budget; query_timeout_s: per solver query (default: what remains).
-    disable: steps to skip (attack, bounds, split, milp, smt), for ablations and tests.
+    disable: steps to skip (lift: the array-level front end and network-level strategy, attack,
+    bounds, split, milp, smt), for ablations and tests.
     """
 
     solver: str = "milp"
@@ -71,6 +72,7 @@ class EngineResult:
     solver: str = ""
     times_s: dict[str, float] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # how the run went where it matters (e.g. why the scalar path ran)
 
     def to_json(self) -> dict:
         return {
@@ -82,4 +84,5 @@ class EngineResult:
             "solver": self.solver,
             "times_s": {key: round(value, 6) for key, value in self.times_s.items()},
             "counts": dict(self.counts),
+            "notes": list(self.notes),
         }

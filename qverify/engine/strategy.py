@@ -97,6 +97,10 @@ class Recorder:
     def __init__(self) -> None:
         self.times: dict[str, float] = {}
         self.counts: dict[str, int] = {}
+        self.notes: tuple[str, ...] = ()
+
+    def note(self, text: str) -> None:
+        self.notes += (text,)
 
     def add_time(self, stage: str, seconds: float) -> None:
         self.times[stage] = self.times.get(stage, 0.0) + seconds

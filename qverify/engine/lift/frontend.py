@@ -374,7 +374,7 @@ def _match(
         if fixed and (lo.min() < number.min_q or hi.max() > number.max_q):
             raise fail(skeleton.functions["main"], f"an input can be outside the words of {number}")
         regions.append(InputRegion(lo, hi))
-    return NetworkQuery(qnet, tuple(regions), main.unsafe, semantics, invariants)
+    return NetworkQuery(qnet, tuple(regions), main.unsafe, semantics, invariants, main.messages)
 
 
 def _check_chain(

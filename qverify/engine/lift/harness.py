@@ -11,6 +11,7 @@ exact values, so it is the same atom over the float outputs.
 
 from __future__ import annotations
 
+import codecs
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -69,6 +70,12 @@ class HarnessMain:
     unsafe: OutputCondition
     n_inputs: int
     n_outputs: int
+    messages: tuple[str, ...] = ()  # each clause's assertion message, as a replay prints it
+
+
+def _string_value(constant: c_ast.Constant) -> str:
+    """A C string literal's characters (the codegen writes printable ASCII with C escapes)."""
+    return codecs.decode(constant.value[1:-1], "unicode_escape")
 
 
 def _float_step(value: float, dtype: type, up: bool) -> float:
@@ -281,7 +288,7 @@ def match_main(
         or not is_id(network[1][1], y_name)
     ):
         raise fail(rest[0] if rest else main, f"expected qv_network({x_name}, {y_name})")
-    clauses = []
+    clauses, messages = [], []
     for item in rest[1:-1]:
         asserted = call(item, "__ESBMC_assert")
         if (
@@ -292,6 +299,7 @@ def match_main(
         ):
             raise fail(item, 'expected __ESBMC_assert(!(clause), "message")')
         clauses.append(_clause(asserted[1][0].expr, y_name, fixed))
+        messages.append(_string_value(asserted[1][1]))
     last = rest[-1]
     if len(rest) < 2 or not (isinstance(last, c_ast.Return) and integer_constant(last.expr) == 0):
         raise fail(last, "main does not end with return 0 after the assertions")
@@ -312,4 +320,4 @@ def match_main(
             regions.append((np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64)))
         else:
             regions.append((np.array(lo, dtype=np.float64), np.array(hi, dtype=np.float64)))
-    return HarnessMain(tuple(regions), OutputCondition(tuple(clauses)), n_in, n_out)
+    return HarnessMain(tuple(regions), OutputCondition(tuple(clauses)), n_in, n_out, tuple(messages))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from qverify.engine.netlevel.model import U64, NetModel
-from qverify.engine.netquery import NO_VIOLATION, OVERFLOW_ASSERTION, InputRegion, NetworkQuery
+from qverify.engine.netquery import NO_VIOLATION, InputRegion, NetworkQuery
 from qverify.properties import Relation
 from qverify.quant import simulate
 
@@ -234,7 +234,3 @@ def sample_attack(
         points.extend(xl + corners * (xu - xl))
     points = np.vstack([np.array(points), xl + rng.random((samples, n)) * (xu - xl)])
     return confirmer.first(to_implementation(model, region, points))
-
-
-def overflow_or_clause(violated: int) -> str:
-    return "fixed-point overflow" if violated == OVERFLOW_ASSERTION else f"clause {violated}"

@@ -39,7 +39,6 @@ from qverify.engine.netlevel.attack import (
     Counterexample,
     atom_forms,
     gradient_attack,
-    overflow_or_clause,
     sample_attack,
     to_implementation,
 )
@@ -124,7 +123,7 @@ class Search:
         return self.result(
             EngineStatus.UNSAFE,
             counterexample=values,
-            violated=overflow_or_clause(found.violated),
+            violated=self.query.violation_message(found.violated),
             decided_by=by,
         )
 
