@@ -69,14 +69,15 @@ def _lifted(path: Path, include_dirs: Sequence[Path], options: EngineOptions, re
 
 def _network_level(query: NetworkQuery, options: EngineOptions, deadline: float, recorder: Recorder):
     """The network-level verdict, or None when the scalar path should decide instead."""
-    from qverify.engine.netlevel import decide
+    from qverify.engine.netlevel import decide, unsupported_reason
 
+    unsupported = unsupported_reason(query)
+    if unsupported is not None:  # the scalar path covers it
+        recorder.note(f"scalar strategy: {unsupported}")
+        return None
     result = decide(query, options, deadline, recorder)
     if result.status is not EngineStatus.UNKNOWN:
         return result
-    if result.reason.startswith("netlevel:"):  # not supported: the scalar path covers it
-        recorder.note(f"scalar strategy: {result.reason}")
-        return None
     small = _multiply_adds(query) <= SCALAR_FALLBACK_MACS
     if small and deadline - time.monotonic() >= FALLBACK_MIN_SECONDS:
         recorder.note(f"network level: {result.reason}; the scalar path continues with the time left")

@@ -6,6 +6,7 @@ the arithmetic each analysis assumes.
 """
 
 from qverify.engine.netlevel.exact import real_outputs
+from qverify.engine.netlevel.model import unsupported_reason
 from qverify.engine.netlevel.search import decide
 
-__all__ = ["decide", "real_outputs"]
+__all__ = ["decide", "real_outputs", "unsupported_reason"]
