@@ -30,7 +30,7 @@ _PAIR = re.compile(
     r"(?P=indent)__ESBMC_assume\((?P<cond>[^;\n]*)\);\n",
     re.MULTILINE,
 )
-_LITERAL = rf"(?P<int>-?(?:0|[1-9]\d{{0,18}}))|(?P<float>{HEX_FLOAT})"
+_LITERAL = rf"(?P<int>-?(?:0|[1-9]\d{{0,17}}))|(?P<float>{HEX_FLOAT})"  # < 2^63: signed long long
 _LOWER = re.compile(rf"(?:{_LITERAL}) <= (?P<x>\w+)\[(?P<k>0|[1-9]\d*)\]")
 _UPPER = re.compile(rf"(?P<x>\w+)\[(?P<k>0|[1-9]\d*)\] <= (?:{_LITERAL})")
 
