@@ -180,3 +180,26 @@ def test_real_semantics_is_carried(tmp_path):
     harness = _harness(tmp_path, FIXED)
     query = lift_file(harness, [MODELS_C], Arithmetic.REAL).query
     assert query is not None and query.arithmetic is Arithmetic.REAL
+
+
+def test_input_lines_in_an_excluded_branch_fall_back(tmp_path):
+    """The input lines read as text (`lift.inputs`) count only where the C compiles them."""
+    harness = _harness(tmp_path, FIXED)
+    text = harness.read_text()
+    start, end = text.index("    x[0] = nondet_int();"), text.index("    qv_network(x, y);")
+    harness.write_text(text[:start] + "#if 0\n" + text[start:end] + "#endif\n" + text[end:])
+    result = lift_file(harness, [MODELS_C])
+    assert not result.lifted and "nondet value" in result.reason, result.reason
+
+
+def test_decimal_input_bounds_are_read_by_the_parser(tmp_path):
+    """Input lines the text reader does not take (a decimal literal) go through the C parser and
+    give the same regions."""
+    harness = _harness(tmp_path, HALF)
+    expected = lift_file(harness, [MODELS_C]).query
+    _edit(harness, "0x1.0000000000000p-1f", "0.5f")
+    result = lift_file(harness, [MODELS_C])
+    assert result.lifted, result.reason
+    assert [(r.lo.tolist(), r.hi.tolist()) for r in result.query.regions] == [
+        (r.lo.tolist(), r.hi.tolist()) for r in expected.regions
+    ]

@@ -16,7 +16,8 @@ C in the same style):
   template's loop nests (`lift.spatial`), products in `Conv2D.taps` order;
 - the harness's per-layer invariant assumes (`qv_preK_*`, `qv_outK_*`) as `LayerBounds`;
 - `main`: nondet inputs in order, assumes bounding them (one box, or a disjunction of boxes),
-  `qv_network(x, y)`, one `__ESBMC_assert(!(clause), ...)` per unsafe clause (`lift.harness`).
+  `qv_network(x, y)`, one `__ESBMC_assert(!(clause), ...)` per unsafe clause (`lift.harness`; the
+  run of one-line input assumes of an image-size harness is read as text, `lift.inputs`).
 Not recognised (falls back, with the reason): int8 harnesses (their output scale is not in the C),
 lookup-table activations (sigmoid, tanh), and any other statement, macro, header or helper function.
 

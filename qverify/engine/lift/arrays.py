@@ -32,8 +32,8 @@ _DECLARATION = re.compile(
 )
 _DIMENSION = re.compile(r"\[\s*(\d+)\s*\]")
 # exact doubles: <= 53 significant bits, binary exponent in [-1022, 9999] (leading digit 0 or 1)
-_HEX_FLOAT = r"-?0x[01]\.[0-9a-f]{1,13}p(?:\+\d{1,4}|-(?:\d{1,3}|10[01]\d|102[0-2]))f?"
-_HEX_FLOATS = re.compile(rf"{_HEX_FLOAT}(?:,{_HEX_FLOAT})*")
+HEX_FLOAT = r"-?0x[01]\.[0-9a-f]{1,13}p(?:\+\d{1,4}|-(?:\d{1,3}|10[01]\d|102[0-2]))f?"
+_HEX_FLOATS = re.compile(rf"{HEX_FLOAT}(?:,{HEX_FLOAT})*")
 _INT32_MIN_TEXT = "(-2147483647-1)"
 _DROP_WHITESPACE = str.maketrans("", "", " \t\n\r\v\f")
 _DROP_VALUE_CHARACTERS = str.maketrans("", "", "0123456789abcdefABCDEFxXpP.+-")
@@ -92,7 +92,7 @@ def _integers(text: str, count: int, where: str) -> np.ndarray:
 
 
 def _hex_floats(text: str, count: int, where: str) -> np.ndarray:
-    """Comma-separated hexadecimal floats matching `_HEX_FLOAT`: at most 13 hex digits after a
+    """Comma-separated hexadecimal floats matching `HEX_FLOAT`: at most 13 hex digits after a
     leading 0 or 1 and a binary exponent of at least -1022, so each is an exact double (overflow is
     an error of `float.fromhex`); all with the `f` suffix (float literals, then also exact floats)
     or none."""

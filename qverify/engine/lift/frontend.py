@@ -23,6 +23,7 @@ from qverify.engine.lift.arrays import ConstArray, extract_arrays
 from qverify.engine.lift.cnodes import fail, integer_constant, type_names
 from qverify.engine.lift.errors import NotRecognised
 from qverify.engine.lift.harness import InputDomain, match_main
+from qverify.engine.lift.inputs import InputBlock, extract_inputs
 from qverify.engine.lift.layers import Arith, LayerLoop, fresh, match_layer
 from qverify.engine.lift.preprocess import Preprocessed, preprocess_skeleton
 from qverify.engine.lift.spatial import SpatialLoop, is_spatial, match_spatial
@@ -292,21 +293,27 @@ def _lift(
 
     start = time.perf_counter()
     extraction = extract_arrays(text, str(path))
+    skeleton, inputs = extract_inputs(extraction.skeleton)
     times["arrays"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    pre = preprocess_skeleton(extraction.skeleton, path, include_dirs)
+    pre = preprocess_skeleton(skeleton, path, include_dirs)
     ast = parse_text(pre.text, str(path))
     times["parse"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    query = _match(path, extraction.arrays, pre, ast, semantics)
+    query = _match(path, extraction.arrays, inputs, pre, ast, semantics)
     times["match"] = time.perf_counter() - start
     return query
 
 
 def _match(
-    path: Path, extracted: dict[str, ConstArray], pre: Preprocessed, ast: c_ast.FileAST, semantics: Arithmetic
+    path: Path,
+    extracted: dict[str, ConstArray],
+    inputs: InputBlock | None,
+    pre: Preprocessed,
+    ast: c_ast.FileAST,
+    semantics: Arithmetic,
 ) -> NetworkQuery:
     where = str(path)
     macros = _macros(pre, where)
@@ -363,7 +370,11 @@ def _match(
         domain = InputDomain(False, dtype=number.dtype)
         nondet = "nondet_half" if number.is_half else f"nondet_{number.c_type}"
     main = match_main(
-        skeleton.functions["main"], nondet, domain, (number.word_bits, number.frac_bits) if fixed else None
+        skeleton.functions["main"],
+        nondet,
+        domain,
+        (number.word_bits, number.frac_bits) if fixed else None,
+        inputs,
     )
     if main.n_inputs != qnet.n_inputs or main.n_outputs != qnet.n_outputs:
         raise fail(skeleton.functions["main"], "main's input/output arrays do not match the network's sizes")

@@ -30,6 +30,7 @@ from qverify.engine.lift.cnodes import (
     type_names,
 )
 from qverify.engine.lift.errors import NotRecognised
+from qverify.engine.lift.inputs import MARKER, InputBlock
 from qverify.engine.lift.layers import INT64_NAMES
 from qverify.properties import Atom, Clause, OutputCondition, Relation
 
@@ -238,10 +239,33 @@ def _array_local(node: c_ast.Node) -> tuple[str, int] | None:
     return None
 
 
+def _block_bounds(block: InputBlock, domain: InputDomain) -> _Bounds:
+    """The bounds of the input lines `lift.inputs` read, as `_input_comparison` reads them."""
+    box = _Bounds()
+    for bound in block.bounds:
+        relation = ">=" if bound.side == "lo" else "<="
+        if domain.integer:
+            if not bound.integer:
+                raise NotRecognised(f"x[{bound.k}]: integer input compared with a floating constant")
+            value = int(bound.value)
+        else:
+            if bound.integer and float(domain.dtype(int(bound.value))) != bound.value:
+                raise NotRecognised(f"x[{bound.k}]: integer {bound.value} is not exact in the input's type")
+            value = _float_bound(bound.value, domain.dtype, relation)[1]
+        box.tighten(_Bounds({bound.k: value}) if bound.side == "lo" else _Bounds({}, {bound.k: value}))
+    return box
+
+
 def match_main(
-    main: c_ast.FuncDef, nondet: str, domain: InputDomain, fixed: tuple[int, int] | None
+    main: c_ast.FuncDef,
+    nondet: str,
+    domain: InputDomain,
+    fixed: tuple[int, int] | None,
+    inputs: InputBlock | None = None,
 ) -> HarnessMain:
-    """`main` of a harness; `fixed` = (word bits, fractional bits) for fixed point, else None."""
+    """`main` of a harness; `fixed` = (word bits, fractional bits) for fixed point, else None;
+    `inputs` the input lines `lift.inputs` took out of the text (the marker statement stands for
+    them)."""
     items = list(main.body.block_items or [])
     if len(items) < 2:
         raise fail(main, "main is not a harness main")
@@ -265,6 +289,14 @@ def match_main(
             if source is None or source[0] != nondet or source[1]:
                 raise fail(item, f"input is not a {nondet}() value")
             assigned += 1
+        elif call(item, MARKER) == (MARKER, []) and inputs is not None and assigned == 0:
+            if inputs.x != x_name or inputs.nondet != nondet:
+                raise fail(
+                    item, f"input lines of {inputs.x} by {inputs.nondet}, expected {x_name} by {nondet}"
+                )
+            assigned = inputs.count
+            hull.tighten(_block_bounds(inputs, domain))
+            inputs = None  # one use
         elif (assume := call(item, "__ESBMC_assume")) is not None and len(assume[1]) == 1:
             alternatives = conjuncts(assume[1][0], "||")
             boxes = [_box_of(alt, x_name, domain, assigned) for alt in alternatives]
