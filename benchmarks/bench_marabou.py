@@ -70,6 +70,7 @@ MODES = {
     "16.16": ("--format", "16.16"),
     "real": ("--float", "--semantics", "real"),
 }
+PROBE_S = 10.0  # seconds for the box probe after an unsat (see marabou_solve)
 GRACE_S = 30.0  # beyond --timeout before a child is killed (qverify's own limit should stop it first)
 DECIDED = ("SAFE", "UNSAFE")
 MARABOU = "marabou"
@@ -119,9 +120,10 @@ class MarabouAnswer:
 
     verdict: str  # SAFE / UNSAFE / UNKNOWN / ERROR
     reason: str
-    solve_s: float
+    solve_s: float  # the property's queries
     witness: tuple[float, ...] = ()  # Marabou's satisfying input (normalised units), when UNSAFE
     witness_violates: bool | None = None  # does it violate the property in float64?
+    probe_s: float = 0.0  # the box probes after an unsat (not part of the verdict's time)
 
 
 def _equation(atom, output_vars, core):
@@ -137,52 +139,70 @@ def _equation(atom, output_vars, core):
     return equation
 
 
-def marabou_solve(network_path: Path, prop: Property, timeout_s: float) -> MarabouAnswer:
-    """Decide `prop` on the ONNX network with Marabou, in this process (one query per input box)."""
+def _query(network_path: Path, box, clauses_of, timeout_s: float) -> tuple[str, np.ndarray | None]:
+    """One Marabou query: the ONNX network, the input box, and (if `clauses_of` is given) the unsafe
+    clauses (one clause as plain constraints, several as one disjunction). (exit code, inputs if sat)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from maraboupy import Marabou, MarabouCore
-    if Path(network_path).suffix.lower() != ".onnx":
-        return MarabouAnswer("ERROR", f"{network_path}: the Marabou runner reads ONNX only", 0.0)
+    network = Marabou.read_onnx(str(network_path))
+    inputs = np.asarray(network.inputVars[0]).flatten()
+    for variable, low, high in zip(inputs, box.lo, box.hi, strict=True):
+        network.setLowerBound(int(variable), float(low))
+        network.setUpperBound(int(variable), float(high))
+    if clauses_of is not None:
+        outputs = np.asarray(network.outputVars[0]).flatten()
+        clauses = [[_equation(atom, outputs, MarabouCore) for atom in clause.atoms] for clause in clauses_of]
+        if len(clauses) == 1:
+            for equation in clauses[0]:
+                network.addEquation(equation, isProperty=True)
+        else:
+            network.addDisjunctionConstraint(clauses)
+    options = Marabou.createOptions(timeoutInSeconds=max(1, math.ceil(timeout_s)), verbosity=0)
+    exit_code, values, _ = network.solve(verbose=False, options=options)
+    witness = np.array([values[int(variable)] for variable in inputs]) if exit_code == "sat" else None
+    return exit_code, witness
+
+
+def marabou_solve(
+    network_path: Path, prop: Property, timeout_s: float, probe_s: float = PROBE_S
+) -> MarabouAnswer:
+    """Decide `prop` on the ONNX network with Marabou, in this process (one query per input box).
+
+    An unsat answer is checked by a probe: the same box without the property must be sat (any input
+    has outputs). Marabou 2.0 answers unsat there on some trained networks (its preprocessing drops
+    near-zero weights unsoundly: Marabou issues #568, #825); its unsat is then reported as ERROR.
+    """
+    path = Path(network_path)
+    if path.suffix.lower() != ".onnx":
+        return MarabouAnswer("ERROR", f"{path}: the Marabou runner reads ONNX only", 0.0)
     started = time.perf_counter()
     unknown = ""
     for box in prop.boxes:
         remaining = timeout_s - (time.perf_counter() - started)
         if remaining <= 0:
             return MarabouAnswer("UNKNOWN", "timeout", time.perf_counter() - started)
-        network = Marabou.read_onnx(str(network_path))
-        inputs = np.asarray(network.inputVars[0]).flatten()
-        outputs = np.asarray(network.outputVars[0]).flatten()
-        if len(inputs) != prop.n_inputs:
-            return MarabouAnswer("ERROR", f"network has {len(inputs)} inputs, property {prop.n_inputs}", 0.0)
-        for variable, low, high in zip(inputs, box.lo, box.hi):
-            network.setLowerBound(int(variable), float(low))
-            network.setUpperBound(int(variable), float(high))
-        clauses = [
-            [_equation(atom, outputs, MarabouCore) for atom in clause.atoms] for clause in prop.unsafe.clauses
-        ]
-        if not clauses:
+        if not prop.unsafe.clauses:
             continue  # an empty unsafe set: this box is safe
-        if len(clauses) == 1:
-            for equation in clauses[0]:
-                network.addEquation(equation, isProperty=True)
-        else:
-            network.addDisjunctionConstraint(clauses)
-        options = Marabou.createOptions(timeoutInSeconds=max(1, math.ceil(remaining)), verbosity=0)
-        exit_code, values, _ = network.solve(verbose=False, options=options)
-        if exit_code == "sat":
-            witness = np.array([values[int(variable)] for variable in inputs])
-            return MarabouAnswer(
-                "UNSAFE",
-                "sat",
-                time.perf_counter() - started,
-                tuple(witness.tolist()),
-                _violates(network_path, prop, witness),
-            )
+        exit_code, witness = _query(path, box, prop.unsafe.clauses, remaining)
+        if witness is not None:
+            solve_s = time.perf_counter() - started
+            violates = _violates(path, prop, witness)
+            return MarabouAnswer("UNSAFE", "sat", solve_s, tuple(witness.tolist()), violates)
         if exit_code != "unsat":
             unknown = {"TIMEOUT": "timeout"}.get(exit_code, f"Marabou: {exit_code}")
     solve_s = time.perf_counter() - started
-    return MarabouAnswer("UNKNOWN", unknown, solve_s) if unknown else MarabouAnswer("SAFE", "unsat", solve_s)
+    if unknown:
+        return MarabouAnswer("UNKNOWN", unknown, solve_s)
+    probe_notes = []
+    for box in prop.boxes:
+        exit_code, _ = _query(path, box, None, probe_s)
+        if exit_code == "unsat":
+            why = "unsound here: Marabou finds the input box alone infeasible (issues #568, #825)"
+            return MarabouAnswer("ERROR", why, solve_s, probe_s=time.perf_counter() - started - solve_s)
+        probe_notes.append({"sat": "ok"}.get(exit_code, exit_code.lower()))
+    reason = f"unsat (box probe: {', '.join(probe_notes)})"
+    return MarabouAnswer("SAFE", reason, solve_s, probe_s=time.perf_counter() - started - solve_s)
 
 
 def _violates(network_path: Path, prop: Property, witness: np.ndarray) -> bool:
@@ -237,7 +257,9 @@ def run_qverify(instance: Instance, mode: str, timeout_s: float, scratch: Path) 
     times = {
         key: value for key, value in record.get("times_s", {}).items() if isinstance(value, (int, float))
     }
+    example = record.get("counterexample") or {}
     detail = {"decided_by": record.get("decided_by", ""), "times_s": times}
+    detail["float_violates"] = example.get("float_violates")
     return Outcome(QVERIFY, mode, instance.name, record["status"], wall, record.get("reason", ""), detail)
 
 
@@ -254,7 +276,9 @@ def run_marabou(instance: Instance, timeout_s: float) -> Outcome:
         last = err.strip().splitlines()[-1] if err.strip() else f"exit code {code}"
         return Outcome(MARABOU, "real", instance.name, "ERROR", wall, last)
     answer = json.loads(lines[-1])
-    detail = {"solve_s": round(answer["solve_s"], 3), "witness_violates": answer["witness_violates"]}
+    detail = {"solve_s": round(answer["solve_s"], 3), "probe_s": round(answer["probe_s"], 3)}
+    detail["witness_violates"] = answer["witness_violates"]
+    wall -= answer["probe_s"]  # the probe checks Marabou's answer; it is not part of deciding
     return Outcome(MARABOU, "real", instance.name, answer["verdict"], wall, answer["reason"], detail)
 
 
