@@ -345,7 +345,7 @@ def _cell(outcome: Outcome | None) -> str:
     if outcome.tool == MARABOU and outcome.detail.get("witness_violates") is False:
         note = " (witness not unsafe in float64)"
     elif outcome.verdict not in DECIDED and outcome.reason:
-        note = f" ({outcome.reason[:40]})"
+        note = f" ({outcome.reason.split(';')[0][:60]})"
     return f"{outcome.verdict} {outcome.wall_s:.1f}s{note}"
 
 
@@ -354,6 +354,19 @@ def disagreement(ours: Outcome | None, marabou: Outcome | None) -> bool:
         ours is not None and marabou is not None and ours.verdict in DECIDED and marabou.verdict in DECIDED
         and ours.verdict != marabou.verdict
     )  # fmt: skip
+
+
+def evidence(ours: Outcome, marabou: Outcome) -> str:
+    """Who a disagreement's concrete input convicts: the UNSAFE side's input, checked in float64."""
+    if ours.verdict == "UNSAFE":
+        checked = ours.detail.get("float_violates")
+        side = "qverify's counterexample"
+    else:
+        checked = marabou.detail.get("witness_violates")
+        side = "Marabou's witness"
+    if checked is None:
+        return f"{side} was not checked in float64"
+    return f"{side} {'violates' if checked else 'does not violate'} the property in float64"
 
 
 def _summary_line(label: str, outcomes: Sequence[Outcome]) -> str:
@@ -370,6 +383,21 @@ def _summary_line(label: str, outcomes: Sequence[Outcome]) -> str:
     )
 
 
+def _ratios(pairs: list[tuple[Outcome, Outcome]]) -> None:
+    """Total and median time ratios over all instances and over those both tools decide."""
+    both = [(o, t) for o, t in pairs if o.verdict in DECIDED and t.verdict in DECIDED]
+    for label, chosen in (("all instances", pairs), (f"the {len(both)} decided by both", both)):
+        ours, theirs = [o.wall_s for o, _ in chosen], [t.wall_s for _, t in chosen]
+        if not chosen or sum(theirs) <= 0:
+            continue
+        total = sum(ours) / sum(theirs)
+        median = statistics.median(ours) / max(statistics.median(theirs), 1e-9)
+        print(
+            f"ratio qverify/Marabou on {label}: total {sum(ours):.1f} s / {sum(theirs):.1f} s = {total:.2f}, "
+            f"median {statistics.median(ours):.2f} s / {statistics.median(theirs):.2f} s = {median:.2f}"
+        )
+
+
 def report(
     instances: list[Instance], modes: Sequence[str], results: dict[str, Outcome], timeout_s: float
 ) -> int:
@@ -382,41 +410,31 @@ def report(
         )
         print("| instance | qverify | Marabou | |")
         print("|---|---|---|---|")
-        ours_all, theirs_all, flagged = [], [], []
+        ours_all, theirs_all, pairs, flagged = [], [], [], []
         for instance in instances:
             ours = results.get(_key(QVERIFY, mode, instance.name, timeout_s))
             theirs = marabou_of[instance.name]
             flag = ""
             if disagreement(ours, theirs):
                 flag = "**DISAGREE**" if mode == "real" else "differs (fixed point vs real)"
-                flagged.append(instance.name)
+                flagged.append(f"{instance.name} ({evidence(ours, theirs)})")
             print(f"| {instance.name} | {_cell(ours)} | {_cell(theirs)} | {flag} |")
             ours_all += [ours] if ours else []
             theirs_all += [theirs] if theirs else []
+            pairs += [(ours, theirs)] if ours and theirs else []
         print("\n| tool | decided | SAFE | UNSAFE | UNKNOWN | ERROR | total s | median s |")
         print("|---|---|---|---|---|---|---|---|")
         print(_summary_line(f"qverify {mode}", ours_all))
         if theirs_all:
             print(_summary_line("Marabou", theirs_all))
-            total_ours, total_theirs = sum(o.wall_s for o in ours_all), sum(o.wall_s for o in theirs_all)
-            if total_theirs > 0 and ours_all:
-                median_ratio = statistics.median(o.wall_s for o in ours_all) / max(
-                    statistics.median(o.wall_s for o in theirs_all), 1e-9
-                )
-                print(
-                    f"\nratio qverify/Marabou: total {total_ours / total_theirs:.2f}, median {median_ratio:.2f}"
-                )
+            print()
+            _ratios(pairs)
         if flagged:
-            what = (
-                "DISAGREEMENT (a bug: both decide in real arithmetic)"
-                if mode == "real"
-                else "verdicts differ"
-            )
-            print(
-                f"\n{what} on {len(flagged)}: {', '.join(flagged)}",
-                file=sys.stderr if mode == "real" else sys.stdout,
-            )
-            bugs += len(flagged) if mode == "real" else 0
+            real = mode == "real"
+            what = "DISAGREEMENT (a bug: both decide in real arithmetic)" if real else "verdicts differ"
+            lines = "\n  ".join(flagged)
+            print(f"\n{what} on {len(flagged)}:\n  {lines}", file=sys.stderr if real else sys.stdout)
+            bugs += len(flagged) if real else 0
     return bugs
 
 
