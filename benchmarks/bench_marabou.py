@@ -11,7 +11,9 @@ Each instance (an ONNX network and a VNN-LIB property) is decided
     output set taken from qverify's VNN-LIB reader (one query per input box; several unsafe clauses
     as one Marabou disjunction constraint), `timeoutInSeconds`, verbosity 0. `sat` is UNSAFE, `unsat`
     SAFE; Marabou's satisfying input is re-evaluated in float64 and the table says whether it
-    violates the property there.
+    violates the property there. Every `unsat` is probed with the input box alone (which must be
+    `sat`): where Marabou finds the box alone infeasible its `unsat` is unsound and counts as ERROR
+    (Marabou 2.0 on benchmarks/digits784; the probe's time is not counted).
 Times are wall-clock seconds of the child processes (process start, imports and file reading
 included for both tools, as a user runs them). Marabou's verdict is in real arithmetic: in `real` mode a
 verdict that differs from qverify's where both decide is a bug of one of them and is flagged loudly
@@ -38,6 +40,7 @@ import fnmatch
 import json
 import math
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -309,9 +312,9 @@ def _patterns(spec: str) -> list[str]:
     patterns = []
     for part in spec.split(","):
         part = part.strip()
-        if part.startswith("phi"):
-            first, _, last = part[3:].partition("-")
-            patterns += [f"*-prop_{p}" for p in range(int(first), int(last or first) + 1)]
+        if match := re.fullmatch(r"phi(\d+)(?:-(\d+))?", part):
+            first, last = int(match[1]), int(match[2] or match[1])
+            patterns += [f"*-prop_{p}" for p in range(first, last + 1)]
         elif part:
             patterns.append(part if any(c in part for c in "*?[") else f"*{part}*")
     return patterns
