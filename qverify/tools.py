@@ -110,7 +110,7 @@ def detect_tools() -> list[ToolStatus]:
         _esbmc(),
         _python_package(
             "maraboupy",
-            "benchmarks/bench_marabou.py and the Marabou agreement test (pip install -e \".[marabou]\")",
+            'benchmarks/bench_marabou.py and the Marabou agreement test (pip install -e ".[marabou]")',
         ),
         _chromium(),
     ]
