@@ -112,6 +112,7 @@ def marabou_missing() -> str:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "Tensorflow parser is unavailable" on import
             import maraboupy.Marabou  # noqa: F401
+            import onnxruntime  # noqa: F401  (Marabou's ONNX reader needs it)
     except ImportError as error:
         return f'maraboupy is not installed ({error}); install it with: pip install -e ".[marabou]"'
     return ""
