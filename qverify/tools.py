@@ -108,6 +108,10 @@ def detect_tools() -> list[ToolStatus]:
         _python_package("bitwuzla", "internal engine: SMT (default)"),
         _python_package("z3-solver", "internal engine: SMT (fallback, --solver z3)"),
         _esbmc(),
+        _python_package(
+            "maraboupy",
+            'benchmarks/bench_marabou.py and the Marabou agreement test (pip install -e ".[marabou]")',
+        ),
         _chromium(),
     ]
 

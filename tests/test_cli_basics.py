@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 
@@ -45,8 +46,19 @@ def test_info_tools_names_each_tool_and_which_esbmc():
     result = qverify("info", "--tools")
     assert result.returncode == 0, result.stderr
     lines = {line.split()[0]: line for line in result.stdout.splitlines()}
-    assert set(lines) == {"gcc", "frama-c", "highspy", "bitwuzla", "z3-solver", "esbmc", "chromium"}
+    assert set(lines) == {
+        "gcc",
+        "frama-c",
+        "highspy",
+        "bitwuzla",
+        "z3-solver",
+        "esbmc",
+        "maraboupy",
+        "chromium",
+    }
     assert " found " in lines["gcc"]
+    marabou_installed = importlib.util.find_spec("maraboupy") is not None
+    assert (" found " in lines["maraboupy"]) == marabou_installed, lines["maraboupy"]
     try:
         location = locate_esbmc()
     except ToolMissingError:

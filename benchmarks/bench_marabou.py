@@ -1,0 +1,547 @@
+#!/usr/bin/env python3
+"""qverify and Marabou side by side on the same VNN-LIB instances, in one run (a benchmark, not a test).
+
+Each instance (an ONNX network and a VNN-LIB property) is decided
+  - by `qverify verify` in a child process, once per mode: `16.16` (fixed point <16,16>, the
+    default `--format 16.16`) and `real` (`--float --semantics real`: the network's float weights in
+    ideal real arithmetic, what real-valued verifiers decide), with `--timeout` and a wall-clock
+    limit of the timeout plus GRACE_S;
+  - by Marabou 2.0 (maraboupy, `pip install -e ".[marabou]"`) in a child process of this script
+    (`--marabou-worker`): the ONNX file read by Marabou's own parser, the input bounds and the unsafe
+    output set taken from qverify's VNN-LIB reader (one query per input box; several unsafe clauses
+    as one Marabou disjunction constraint), `timeoutInSeconds`, verbosity 0. `sat` is UNSAFE, `unsat`
+    SAFE; Marabou's satisfying input is re-evaluated in float64 and the table says whether it
+    violates the property there. Every `unsat` is probed with the input box alone (which must be
+    `sat`): where Marabou finds the box alone infeasible its `unsat` is unsound and counts as ERROR
+    (Marabou 2.0 on benchmarks/digits784; the probe's time is not counted).
+Times are wall-clock seconds of the child processes (process start, imports and file reading
+included for both tools, as a user runs them). Marabou's verdict is in real arithmetic: in `real` mode a
+verdict that differs from qverify's where both decide is a bug of one of them and is flagged loudly
+(exit code 1); at `16.16` a difference is a difference of semantics, shown but not an error.
+
+Without maraboupy the script says so and runs qverify alone.
+
+Results are journaled (JSONL, one line per finished run) in `--out`; `--resume` skips what the
+journal holds, so a long run can be interrupted and continued. The selection:
+  --suite acasxu|digits784 (repeatable; default acasxu)   --instances phi1-4 | GLOB[,GLOB...]
+  --limit N (first N)   --sample N (N evenly spaced)   --all (every instance of the suites)
+
+Usage:
+  python benchmarks/bench_marabou.py --instances phi1-4 --sample 16 --timeout 60
+  python benchmarks/bench_marabou.py --suite digits784 --sample 6 --timeout 120 --modes real
+  python benchmarks/bench_marabou.py --all --suite acasxu --timeout 116 --out results/marabou --resume
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import fnmatch
+import json
+import math
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from qverify.io import load_network
+from qverify.network import evaluate_core
+from qverify.properties import Property, Relation, read_vnnlib
+from qverify.suites.journal import Journal
+
+SUITES = {
+    "acasxu": ROOT / "benchmarks" / "acasxu" / "instances.csv",
+    "digits784": ROOT / "benchmarks" / "digits784" / "instances.csv",
+}
+MODES = {
+    "16.16": ("--format", "16.16"),
+    "real": ("--float", "--semantics", "real"),
+}
+PROBE_S = 10.0  # seconds for the box probe after an unsat (see marabou_solve)
+GRACE_S = 30.0  # beyond --timeout before a child is killed (qverify's own limit should stop it first)
+DECIDED = ("SAFE", "UNSAFE")
+MARABOU = "marabou"
+QVERIFY = "qverify"
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """One VNN-COMP row: a network and a property, named `<network stem>-<property stem>`."""
+
+    suite: str
+    name: str
+    network: Path
+    vnnlib: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One tool's run on one instance: verdict SAFE / UNSAFE / UNKNOWN / ERROR, wall time, why."""
+
+    tool: str  # "qverify" or "marabou"
+    mode: str  # a key of MODES, or "real" for Marabou
+    instance: str
+    verdict: str
+    wall_s: float
+    reason: str = ""
+    detail: dict = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------------- Marabou
+
+
+def marabou_missing() -> str:
+    """ "" when maraboupy imports, else why not (one line)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "Tensorflow parser is unavailable" on import
+            import maraboupy.Marabou  # noqa: F401
+            import onnxruntime  # noqa: F401  (Marabou's ONNX reader needs it)
+    except ImportError as error:
+        return f'maraboupy is not installed ({error}); install it with: pip install -e ".[marabou]"'
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class MarabouAnswer:
+    """Marabou's verdict on a whole property (every box, every unsafe clause)."""
+
+    verdict: str  # SAFE / UNSAFE / UNKNOWN / ERROR
+    reason: str
+    solve_s: float  # the property's queries
+    witness: tuple[float, ...] = ()  # Marabou's satisfying input (normalised units), when UNSAFE
+    witness_violates: bool | None = None  # does it violate the property in float64?
+    probe_s: float = 0.0  # the box probes after an unsat (not part of the verdict's time)
+
+
+def _equation(atom, output_vars, core):
+    """Marabou equation for the atom `sum c_j Y_j + k (rel) 0`; a strict relation becomes non-strict
+    (Marabou has none; the unsafe set grows by its boundary only)."""
+    from maraboupy.MarabouUtils import Equation
+
+    kind = core.Equation.GE if atom.relation in (Relation.GE, Relation.GT) else core.Equation.LE
+    equation = Equation(kind)
+    for index, coefficient in atom.terms:
+        equation.addAddend(float(coefficient), int(output_vars[index]))
+    equation.setScalar(-float(atom.constant))
+    return equation
+
+
+def _query(network_path: Path, box, clauses_of, timeout_s: float) -> tuple[str, np.ndarray | None]:
+    """One Marabou query: the ONNX network, the input box, and (if `clauses_of` is given) the unsafe
+    clauses (one clause as plain constraints, several as one disjunction). (exit code, inputs if sat)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from maraboupy import Marabou, MarabouCore
+    network = Marabou.read_onnx(str(network_path))
+    inputs = np.asarray(network.inputVars[0]).flatten()
+    for variable, low, high in zip(inputs, box.lo, box.hi, strict=True):
+        network.setLowerBound(int(variable), float(low))
+        network.setUpperBound(int(variable), float(high))
+    if clauses_of is not None:
+        outputs = np.asarray(network.outputVars[0]).flatten()
+        clauses = [[_equation(atom, outputs, MarabouCore) for atom in clause.atoms] for clause in clauses_of]
+        if len(clauses) == 1:
+            for equation in clauses[0]:
+                network.addEquation(equation, isProperty=True)
+        else:
+            network.addDisjunctionConstraint(clauses)
+    options = Marabou.createOptions(timeoutInSeconds=max(1, math.ceil(timeout_s)), verbosity=0)
+    exit_code, values, _ = network.solve(verbose=False, options=options)
+    witness = np.array([values[int(variable)] for variable in inputs]) if exit_code == "sat" else None
+    return exit_code, witness
+
+
+def marabou_solve(
+    network_path: Path, prop: Property, timeout_s: float, probe_s: float = PROBE_S
+) -> MarabouAnswer:
+    """Decide `prop` on the ONNX network with Marabou, in this process (one query per input box).
+
+    An unsat answer is checked by a probe: the same box without the property must be sat (any input
+    has outputs). Marabou 2.0 answers unsat there on some trained networks (its preprocessing drops
+    near-zero weights unsoundly: Marabou issues #568, #825); its unsat is then reported as ERROR.
+    """
+    path = Path(network_path)
+    if path.suffix.lower() != ".onnx":
+        return MarabouAnswer("ERROR", f"{path}: the Marabou runner reads ONNX only", 0.0)
+    started = time.perf_counter()
+    unknown = ""
+    for box in prop.boxes:
+        remaining = timeout_s - (time.perf_counter() - started)
+        if remaining <= 0:
+            return MarabouAnswer("UNKNOWN", "timeout", time.perf_counter() - started)
+        if not prop.unsafe.clauses:
+            continue  # an empty unsafe set: this box is safe
+        exit_code, witness = _query(path, box, prop.unsafe.clauses, remaining)
+        if witness is not None:
+            solve_s = time.perf_counter() - started
+            violates = _violates(path, prop, witness)
+            return MarabouAnswer("UNSAFE", "sat", solve_s, tuple(witness.tolist()), violates)
+        if exit_code != "unsat":
+            unknown = {"TIMEOUT": "timeout"}.get(exit_code, f"Marabou: {exit_code}")
+    solve_s = time.perf_counter() - started
+    if unknown:
+        return MarabouAnswer("UNKNOWN", unknown, solve_s)
+    probe_notes = []
+    for box in prop.boxes:
+        exit_code, _ = _query(path, box, None, probe_s)
+        if exit_code == "unsat":
+            why = "unsound here: Marabou finds the input box alone infeasible (issues #568, #825)"
+            return MarabouAnswer("ERROR", why, solve_s, probe_s=time.perf_counter() - started - solve_s)
+        probe_notes.append({"sat": "ok"}.get(exit_code, exit_code.lower()))
+    reason = f"unsat (box probe: {', '.join(probe_notes)})"
+    return MarabouAnswer("SAFE", reason, solve_s, probe_s=time.perf_counter() - started - solve_s)
+
+
+def _violates(network_path: Path, prop: Property, witness: np.ndarray) -> bool:
+    """Is Marabou's input in a box, with outputs (float64, qverify's reading of the file) unsafe?"""
+    outputs = evaluate_core(load_network(network_path), witness[None, :])
+    return bool(prop.violated_by(witness[None, :], outputs)[0])
+
+
+def marabou_worker(network: str, vnnlib: str, timeout_s: float) -> int:
+    """`--marabou-worker`: decide one instance and print the MarabouAnswer as one JSON line."""
+    answer = marabou_solve(Path(network), read_vnnlib(vnnlib), timeout_s)
+    print(json.dumps(asdict(answer)), flush=True)
+    return 0
+
+
+# ----------------------------------------------------------------------------------- runs
+
+
+def _run_child(command: list[str], limit_s: float) -> tuple[int | None, str, str, float]:
+    """Run a child in its own process group; kill the group at `limit_s`. (exit code or None, out, err, wall)."""
+    started = time.perf_counter()
+    child = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        out, err = child.communicate(timeout=limit_s)
+        code: int | None = child.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        out, err = child.communicate()
+        code = None
+    return code, out, err, time.perf_counter() - started
+
+
+def run_qverify(instance: Instance, mode: str, timeout_s: float, scratch: Path) -> Outcome:
+    """`python -m qverify verify` from this checkout: whatever engine it holds now."""
+    record_path = scratch / f"{instance.name}.{mode}.json"
+    command = [
+        sys.executable, "-m", "qverify", "verify", str(instance.network),
+        "--property", str(instance.vnnlib), *MODES[mode], "--timeout", f"{timeout_s:g}",
+        "--json", str(record_path),
+    ]  # fmt: skip
+    code, _, err, wall = _run_child(command, timeout_s + GRACE_S)
+    if code is None:
+        return Outcome(
+            QVERIFY, mode, instance.name, "UNKNOWN", wall, f"killed after {timeout_s + GRACE_S:g} s"
+        )
+    if not record_path.is_file():
+        last = err.strip().splitlines()[-1] if err.strip() else f"exit code {code}"
+        return Outcome(QVERIFY, mode, instance.name, "ERROR", wall, last)
+    record = json.loads(record_path.read_text())
+    times = {
+        key: value for key, value in record.get("times_s", {}).items() if isinstance(value, (int, float))
+    }
+    example = record.get("counterexample") or {}
+    detail = {"decided_by": record.get("decided_by", ""), "times_s": times}
+    detail["float_violates"] = example.get("float_violates")
+    return Outcome(QVERIFY, mode, instance.name, record["status"], wall, record.get("reason", ""), detail)
+
+
+def run_marabou(instance: Instance, timeout_s: float) -> Outcome:
+    command = [sys.executable, str(Path(__file__).resolve()), "--marabou-worker",
+               str(instance.network), str(instance.vnnlib), f"{timeout_s:g}"]  # fmt: skip
+    code, out, err, wall = _run_child(command, timeout_s + GRACE_S)
+    if code is None:
+        return Outcome(
+            MARABOU, "real", instance.name, "UNKNOWN", wall, f"killed after {timeout_s + GRACE_S:g} s"
+        )
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    if code != 0 or not lines:
+        last = err.strip().splitlines()[-1] if err.strip() else f"exit code {code}"
+        return Outcome(MARABOU, "real", instance.name, "ERROR", wall, last)
+    answer = json.loads(lines[-1])
+    detail = {"solve_s": round(answer["solve_s"], 3), "probe_s": round(answer["probe_s"], 3)}
+    detail["witness_violates"] = answer["witness_violates"]
+    wall -= answer["probe_s"]  # the probe checks Marabou's answer; it is not part of deciding
+    return Outcome(MARABOU, "real", instance.name, answer["verdict"], wall, answer["reason"], detail)
+
+
+# ----------------------------------------------------------------------------------- selection
+
+
+def read_instances(suite: str) -> list[Instance]:
+    csv_path = SUITES[suite]
+    if not csv_path.is_file():
+        raise SystemExit(f"error: {csv_path}: no such file (suite {suite})")
+    instances = []
+    with csv_path.open(newline="") as handle:
+        for row in csv.reader(handle):
+            if not row or row[0].startswith("#"):
+                continue
+            network, vnnlib = (
+                (csv_path.parent / row[0].strip()).resolve(),
+                (csv_path.parent / row[1].strip()).resolve(),
+            )
+            stem = network.stem.removeprefix("ACASXU_run2a_").removesuffix("_batch_2000")
+            vnnlib_stem = vnnlib.name.removesuffix(".gz").removesuffix(".vnnlib")
+            instances.append(Instance(suite, f"{stem}-{vnnlib_stem}", network, vnnlib))
+    return instances
+
+
+def _patterns(spec: str) -> list[str]:
+    """`phi1-4` -> the ACAS Xu properties 1..4; anything else: comma-separated globs on names."""
+    patterns = []
+    for part in spec.split(","):
+        part = part.strip()
+        if match := re.fullmatch(r"phi(\d+)(?:-(\d+))?", part):
+            first, last = int(match[1]), int(match[2] or match[1])
+            patterns += [f"*-prop_{p}" for p in range(first, last + 1)]
+        elif part:
+            patterns.append(part if any(c in part for c in "*?[") else f"*{part}*")
+    return patterns
+
+
+def select(
+    instances: list[Instance], spec: str | None, limit: int | None, sample: int | None
+) -> list[Instance]:
+    if spec:
+        patterns = _patterns(spec)
+        instances = [i for i in instances if any(fnmatch.fnmatch(i.name, p) for p in patterns)]
+    if sample is not None and 0 < sample < len(instances):
+        positions = np.linspace(0, len(instances) - 1, sample).round().astype(int)
+        instances = [instances[p] for p in dict.fromkeys(positions.tolist())]
+    if limit is not None:
+        instances = instances[:limit]
+    return instances
+
+
+# ----------------------------------------------------------------------------------- report
+
+
+def _key(tool: str, mode: str, instance: str, timeout_s: float) -> str:
+    return f"{tool}|{mode}|{instance}|timeout={timeout_s:g}"
+
+
+def _cell(outcome: Outcome | None) -> str:
+    if outcome is None:
+        return "-"
+    note = ""
+    if outcome.tool == MARABOU and outcome.detail.get("witness_violates") is False:
+        note = " (witness not unsafe in float64)"
+    elif outcome.verdict not in DECIDED and outcome.reason:
+        note = f" ({outcome.reason.split(';')[0][:60]})"
+    return f"{outcome.verdict} {outcome.wall_s:.1f}s{note}"
+
+
+def disagreement(ours: Outcome | None, marabou: Outcome | None) -> bool:
+    return (
+        ours is not None and marabou is not None and ours.verdict in DECIDED and marabou.verdict in DECIDED
+        and ours.verdict != marabou.verdict
+    )  # fmt: skip
+
+
+def evidence(ours: Outcome, marabou: Outcome) -> str:
+    """Who a disagreement's concrete input convicts: the UNSAFE side's input, checked in float64."""
+    if ours.verdict == "UNSAFE":
+        checked = ours.detail.get("float_violates")
+        side = "qverify's counterexample"
+    else:
+        checked = marabou.detail.get("witness_violates")
+        side = "Marabou's witness"
+    if checked is None:
+        return f"{side} was not checked in float64"
+    return f"{side} {'violates' if checked else 'does not violate'} the property in float64"
+
+
+def _summary_line(label: str, outcomes: Sequence[Outcome]) -> str:
+    counts = {
+        verdict: sum(o.verdict == verdict for o in outcomes)
+        for verdict in ("SAFE", "UNSAFE", "UNKNOWN", "ERROR")
+    }
+    walls = [o.wall_s for o in outcomes]
+    median = statistics.median(walls) if walls else 0.0
+    decided = counts["SAFE"] + counts["UNSAFE"]
+    return (
+        f"| {label} | {decided}/{len(outcomes)} | {counts['SAFE']} | {counts['UNSAFE']} | {counts['UNKNOWN']} "
+        f"| {counts['ERROR']} | {sum(walls):.1f} | {median:.2f} |"
+    )
+
+
+def _ratios(pairs: list[tuple[Outcome, Outcome]]) -> None:
+    """Total and median time ratios over all instances and over those both tools decide."""
+    both = [(o, t) for o, t in pairs if o.verdict in DECIDED and t.verdict in DECIDED]
+    for label, chosen in (("all instances", pairs), (f"the {len(both)} decided by both", both)):
+        ours, theirs = [o.wall_s for o, _ in chosen], [t.wall_s for _, t in chosen]
+        if not chosen or sum(theirs) <= 0:
+            continue
+        total = sum(ours) / sum(theirs)
+        median = statistics.median(ours) / max(statistics.median(theirs), 1e-9)
+        print(
+            f"ratio qverify/Marabou on {label}: total {sum(ours):.1f} s / {sum(theirs):.1f} s = {total:.2f}, "
+            f"median {statistics.median(ours):.2f} s / {statistics.median(theirs):.2f} s = {median:.2f}"
+        )
+
+
+def report(
+    instances: list[Instance], modes: Sequence[str], results: dict[str, Outcome], timeout_s: float
+) -> int:
+    """Print one table per mode and the summary; the number of real-mode disagreements."""
+    bugs = 0
+    marabou_of = {i.name: results.get(_key(MARABOU, "real", i.name, timeout_s)) for i in instances}
+    for mode in modes:
+        print(
+            f"\n## qverify `{' '.join(MODES[mode])}` vs Marabou (real arithmetic), timeout {timeout_s:g} s\n"
+        )
+        print("| instance | qverify | Marabou | |")
+        print("|---|---|---|---|")
+        ours_all, theirs_all, pairs, flagged = [], [], [], []
+        for instance in instances:
+            ours = results.get(_key(QVERIFY, mode, instance.name, timeout_s))
+            theirs = marabou_of[instance.name]
+            flag = ""
+            if disagreement(ours, theirs):
+                flag = "**DISAGREE**" if mode == "real" else "differs (fixed point vs real)"
+                flagged.append(f"{instance.name} ({evidence(ours, theirs)})")
+            print(f"| {instance.name} | {_cell(ours)} | {_cell(theirs)} | {flag} |")
+            ours_all += [ours] if ours else []
+            theirs_all += [theirs] if theirs else []
+            pairs += [(ours, theirs)] if ours and theirs else []
+        print("\n| tool | decided | SAFE | UNSAFE | UNKNOWN | ERROR | total s | median s |")
+        print("|---|---|---|---|---|---|---|---|")
+        print(_summary_line(f"qverify {mode}", ours_all))
+        if theirs_all:
+            print(_summary_line("Marabou", theirs_all))
+            print()
+            _ratios(pairs)
+        if flagged:
+            real = mode == "real"
+            what = "DISAGREEMENT (a bug: both decide in real arithmetic)" if real else "verdicts differ"
+            lines = "\n  ".join(flagged)
+            print(f"\n{what} on {len(flagged)}:\n  {lines}", file=sys.stderr if real else sys.stdout)
+            bugs += len(flagged) if real else 0
+    return bugs
+
+
+# ----------------------------------------------------------------------------------- main
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--suite", action="append", choices=sorted(SUITES), help="instance set (repeatable; default acasxu)"
+    )
+    p.add_argument(
+        "--instances", metavar="SPEC", help="phi1-4 (ACAS Xu properties) or comma-separated name globs"
+    )
+    p.add_argument(
+        "--all", action="store_true", help="every instance of the suites (the default without --instances)"
+    )
+    p.add_argument("--limit", type=int, metavar="N", help="the first N selected instances")
+    p.add_argument("--sample", type=int, metavar="N", help="N evenly spaced instances of the selection")
+    p.add_argument("--modes", default="16.16,real", help="qverify modes, comma-separated: 16.16, real")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per instance and tool (default 60)")
+    p.add_argument("--jobs", type=int, default=1, help="runs at a time (default 1: times are not shared)")
+    p.add_argument("--no-marabou", action="store_true", help="run qverify alone")
+    p.add_argument("--out", type=Path, default=ROOT / "results" / "bench_marabou", help="journal folder")
+    p.add_argument("--resume", action="store_true", help="skip the runs the journal holds")
+    p.add_argument("--overwrite", action="store_true", help="start a new journal")
+    p.add_argument("--marabou-worker", nargs=3, metavar=("ONNX", "VNNLIB", "TIMEOUT"), help=argparse.SUPPRESS)
+    return p
+
+
+def _jobs(instances: Iterable[Instance], modes: Sequence[str], with_marabou: bool):
+    for instance in instances:
+        if with_marabou:
+            yield MARABOU, "real", instance
+        for mode in modes:
+            yield QVERIFY, mode, instance
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.marabou_worker:
+        network, vnnlib, timeout = args.marabou_worker
+        return marabou_worker(network, vnnlib, float(timeout))
+    modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
+    unknown_modes = [mode for mode in modes if mode not in MODES]
+    if unknown_modes or args.timeout <= 0 or args.jobs < 1:
+        print(
+            f"error: modes must be among {', '.join(MODES)}; --timeout and --jobs positive", file=sys.stderr
+        )
+        return 2
+    instances = [i for suite in (args.suite or ["acasxu"]) for i in read_instances(suite)]
+    instances = select(instances, None if args.all else args.instances, args.limit, args.sample)
+    if not instances:
+        print("error: no instance matches the selection", file=sys.stderr)
+        return 2
+    missing = "" if args.no_marabou else marabou_missing()
+    if missing:
+        print(f"note: {missing}: running qverify alone", file=sys.stderr)
+    with_marabou = not args.no_marabou and not missing
+
+    journal = Journal(args.out / "journal.jsonl")
+    args.out.mkdir(parents=True, exist_ok=True)
+    if journal.path.exists() and not (args.resume or args.overwrite):
+        print(f"error: {journal.path} exists: pass --resume to continue it or --overwrite", file=sys.stderr)
+        return 2
+    if args.overwrite:
+        journal.reset()
+    results = {entry["key"]: Outcome(**entry["record"]["outcome"]) for entry in journal.resume()}
+    todo = [
+        job
+        for job in _jobs(instances, modes, with_marabou)
+        if _key(job[0], job[1], job[2].name, args.timeout) not in results
+    ]
+    print(f"{len(instances)} instances, modes {', '.join(modes)}, Marabou {'on' if with_marabou else 'off'}; "
+          f"{len(todo)} runs to do ({len(results)} journaled)", file=sys.stderr)  # fmt: skip
+
+    def run(job) -> Outcome:
+        tool, mode, instance = job
+        if tool == MARABOU:
+            return run_marabou(instance, args.timeout)
+        return run_qverify(instance, mode, args.timeout, scratch)
+
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-marabou-") as folder,
+        ThreadPoolExecutor(args.jobs) as pool,
+    ):
+        scratch = Path(folder)
+        futures = [pool.submit(run, job) for job in todo]
+        for future in tqdm(as_completed(futures), total=len(futures), desc="runs", unit="run"):
+            outcome = future.result()
+            key = _key(outcome.tool, outcome.mode, outcome.instance, args.timeout)
+            results[key] = outcome
+            journal.append(
+                {
+                    "key": key,
+                    "task": outcome.instance,
+                    "record": {"status": outcome.verdict, "outcome": asdict(outcome)},
+                }
+            )
+    return 1 if report(instances, modes, results, args.timeout) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
