@@ -34,7 +34,7 @@ MAX_CORNER_INPUTS = 12
 # 16 starts x 32 candidates x up to 1,000 rounds; the 61 x 61 float32 boxes of the float oracle
 # spent 0.7 s in the local search, 516,375 points for 3,721)
 ENUMERATE_POINTS = 1 << 16
-ENUMERATE_CHUNK = 4096
+ENUMERATE_CHUNK = 1024  # points per evaluation: the deadline is checked between chunks
 
 
 @dataclass

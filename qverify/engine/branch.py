@@ -8,11 +8,11 @@ bisected along the input with the largest gain for the undecided literals' upper
 moves them across the box (coefficient times width; for a tabulated input, its table's spread)
 plus its share of the relaxation error they paid at unstable units (`BoundResult.row_spread`). Integer
 boxes shrink to single points, which the probe decides exactly: for integer inputs the search is
-complete, given time; a box of at most ENUMERATE_POINTS integer points is decided by probing all
-of them at once. So are float inputs (`grid`): their boxes have ends of the input's type and
-are bisected at one of its values, so that no value is lost between the halves and the boxes end as
-points (for _Float16, a few thousand values per unit interval, the search is complete in practice;
-the probe of a point at zero covers both zeros, see `Strategy._signed_zeros`). The boxes of a batch
+complete, given time. So are float inputs (`grid`): their boxes have ends of the input's type and
+are bisected at one of its values (`floatgrid`: the type's values as consecutive integers), so
+that no value is lost between the halves or in both, and the boxes end as points (the probe of a
+point at zero covers both zeros, see `Strategy._signed_zeros`). A box of at most ENUMERATE_POINTS
+points, integers and float values counted exactly, is decided by probing all of them at once. The boxes of a batch
 are bounded together (numpy over the batch). With a `BoxMilp`, open boxes with few unstable ReLUs
 are also asked to the exact-ReLU MILP (`boxmilp`).
 """
