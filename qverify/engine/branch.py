@@ -12,9 +12,9 @@ complete, given time. So are float inputs (`grid`): their boxes have ends of the
 are bisected at one of its values (`floatgrid`: the type's values as consecutive integers), so
 that no value is lost between the halves or in both, and the boxes end as points (the probe of a
 point at zero covers both zeros, see `Strategy._signed_zeros`). A box of at most ENUMERATE_POINTS
-points, integers and float values counted exactly, is decided by probing all of them at once. The boxes of a batch
-are bounded together (numpy over the batch). With a `BoxMilp`, open boxes with few unstable ReLUs
-are also asked to the exact-ReLU MILP (`boxmilp`).
+points, integers and float values counted exactly, is decided by probing all of them at once.
+The boxes of a batch are bounded together (numpy over the batch). With a `BoxMilp`, open boxes
+with few unstable ReLUs are also asked to the exact-ReLU MILP (`boxmilp`).
 """
 
 from __future__ import annotations
@@ -34,9 +34,7 @@ from qverify.engine.semantics import float_dtype
 from qverify.engine.solvers.base import CheckStatus
 
 BATCH = 128
-ENUMERATE_POINTS = (
-    512  # a box of integer and float inputs with at most this many points is decided point by point
-)
+ENUMERATE_POINTS = 512  # a box with at most this many points (integers, float values) is enumerated
 ENUMERATE_CHUNK = 1 << 16  # points handed to the probe at once
 
 
