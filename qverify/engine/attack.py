@@ -1,5 +1,8 @@
 """Falsification with the bit-exact evaluator: box corners, random points, local search.
 
+A box holding at most ENUMERATE_POINTS points (integers, or values of each float input's type) is
+searched exhaustively instead of locally: every point once, chunk by chunk within the deadline.
+
 The search space is the input region read off the program's assumes (a union of boxes); points are
 scored by a quantitative reading of the conditions (how far from violating an assertion, how far
 inside the assumes), computed on the evaluator's node values:
@@ -20,12 +23,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from qverify.engine import ssa
+from qverify.engine.branch import box_counts, box_points, snap_to_grid
 from qverify.engine.evaluate import VIOLATED, Evaluator, ProgramRunner, input_env
 from qverify.engine.linear import dnf
 from qverify.engine.semantics import FLOAT_MAX, float_dtype
 from qverify.engine.ssa import Binary, Compare, Const, Input, Node, Unary
 
 MAX_CORNER_INPUTS = 12
+# a box with at most this many points is enumerated (fewer evaluations than one local search:
+# 16 starts x 32 candidates x up to 1,000 rounds; the 61 x 61 float32 boxes of the float oracle
+# spent 0.7 s in the local search, 516,375 points for 3,721)
+ENUMERATE_POINTS = 1 << 16
+ENUMERATE_CHUNK = 1024  # points per evaluation: the deadline is checked between chunks
 
 
 @dataclass
@@ -217,6 +226,27 @@ class Attack:
         self.float_inputs = [node.ty.is_float for node in search.inputs]
         self.dtypes = [node.ty for node in search.inputs]
         self.evaluated = 0
+        self.exhausted: set[int] = set()  # boxes whose every point was checked
+
+    def enumerate(self, deadline: float) -> np.ndarray | None:
+        """Check every point of each box with at most ENUMERATE_POINTS points (until the
+        deadline); the boxes finished are `exhausted`."""
+        integer = np.array([not f for f in self.float_inputs], dtype=bool)
+        grid = np.array([ty.bits if ty.is_float else 0 for ty in self.dtypes], dtype=np.int64)
+        for index, box in enumerate(self.boxes):
+            lo, hi = snap_to_grid(box.lo.astype(np.float64), box.hi.astype(np.float64), grid)
+            lo, hi = np.where(integer, np.ceil(lo), lo), np.where(integer, np.floor(hi), hi)
+            if box_counts(lo[None], hi[None], integer, grid)[0] > ENUMERATE_POINTS:
+                continue
+            points = box_points(lo, hi, grid)
+            for start in range(0, len(points), ENUMERATE_CHUNK):
+                if time.monotonic() > deadline:
+                    return None
+                found = self.check(self._to_input(points[start : start + ENUMERATE_CHUNK]))
+                if found is not None:
+                    return found
+            self.exhausted.add(index)
+        return None
 
     def _cast(self, x: np.ndarray, box: Box) -> np.ndarray:
         x = np.clip(x, box.lo.astype(np.float64), box.hi.astype(np.float64))
@@ -330,9 +360,13 @@ class Attack:
 
     def run(self, samples: int, deadline: float) -> AttackResult:
         found = self.corners_and_random(samples)
+        if found is None and time.monotonic() <= deadline:
+            found = self.enumerate(deadline)
         if found is not None or time.monotonic() > deadline:
             return AttackResult(found, self.evaluated)
-        for box in self.boxes:
+        for index, box in enumerate(self.boxes):
+            if index in self.exhausted:
+                continue
             lo, hi = box.lo.astype(np.float64), box.hi.astype(np.float64)
             starts = lo + (hi - lo) * self.rng.random((256, len(lo)))
             starts = self._cast(starts, box)

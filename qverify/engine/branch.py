@@ -8,13 +8,13 @@ bisected along the input with the largest gain for the undecided literals' upper
 moves them across the box (coefficient times width; for a tabulated input, its table's spread)
 plus its share of the relaxation error they paid at unstable units (`BoundResult.row_spread`). Integer
 boxes shrink to single points, which the probe decides exactly: for integer inputs the search is
-complete, given time; a box of at most ENUMERATE_POINTS integer points is decided by probing all
-of them at once. So are float inputs (`grid`): their boxes have ends of the input's type and
-are bisected at one of its values, so that no value is lost between the halves and the boxes end as
-points (for _Float16, a few thousand values per unit interval, the search is complete in practice;
-the probe of a point at zero covers both zeros, see `Strategy._signed_zeros`). The boxes of a batch
-are bounded together (numpy over the batch). With a `BoxMilp`, open boxes with few unstable ReLUs
-are also asked to the exact-ReLU MILP (`boxmilp`).
+complete, given time. So are float inputs (`grid`): their boxes have ends of the input's type and
+are bisected at one of its values (`floatgrid`: the type's values as consecutive integers), so
+that no value is lost between the halves or in both, and the boxes end as points (the probe of a
+point at zero covers both zeros, see `Strategy._signed_zeros`). A box of at most ENUMERATE_POINTS
+points, integers and float values counted exactly, is decided by probing all of them at once.
+The boxes of a batch are bounded together (numpy over the batch). With a `BoxMilp`, open boxes
+with few unstable ReLUs are also asked to the exact-ReLU MILP (`boxmilp`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from qverify.engine import ssa
+from qverify.engine import floatgrid, ssa
 from qverify.engine.boxmilp import MAX_UNSTABLE, MILP_RETRY_AFTER, MILP_TRIAL, TIME_LIMIT_S, BoxMilp
 from qverify.engine.combine import fixed_weights, refuted_by_fixed, tightest_literals
 from qverify.engine.linear import Conjunction, Literal, Lowering
@@ -34,7 +34,7 @@ from qverify.engine.semantics import float_dtype
 from qverify.engine.solvers.base import CheckStatus
 
 BATCH = 128
-ENUMERATE_POINTS = 512  # an all-integer box with at most this many points is decided point by point
+ENUMERATE_POINTS = 512  # a box with at most this many points (integers, float values) is enumerated
 ENUMERATE_CHUNK = 1 << 16  # points handed to the probe at once
 
 
@@ -138,13 +138,6 @@ def to_grid(values: np.ndarray, bits: int, up: bool) -> np.ndarray:
     return np.where(wrong, step, nearest).astype(np.float64)
 
 
-def next_on_grid(values: np.ndarray, bits: int) -> np.ndarray:
-    """The next value of the float type of `bits` bits above each value (one of that type)."""
-    dtype = float_dtype(ssa.Type("float", bits))
-    with np.errstate(over="ignore"):
-        return np.nextafter(values.astype(dtype), dtype(np.inf)).astype(np.float64)
-
-
 def snap_to_grid(lo: np.ndarray, hi: np.ndarray, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Box ends moved inward to values of each float input's type (grid[i] bits; 0: unchanged):
     the box keeps every input value it had."""
@@ -157,8 +150,9 @@ def snap_to_grid(lo: np.ndarray, hi: np.ndarray, grid: np.ndarray) -> tuple[np.n
 
 def _split_boxes(lo: np.ndarray, hi: np.ndarray, gain: np.ndarray, integer: np.ndarray, grid: np.ndarray):
     """Bisect each box along the input with the largest gain (ties and zero gains: the widest).
-    Integers split at m and m + 1, grid floats at a value of their type m and the next one: the
-    halves hold every value of the box and are strictly smaller (the box ends are values)."""
+    Integers split at m and m + 1, grid floats at a value of their type m and the next one
+    (`floatgrid.split_point`): the halves hold every value of the box, none twice, and are
+    strictly smaller (the box ends are values)."""
     widths = hi - lo
     score = np.where(widths > 0, gain + 1e-12 * widths, -1.0)
     dim = score.argmax(axis=1)
@@ -169,8 +163,9 @@ def _split_boxes(lo: np.ndarray, hi: np.ndarray, gain: np.ndarray, integer: np.n
     for bits in np.unique(grid[dim]):
         if bits:
             on = grid[dim] == bits
-            low_mid[on] = to_grid(low_mid[on], int(bits), False)
-            high_start[on] = next_on_grid(low_mid[on], int(bits))
+            low_mid[on], high_start[on] = floatgrid.split_point(
+                lo[rows, dim][on], hi[rows, dim][on], int(bits)
+            )
     left_hi = hi.copy()
     left_hi[rows, dim] = low_mid
     right_lo = lo.copy()
@@ -178,37 +173,56 @@ def _split_boxes(lo: np.ndarray, hi: np.ndarray, gain: np.ndarray, integer: np.n
     return (lo, left_hi), (right_lo, hi)
 
 
-def box_points(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Every integer point of the box [lo, hi] (one row per point; the first input varies slowest).
+def box_points(lo: np.ndarray, hi: np.ndarray, grid: np.ndarray | None = None) -> np.ndarray:
+    """Every point of the box [lo, hi] (one row per point; the first input varies slowest): the
+    integers of each integer input, the values of its type of each float input (grid[i] bits;
+    `floatgrid`: the two zeros are one value, the probe runs both).
 
     Built one input at a time: numpy's meshgrid takes at most 32 arrays, and a box of a few hundred
     points can have 64 inputs (most of them a single value)."""
     points = np.zeros((1, 0), dtype=np.float64)
-    for a, b in zip(lo, hi):
-        values = np.arange(a, b + 1, dtype=np.float64)
+    for column, (a, b) in enumerate(zip(lo, hi)):
+        bits = 0 if grid is None else int(grid[column])
+        values = floatgrid.values(a, b, bits) if bits else np.arange(a, b + 1, dtype=np.float64)
         points = np.hstack([np.repeat(points, len(values), axis=0), np.tile(values, len(points))[:, None]])
     return points
 
 
+def box_counts(lo: np.ndarray, hi: np.ndarray, integer: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """Per box (rows of lo, hi), how many points it holds (float64: it can be astronomical), or
+    inf when an input is neither an integer nor a float of a known type (a real: uncountable)."""
+    per_input = np.where(integer[None, :], hi - lo + 1, np.inf)
+    for column in np.flatnonzero(grid):
+        per_input[:, column] = floatgrid.count(lo[:, column], hi[:, column], int(grid[column]))
+    return np.prod(np.maximum(per_input, 0), axis=1, dtype=np.float64)
+
+
 def enumerate_small_boxes(
-    lo: np.ndarray, hi: np.ndarray, integer: np.ndarray, probe: Callable[[np.ndarray], np.ndarray | None]
+    lo: np.ndarray,
+    hi: np.ndarray,
+    integer: np.ndarray,
+    probe: Callable[[np.ndarray], np.ndarray | None],
+    grid: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """Decide the boxes with at most ENUMERATE_POINTS integer points by probing every point.
+    """Decide the boxes with at most ENUMERATE_POINTS points by probing every point (integers,
+    and the values of their type for float inputs: `grid`).
 
     The probe is exact on each point (it is what decides single-point boxes), so a box none of whose
     points violates is refuted: complete, and for boxes of a few hundred points cheaper than
     bounding and bisecting them down to points (int8 programs: their step functions keep the
     bounds loose until the boxes are tiny; ACAS Xu at int8, phi3 on 2_1: 38,720 code points that
-    splitting did not finish in 116 s). Returns (which boxes were decided, a counterexample)."""
+    splitting did not finish in 116 s; float programs: their rounding errors keep the bounds
+    from deciding half-ulp margins until the boxes are points). Returns (which boxes were
+    decided, a counterexample)."""
     decided = np.zeros(len(lo), dtype=bool)
-    if len(lo) == 0 or not integer.all():
+    grid = np.zeros(len(integer), dtype=np.int64) if grid is None else grid
+    if len(lo) == 0 or not np.all(integer | (grid > 0)):
         return decided, None
-    counts = np.prod(hi - lo + 1, axis=1, dtype=np.float64)
-    small = np.flatnonzero(counts <= ENUMERATE_POINTS)
+    small = np.flatnonzero(box_counts(lo, hi, integer, grid) <= ENUMERATE_POINTS)
     pending: list[np.ndarray] = []
     size = 0
     for index in small:
-        pending.append(box_points(lo[index], hi[index]))
+        pending.append(box_points(lo[index], hi[index], grid))
         size += len(pending[-1])
         if size >= ENUMERATE_CHUNK or index == small[-1]:
             found = probe(np.concatenate(pending))
@@ -286,7 +300,7 @@ def split(
             eligible = ~current_open.any(axis=1) & (current_wait == 0)
             candidates, failed = _decide_by_milp(box_milp, result, refuted, eligible, deadline, outcome)
             current_wait = np.where(failed, MILP_RETRY_AFTER, np.maximum(current_wait - 1, 0)).astype(np.int8)
-        enumerated, found = enumerate_small_boxes(current_lo, current_hi, integer, probe)
+        enumerated, found = enumerate_small_boxes(current_lo, current_hi, integer, probe, grid)
         if found is not None:
             outcome.counterexample = found
             return outcome.end("found", processed)
