@@ -183,13 +183,19 @@ def test_float_oracle_tiny_boxes_slow(directory, kind, seed):
     check_all(make_instance(seed, kind, directory, per_input), EngineOptions(timeout_s=60))
 
 
-def test_float_oracle_without_attack(directory):
+@pytest.mark.parametrize("path", ["network level", "scalar"])
+def test_float_oracle_without_attack(directory, path):
     """Bounds and splitting alone decide (bisection on values of the type, boxes of few points
-    enumerated, probes at the bounds' maximisers), not only the attack's enumeration."""
+    enumerated, probes at the bounds' maximisers), not only the attack's enumeration: on the
+    network-level path (lifted harness) and on the scalar path."""
     instance = make_instance(1, FloatKind.FLOAT, directory)
+    disable = ("attack",) if path == "network level" else ("lift", "attack")
     for name, threshold in thresholds(instance):
-        result = check(instance, name, threshold, EngineOptions(timeout_s=30, disable=("attack",)))
-        assert result.decided_by in ("bounds", "split"), result.to_json()
+        result = check(instance, name, threshold, EngineOptions(timeout_s=30, disable=disable))
+        decided = (
+            ("bounds", "split") if path == "scalar" else ("netlevel bounds", "netlevel branch and bound")
+        )
+        assert result.decided_by in decided, result.to_json()
 
 
 # ------------------------------------------------------------------------------ floatgrid
