@@ -53,6 +53,7 @@ from qverify.engine.netlevel.bounds import (
 )
 from qverify.engine.netlevel.lp import solve_node
 from qverify.engine.netlevel.model import U64, NetModel, build_model, gamma, unsupported_reason
+from qverify.engine.netlevel.splitting import input_split_scores
 from qverify.engine.netquery import Arithmetic, NetworkQuery
 from qverify.engine.result import EngineOptions, EngineResult, EngineStatus
 from qverify.engine.solvers.base import CheckStatus
@@ -325,8 +326,9 @@ class Search:
         model, qnet = self.model, self.query.qnet
         atoms = [a for _, a in open_clauses if a is not None]
         if model.n_inputs <= INPUT_SPLIT_DIMENSIONS or not atoms:
-            weight = np.abs(lam_input[atoms]).sum(axis=0) if atoms else np.ones(len(xl))
-            score = (weight + 1e-12) * (xu - xl)
+            score = input_split_scores(
+                model, bounds.pre_lo, bounds.pre_hi, node.phases, lam_input, lam_post, atoms, xu - xl
+            ) + 1e-12 * (xu - xl)
             for dimension in np.argsort(-score):
                 halves = points.split_at_value(
                     qnet,
