@@ -220,6 +220,16 @@ def _run(
     net, prop, implementation, options, workdir: Path, clock: _Stopwatch, base: dict
 ) -> VerificationRecord:
     backend = make_backend(options)
+    backend.prepare(options.limits)  # the engine's process starts now, in parallel with what follows
+    try:
+        return _pipeline(net, prop, implementation, options, workdir, clock, base, backend)
+    finally:
+        backend.close()
+
+
+def _pipeline(
+    net, prop, implementation, options, workdir: Path, clock: _Stopwatch, base: dict, backend: Backend
+) -> VerificationRecord:
     started = clock.start
     qnet = quantize_network(net, implementation)
     prop.check_against(qnet.n_inputs, qnet.n_outputs)

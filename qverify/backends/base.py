@@ -94,6 +94,12 @@ class Backend(abc.ABC):
 
     name: str = ""
 
+    def prepare(self, limits: Limits) -> None:
+        """Get ready before the harness exists (e.g. start a process); `check` or `close` follows."""
+
+    def close(self) -> None:
+        """Release what `prepare` took, when `check` did not run."""
+
     @abc.abstractmethod
     def check(self, job: HarnessJob, limits: Limits) -> Verdict:
         """Decide the harness within the limits; never raises for a verdict-worthy failure

@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import psutil
 
@@ -125,6 +126,91 @@ def _watch(child: subprocess.Popen, limits: Limits, start: float) -> tuple[float
     return peak, False, False
 
 
+def _outcome(
+    child: subprocess.Popen,
+    out: IO[str],
+    err: IO[str],
+    start: float,
+    peak: float,
+    timed_out: bool,
+    memory_exceeded: bool,
+    limits: Limits,
+) -> ProcessOutcome:
+    """The finished (or killed) child's outcome, its output read from the files it wrote."""
+    wall = time.monotonic() - start
+    out.seek(0)
+    err.seek(0)
+    stdout, stderr = out.read(), err.read()
+    killed = timed_out or memory_exceeded
+    if not killed and child.returncode != 0 and any(sign in stderr for sign in OUT_OF_MEMORY_SIGNS):
+        memory_exceeded = True  # the address-space limit made an allocation fail
+    return ProcessOutcome(
+        None if killed else child.returncode,
+        stdout,
+        stderr,
+        wall,
+        peak,
+        timed_out,
+        memory_exceeded,
+        limits,
+    )
+
+
+class WaitingProcess:
+    """A child started before its input is known (`start_waiting`), that reads it on stdin when
+    `finish` gives it: its interpreter start and imports overlap with the parent's work. It runs
+    under the same rules as `run_limited` (own session, dies with us, RLIMIT_AS from the start; the
+    wall-clock limit and the RSS watch from `finish` on). `cancel` kills it when no input comes."""
+
+    def __init__(self, command: Sequence[str], memory_mb: int, cwd: Path | None = None) -> None:
+        # closed by finish or cancel: the files live as long as the child, across two calls
+        self._out = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        self._err = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        self._child: subprocess.Popen | None = subprocess.Popen(
+            list(command),
+            stdin=subprocess.PIPE,
+            stdout=self._out,
+            stderr=self._err,
+            cwd=cwd,
+            start_new_session=True,
+            text=True,
+            preexec_fn=child_dies_with_us(),  # noqa: PLW1509 - dies with us, even by SIGKILL
+        )
+        _limit_address_space(self._child.pid, memory_mb)
+
+    def finish(self, stdin_text: str, limits: Limits) -> ProcessOutcome:
+        """Give the child its input and run it to completion or until a limit is hit."""
+        child = self._child
+        if child is None:
+            raise RuntimeError("this process was already finished or cancelled")
+        start = time.monotonic()
+        try:
+            try:
+                child.stdin.write(stdin_text)  # type: ignore[union-attr]
+                child.stdin.close()  # type: ignore[union-attr]
+            except (BrokenPipeError, OSError):
+                pass  # it already exited: its output says why
+            peak, timed_out, memory_exceeded = _watch(child, limits, start)
+        finally:
+            _kill_group(child)
+            self._child = None
+        try:
+            return _outcome(child, self._out, self._err, start, peak, timed_out, memory_exceeded, limits)
+        finally:
+            self._close_files()
+
+    def cancel(self) -> None:
+        """Kill the child (no input will come); a no-op after `finish`."""
+        if self._child is not None:
+            _kill_group(self._child)
+            self._child = None
+            self._close_files()
+
+    def _close_files(self) -> None:
+        self._out.close()
+        self._err.close()
+
+
 def run_limited(
     command: Sequence[str],
     limits: Limits,
@@ -159,20 +245,4 @@ def run_limited(
             # on a limit, on an interruption (Ctrl-C, SIGTERM: see qverify.interrupts), and also
             # whatever the child started and left running
             _kill_group(child)
-        wall = time.monotonic() - start
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read(), err.read()
-        killed = timed_out or memory_exceeded
-        if not killed and child.returncode != 0 and any(sign in stderr for sign in OUT_OF_MEMORY_SIGNS):
-            memory_exceeded = True  # the address-space limit made an allocation fail
-        return ProcessOutcome(
-            None if killed else child.returncode,
-            stdout,
-            stderr,
-            wall,
-            peak,
-            timed_out,
-            memory_exceeded,
-            limits,
-        )
+        return _outcome(child, out, err, start, peak, timed_out, memory_exceeded, limits)

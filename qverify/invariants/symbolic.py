@@ -127,16 +127,19 @@ def _weights_and_bias(layer: QuantizedLayer, qnet: QuantizedNetwork) -> tuple[np
         weights = layer.weights.astype(object)
         bias = np.array([int(b) << fmt.frac_bits for b in layer.bias], dtype=object)
         return weights, bias, fmt.frac_bits
-    exact_weights = [Fraction(float(w)) for w in layer.weights.ravel()]
-    exact_bias = [Fraction(float(b)) for b in layer.bias]
-    q_bits = _dyadic_bits(exact_weights + exact_bias)
-    weights = np.array([int(w * (1 << q_bits)) for w in exact_weights], dtype=object)
-    bias = np.array([int(b * (1 << q_bits)) for b in exact_bias], dtype=object)
+    # float.as_integer_ratio is exact with a power-of-two denominator: the same numbers as through
+    # Fraction(float), at a tenth of the cost (Fractions were most of the float invariants' time)
+    weight_ratios = [float(w).as_integer_ratio() for w in layer.weights.ravel()]
+    bias_ratios = [float(b).as_integer_ratio() for b in layer.bias]
+    q_bits = max((d.bit_length() - 1 for _, d in weight_ratios + bias_ratios), default=0)
+    weights = np.array([n << (q_bits - d.bit_length() + 1) for n, d in weight_ratios], dtype=object)
+    bias = np.array([n << (q_bits - d.bit_length() + 1) for n, d in bias_ratios], dtype=object)
     return weights.reshape(layer.weights.shape), bias, q_bits
 
 
-def _errors(layer: QuantizedLayer, qnet: QuantizedNetwork, h_lo: list[Fraction], h_hi: list[Fraction]):
-    """Per neuron [e_lo, e_hi]: what the C's roundings add to the exact affine value."""
+def _errors(layer: QuantizedLayer, qnet: QuantizedNetwork, h_lo, h_hi, weights, bias, q_bits: int):
+    """Per neuron [e_lo, e_hi]: what the C's roundings add to the exact affine value (`weights`,
+    `bias`: the layer's numerators over 2^q_bits, from `_weights_and_bias`)."""
     if qnet.is_fixed:
         fmt: FixedFormat = qnet.number  # type: ignore[assignment]
         if fmt.frac_bits == 0:
@@ -155,27 +158,40 @@ def _errors(layer: QuantizedLayer, qnet: QuantizedNetwork, h_lo: list[Fraction],
     eta = Fraction(1, 1 << (150 if number.word_bits == 32 else 1075))
     terms = layer.n_in + 1
     gamma = terms * unit / (1 - terms * unit)
+    # |b| + sum |w_i| max|h_i|, exactly, in integers: numerators over 2^(q_bits + s_bits)
     magnitude = [max(abs(a), abs(b)) for a, b in zip(h_lo, h_hi)]
-    bounds = []
-    for j in range(layer.n_out):
-        total = abs(Fraction(float(layer.bias[j]))) + sum(
-            abs(Fraction(float(w))) * m for w, m in zip(layer.weights[j], magnitude) if w != 0
-        )
-        bounds.append(gamma * total + 2 * layer.n_in * eta)
+    s_bits = _dyadic_bits(magnitude)
+    scaled = np.array([int(m * (1 << s_bits)) for m in magnitude], dtype=object)
+    totals = np.abs(weights).dot(scaled) + np.abs(bias) * (1 << s_bits)
+    scale = 1 << (q_bits + s_bits)
+    bounds = [gamma * Fraction(int(total), scale) + 2 * layer.n_in * eta for total in totals]
     return [-e for e in bounds], bounds
 
 
 def _affine(layer, qnet, h_lo, h_hi, exact, acc_lo, acc_hi, p_bits) -> _Affine:
     weights, bias, q_bits = _weights_and_bias(layer, qnet)
-    error_lo, error_hi = _errors(layer, qnet, h_lo, h_hi)
-    scale, grid = 1 << q_bits, 1 << p_bits
-    return _Affine(
+    error_lo, error_hi = _errors(layer, qnet, h_lo, h_hi, weights, bias, q_bits)
+    scale = 1 << q_bits
+    affine = _Affine(
         weights=weights,
         bias=bias,
         error_lo=np.array([math.floor(e * scale) for e in error_lo], dtype=object),
         error_hi=np.array([math.ceil(e * scale) for e in error_hi], dtype=object),
         q_bits=q_bits,
         exact=exact,
+        lo=np.zeros(0, dtype=object),
+        hi=np.zeros(0, dtype=object),
+        magnitude=np.zeros(0, dtype=object),
+    )
+    return _with_bounds(affine, acc_lo, acc_hi, p_bits)
+
+
+def _with_bounds(affine: _Affine, acc_lo: list[Fraction], acc_hi: list[Fraction], p_bits: int) -> _Affine:
+    """The same relation with new bounds [acc_lo, acc_hi] of the accumulated values (its weights,
+    bias and rounding errors do not depend on them: they are not computed again)."""
+    grid = 1 << p_bits
+    return replace(
+        affine,
         lo=np.array([math.floor(v * grid) for v in acc_lo], dtype=object),
         hi=np.array([math.ceil(v * grid) for v in acc_hi], dtype=object),
         magnitude=_ceil_magnitude(acc_lo, acc_hi),
@@ -207,7 +223,8 @@ def _through_affine(coef, const, affine: _Affine, h_magnitude: np.ndarray, p_bit
     """Lower bound of coef @ acc + const (numerators over 2^P) as coef' @ h + const'."""
     free = ~affine.exact
     if free.any():
-        extreme = np.where(coef > 0, coef * affine.lo, coef * affine.hi)[:, free]
+        kept = coef[:, free]
+        extreme = np.where(kept > 0, kept * affine.lo[free], kept * affine.hi[free])
         const = const + _floor_shift(extreme.sum(axis=1), p_bits)
         coef = np.where(free[None, :], 0, coef)
     scaled = const * (1 << affine.q_bits)
@@ -327,7 +344,7 @@ def symbolic_bounds(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) -> t
         pre_lo, pre_hi = _tighten(qnet, sym_lo, sym_hi, pre_lo, pre_hi)
         if np.any(pre_lo > pre_hi):
             raise InternalError(f"symbolic bounds of layer {index + 1} contradict the interval bounds")
-        affines[-1] = _affine(layer, qnet, h_lo, h_hi, exact, _exact(pre_lo), _exact(pre_hi), p_bits)
+        affines[-1] = _with_bounds(affines[-1], _exact(pre_lo), _exact(pre_hi), p_bits)
         activated = activate_bounds(qnet, layer.activation, pre_lo, pre_hi)
         post_lo = np.maximum(activated[0], interval.post_lo).astype(activated[0].dtype)
         post_hi = np.minimum(activated[1], interval.post_hi).astype(activated[1].dtype)
