@@ -220,7 +220,7 @@ def _run(
     net, prop, implementation, options, workdir: Path, clock: _Stopwatch, base: dict
 ) -> VerificationRecord:
     backend = make_backend(options)
-    backend.prepare(options.limits)  # the engine's process starts now, in parallel with what follows
+    backend.prepare(options.limits, workdir)  # the engine's process starts now, in parallel with what follows
     try:
         return _pipeline(net, prop, implementation, options, workdir, clock, base, backend)
     finally:

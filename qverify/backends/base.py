@@ -94,8 +94,9 @@ class Backend(abc.ABC):
 
     name: str = ""
 
-    def prepare(self, limits: Limits) -> None:
-        """Get ready before the harness exists (e.g. start a process); `check` or `close` follows."""
+    def prepare(self, limits: Limits, workdir: Path) -> None:
+        """Get ready before the harness exists in `workdir` (e.g. start a process); `check` or
+        `close` follows. Most back ends need nothing."""
 
     def close(self) -> None:
         """Release what `prepare` took, when `check` did not run."""

@@ -5,7 +5,8 @@ the engine (the interpreter's start and the imports: ~0.35 s on ACAS Xu's machin
 benchmarks/bench_overhead.py) while the parent reads the network, computes the invariants and
 writes the harness, then reads one line on stdin, the engine's command line as a JSON list, and
 runs it exactly as `python -m qverify.engine ARGS` would. An empty stdin (the parent gave up before
-writing a harness) ends it quietly.
+writing a harness) ends it quietly. Its one argument, the task's work folder, is there for `ps` (and
+for whoever looks for a task's processes, as tests do); the command line on stdin names the harness.
 """
 
 from __future__ import annotations

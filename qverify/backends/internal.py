@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from qverify.backends.base import Backend, HarnessJob, Limits, Status, Verdict
 from qverify.backends.process import WaitingProcess, run_limited
@@ -59,10 +60,10 @@ class InternalBackend(Backend):
         self.options = options or InternalOptions()
         self._waiting: WaitingProcess | None = None
 
-    def prepare(self, limits: Limits) -> None:
+    def prepare(self, limits: Limits, workdir: Path) -> None:
         """Start the engine's process now: it imports the engine while the harness is made."""
         if self._waiting is None:
-            command = [sys.executable, "-m", "qverify.backends.engine_process"]
+            command = [sys.executable, "-m", "qverify.backends.engine_process", str(workdir)]
             self._waiting = WaitingProcess(command, limits.memory_mb)
 
     def close(self) -> None:

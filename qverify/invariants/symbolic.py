@@ -112,8 +112,54 @@ def _exact(values: np.ndarray) -> list[Fraction]:
 
 
 def _floor_shift(values: np.ndarray, shift: int) -> np.ndarray:
-    flat = [v >> shift for v in values.ravel()]
-    return np.array(flat, dtype=object).reshape(values.shape)
+    return values >> shift  # Python integers: >> floors
+
+
+INT64_BITS = 63  # magnitude bits of an int64
+
+
+def _limb_bits(inner: int) -> int:
+    """The limb width of `_exact_dot` for sums of `inner` products (see there)."""
+    return max(1, (INT64_BITS - 2 * max(1, inner).bit_length() - 4) // 2)
+
+
+def _limbs(values: np.ndarray, bits: int) -> list[np.ndarray]:
+    """int64 arrays l_0..l_m with values = sum_i l_i 2^(bits i) exactly: the low limbs in [0, 2^bits),
+    the top one signed, |l_m| <= 2^(bits-1) (Python's >> floors: negative values need no care)."""
+    width = max((int(v).bit_length() for v in values.flat), default=0) + 1
+    count = max(1, -(-width // bits))
+    mask = (1 << bits) - 1
+    limbs, rest = [], values
+    for _ in range(count - 1):
+        limbs.append((rest & mask).astype(np.int64))
+        rest = rest >> bits
+    limbs.append(rest.astype(np.int64))
+    return limbs
+
+
+def _exact_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b for arrays of Python integers (dtype object), exactly, through int64 products of limbs.
+
+    numpy's object `dot` multiplies big integers one pair at a time, which was most of the cost of
+    these bounds (benchmarks/bench_overhead.py); with limbs the Python-integer work is only the
+    splitting and the recombination (~3x faster on ACAS Xu). Every limb is below 2^bits in magnitude,
+    so one limb product sums to less than inner * 2^(2 bits), and the at most min(#limbs) products
+    added at the same shift stay below 2^63: else (numbers too large on both sides) the plain dot."""
+    inner = a.shape[-1]
+    bits = _limb_bits(inner)
+    a_limbs, b_limbs = _limbs(a, bits), _limbs(b, bits)
+    if min(len(a_limbs), len(b_limbs)) * inner >= 1 << (INT64_BITS - 2 * bits):
+        return a.dot(b)
+    groups: dict[int, np.ndarray] = {}
+    for i, a_limb in enumerate(a_limbs):
+        for j, b_limb in enumerate(b_limbs):
+            product = a_limb @ b_limb
+            groups[i + j] = groups[i + j] + product if i + j in groups else product
+    top = len(a_limbs) + len(b_limbs) - 2
+    result = groups[top].astype(object)
+    for shift in range(top - 1, -1, -1):  # Horner: every shift from 0 to top has a group
+        result = (result << bits) + groups[shift].astype(object)
+    return result
 
 
 def _ceil_magnitude(lo: list[Fraction], hi: list[Fraction]) -> np.ndarray:
@@ -230,10 +276,10 @@ def _through_affine(coef, const, affine: _Affine, h_magnitude: np.ndarray, p_bit
     scaled = const * (1 << affine.q_bits)
     scaled = (
         scaled
-        + coef.dot(affine.bias)
+        + _exact_dot(coef, affine.bias)
         + np.where(coef > 0, coef * affine.error_lo, coef * affine.error_hi).sum(axis=1)
     )
-    new_coef = coef.dot(affine.weights)
+    new_coef = _exact_dot(coef, affine.weights)
     new_coef = _floor_shift(new_coef, affine.q_bits)
     slack = int(h_magnitude.sum()) if affine.q_bits else 0
     return new_coef, _floor_shift(scaled, affine.q_bits) - slack
