@@ -54,9 +54,9 @@ def _acas(net: str, prop: int, *implementation: str) -> tuple[str, ...]:
 
 
 QUERIES = (
-    Query("1_9 phi3 <16,16> (UNSAFE)", _acas("1_9", 3, "--format", "16.16")),
-    Query("1_1 phi1 <16,16> (SAFE)", _acas("1_1", 1, "--format", "16.16")),
-    Query("1_9 phi3 float, real", _acas("1_9", 3, "--float", "--semantics", "real")),
+    Query("1_9 phi3 <16,16>", _acas("1_9", 3, "--format", "16.16")),
+    Query("1_1 phi1 <16,16>", _acas("1_1", 1, "--format", "16.16")),
+    Query("1_9 phi3 float real", _acas("1_9", 3, "--float", "--semantics", "real")),
 )
 
 STAGES = (
@@ -106,25 +106,36 @@ def _columns() -> list[str]:
     return [name for name, _ in STAGES] + ["exit", "overhead", "engine", "wall"]
 
 
-def measure(checkout: Path, repeat: int, timeout: float) -> None:
+def _warm(checkout: Path) -> None:
+    """A first run writes the bytecode caches (not measured)."""
+    command = [sys.executable, "-m", "qverify", "verify", "--help"]
+    subprocess.run(command, cwd=checkout, env=_environment(), capture_output=True, check=False)
+
+
+def measure(checkouts: list[Path], repeat: int, timeout: float) -> None:
+    """Each query, `repeat` times on every checkout in turn (interleaved: a machine whose load
+    changes affects all alike); the medians per checkout."""
     columns = _columns()
-    print(f"\n== {checkout} ({repeat} runs per query; medians, seconds)")
-    print(f"{'query':32s} {'status':7s} " + " ".join(f"{c:>9s}" for c in columns))
-    overheads = []
+    for checkout in checkouts:
+        _warm(checkout)
+    print(f"{'query':28s} {'checkout':14s} {'status':7s} " + " ".join(f"{c:>9s}" for c in columns))
+    overheads: dict[Path, list[float]] = {checkout: [] for checkout in checkouts}
     for query in QUERIES:
-        subprocess.run(  # a first run writes the bytecode caches (not measured)
-            [sys.executable, "-m", "qverify", "verify", "--help"],
-            cwd=checkout,
-            env=_environment(),
-            capture_output=True,
-            check=False,
+        runs: dict[Path, list[dict]] = {checkout: [] for checkout in checkouts}
+        for _ in range(repeat):
+            for checkout in checkouts:
+                runs[checkout].append(run_once(checkout, query, timeout))
+        for checkout in checkouts:
+            row = {c: statistics.median(run[c] for run in runs[checkout]) for c in columns}
+            overheads[checkout].append(row["overhead"])
+            cells = " ".join(f"{row[c]:9.3f}" for c in columns)
+            label = checkout.name[-14:]
+            print(f"{query.name:28s} {label:14s} {runs[checkout][0]['status']:7s} {cells}", flush=True)
+    for checkout, values in overheads.items():
+        print(
+            f"{checkout}: overhead per query median {statistics.median(values):.3f} s, "
+            f"max {max(values):.3f} s"
         )
-        runs = [run_once(checkout, query, timeout) for _ in range(repeat)]
-        row = {c: statistics.median(run[c] for run in runs) for c in columns}
-        overheads.append(row["overhead"])
-        cells = " ".join(f"{row[c]:9.3f}" for c in columns)
-        print(f"{query.name:32s} {runs[0]['status']:7s} {cells}", flush=True)
-    print(f"overhead per query: median {statistics.median(overheads):.3f} s, max {max(overheads):.3f} s")
 
 
 def profile(checkout: Path, timeout: float) -> None:
@@ -150,10 +161,12 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true", help="also cProfile the parent process")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores (the figures are wall times)")
-    for checkout in args.checkout or [ROOT]:
-        measure(checkout.resolve(), args.repeat, args.timeout)
-        if args.profile:
-            profile(checkout.resolve(), args.timeout)
+    checkouts = [checkout.resolve() for checkout in args.checkout or [ROOT]]
+    print(f"{args.repeat} runs per query and checkout, interleaved; medians in seconds")
+    measure(checkouts, args.repeat, args.timeout)
+    if args.profile:
+        for checkout in checkouts:
+            profile(checkout, args.timeout)
     return 0
 
 
