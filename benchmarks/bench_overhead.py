@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -138,6 +139,111 @@ def measure(checkouts: list[Path], repeat: int, timeout: float) -> None:
         )
 
 
+# The same stages, run in one process per checkout and timed in CPU seconds (this process's and its
+# children's: gcc): a loaded machine stretches wall times, CPU times much less. The engine's process
+# start is measured as its imports alone.
+CPU_SCRIPT = r"""
+import resource, sys, tempfile, time
+from pathlib import Path
+
+def cpu():
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+times, last = {}, cpu()
+def lap(stage):
+    global last
+    now = cpu(); times[stage] = now - last; last = now
+
+net_path, prop_path, label = sys.argv[1:4]
+from qverify.cli import build_parser
+try:
+    parser = build_parser(["verify"])
+except TypeError:  # a checkout from before the sub-commands were imported on demand
+    parser = build_parser()
+parser.parse_args(["verify", net_path, "--property", prop_path])
+lap("imports")
+from qverify.io import load_network
+from qverify.properties import read_vnnlib, to_normalised
+from qverify.quant import quantize_network
+from qverify.quant.labels import parse_number_format
+from qverify.quant import ImplementationOptions
+net = load_network(net_path)
+prop = to_normalised(read_vnnlib(prop_path), net)
+lap("load")
+qnet = quantize_network(net, ImplementationOptions(number=parse_number_format(label)))
+lap("quantize")
+from qverify.invariants import compute_bounds
+bounds = compute_bounds(qnet, prop).bounds
+lap("invariants")
+from qverify import codegen
+work = Path(tempfile.mkdtemp())
+harness = codegen.render_harness(qnet, prop, bounds).write(work / "harness")
+lap("codegen")
+network_c = codegen.render_network(qnet).write(work / "network")
+if hasattr(codegen, "compile_replays"):
+    codegen.compile_replays([(harness, None), (network_c, None)], codegen.REPLAY_OPTIMISE)
+else:
+    codegen.compile_replay(harness, harness.with_name("harness_replay"))
+    codegen.compile_replay(network_c)
+lap("replay.compile")
+print(" ".join(f"{k}={v:.4f}" for k, v in times.items()))
+"""
+ENGINE_IMPORTS = (
+    "import qverify.engine.__main__, qverify.engine.cfront, qverify.engine.symex, "
+    "qverify.engine.strategy, qverify.engine.passes.simplify"
+)
+CPU_QUERIES = (
+    (
+        "1_9 phi3 <16,16>",
+        f"{ACAS}/nnet/ACASXU_run2a_1_9_batch_2000.nnet",
+        f"{ACAS}/vnnlib/prop_3.vnnlib",
+        "16.16",
+    ),
+    (
+        "1_9 phi3 float",
+        f"{ACAS}/nnet/ACASXU_run2a_1_9_batch_2000.nnet",
+        f"{ACAS}/vnnlib/prop_3.vnnlib",
+        "float",
+    ),
+)
+
+
+def _child_cpu(command: list[str], cwd: Path) -> tuple[float, str]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(command, cwd=cwd, env=_environment(), capture_output=True, text=True, check=False)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return used, done.stdout.strip()
+
+
+def measure_cpu(checkouts: list[Path], repeat: int) -> None:
+    """CPU seconds per stage (minimum over the runs), without the engine's reasoning."""
+    print("\nCPU seconds (minimum over the runs; the parent's stages in one process, gcc included)")
+    stages = (
+        "process",
+        "imports",
+        "load",
+        "quantize",
+        "invariants",
+        "codegen",
+        "replay.compile",
+        "engine imports",
+    )
+    print(f"{'query':28s} {'checkout':14s} " + " ".join(f"{s:>14s}" for s in stages) + f" {'sum':>9s}")
+    for name, net, prop, label in CPU_QUERIES:
+        for checkout in checkouts:
+            best: dict[str, float] = {}
+            for _ in range(repeat):
+                total, line = _child_cpu([sys.executable, "-c", CPU_SCRIPT, net, prop, label], checkout)
+                values = {k: float(v) for k, v in (item.split("=") for item in line.split())}
+                values["process"] = max(0.0, total - sum(values.values()))  # interpreter start and exit
+                values["engine imports"] = _child_cpu([sys.executable, "-c", ENGINE_IMPORTS], checkout)[0]
+                best = {k: min(v, best.get(k, v)) for k, v in values.items()}
+            cells = " ".join(f"{best.get(s, 0.0):14.3f}" for s in stages)
+            print(f"{name:28s} {checkout.name[-14:]:14s} {cells} {sum(best.values()):9.3f}", flush=True)
+
+
 def profile(checkout: Path, timeout: float) -> None:
     """cProfile of the parent process on the first query (the engine's child is not profiled)."""
     with tempfile.TemporaryDirectory(prefix="qv-overhead-") as folder:
@@ -158,12 +264,15 @@ def main() -> int:
     parser.add_argument("--checkout", action="append", type=Path, help="repository root (default: this one)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per query (medians are shown)")
     parser.add_argument("--timeout", type=float, default=120.0, help="--timeout of each run")
+    parser.add_argument("--cpu-only", action="store_true", help="only the CPU-time table (quick)")
     parser.add_argument("--profile", action="store_true", help="also cProfile the parent process")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores (the figures are wall times)")
     checkouts = [checkout.resolve() for checkout in args.checkout or [ROOT]]
     print(f"{args.repeat} runs per query and checkout, interleaved; medians in seconds")
-    measure(checkouts, args.repeat, args.timeout)
+    if not args.cpu_only:
+        measure(checkouts, args.repeat, args.timeout)
+    measure_cpu(checkouts, args.repeat)
     if args.profile:
         for checkout in checkouts:
             profile(checkout, args.timeout)

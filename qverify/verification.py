@@ -18,10 +18,15 @@ import numpy as np
 
 from qverify import __version__
 from qverify.backends import Backend, HarnessJob, InternalBackend, InternalOptions, Limits, Status, Verdict
-from qverify.codegen import REPLAY_OPTIMISE, CompiledNetwork, compile_replays, render_harness, render_network
+from qverify.codegen import CompiledNetwork, render_harness
 from qverify.codegen.conditions import box_is_empty
-from qverify.counterexample import AdversarialExample, build_example, inputs_from_values, replay_candidate
-from qverify.counterexample.replay import replay_executable
+from qverify.counterexample import (
+    AdversarialExample,
+    ReplayPrograms,
+    build_example,
+    inputs_from_values,
+    replay_candidate,
+)
 from qverify.errors import (
     EXIT_SAFE,
     EXIT_UNKNOWN,
@@ -246,19 +251,26 @@ def _pipeline(
         )
     started = clock.lap("invariants", started)
     harness = render_harness(qnet, prop, bounds.bounds).write(workdir / "harness")
+    replay = ReplayPrograms(qnet, harness, workdir)  # gcc compiles the replays while the back end runs
     started = clock.lap("codegen", started)
-    job = HarnessJob(harness, harness.parent, qnet.is_float, qnet.n_inputs)
-    remaining = options.limits.timeout_s - (time.perf_counter() - clock.start)
-    verdict = backend.check(job, replace(options.limits, timeout_s=max(MIN_STAGE_S, remaining)))
-    started = clock.lap("backend", started)
-    for stage, seconds in verdict.times_s.items():
-        clock.times[f"backend.{stage}"] = seconds
-    if "total" in verdict.times_s:  # the back end's process start, imports and answer, outside its own clock
-        clock.times["backend.startup"] = round(max(0.0, clock.times["backend"] - verdict.times_s["total"]), 6)
-    status, reason, example = verdict.status, verdict.reason, None
-    if verdict.status is Status.UNSAFE:
-        status, reason, example = _confirm(qnet, prop, harness, verdict, workdir, options.image_shape, clock)
-        started = clock.lap("replay", started)
+    try:
+        job = HarnessJob(harness, harness.parent, qnet.is_float, qnet.n_inputs)
+        remaining = options.limits.timeout_s - (time.perf_counter() - clock.start)
+        verdict = backend.check(job, replace(options.limits, timeout_s=max(MIN_STAGE_S, remaining)))
+        started = clock.lap("backend", started)
+        for stage, seconds in verdict.times_s.items():
+            clock.times[f"backend.{stage}"] = seconds
+        if "total" in verdict.times_s:  # its process's start, imports and answer: outside its own clock
+            clock.times["backend.startup"] = round(
+                max(0.0, clock.times["backend"] - verdict.times_s["total"]), 6
+            )
+        status, reason, example = verdict.status, verdict.reason, None
+        if verdict.status is Status.UNSAFE:
+            confirmed = _confirm(qnet, prop, verdict, workdir, options.image_shape, clock, replay)
+            status, reason, example = confirmed
+            started = clock.lap("replay", started)
+    finally:
+        replay.cancel()
     clock.times["total"] = round(time.perf_counter() - clock.start, 6)
     return VerificationRecord(
         **base,
@@ -276,19 +288,24 @@ def _pipeline(
     )
 
 
-def _confirm(qnet, prop, harness: Path, verdict: Verdict, workdir: Path, image_shape, clock: _Stopwatch):
+def _confirm(
+    qnet,
+    prop,
+    verdict: Verdict,
+    workdir: Path,
+    image_shape,
+    clock: _Stopwatch,
+    replay: ReplayPrograms,
+):
     """UNSAFE only if the counterexample replays in gcc and the simulator; else an ERROR that says why.
 
-    The harness and the network's replay program (the C's outputs for the example) are compiled
-    here, only for an UNSAFE, at once (two gcc processes) and at -O0 (REPLAY_OPTIMISE)."""
+    The harness and the network's replay program (the C's outputs for the example) were started
+    compiling when the harness was written (`ReplayPrograms`); `replay.compile` is the wait for them."""
     if verdict.counterexample is None:
         return Status.ERROR, f"{verdict.backend} reported UNSAFE without a counterexample", None
     started = time.perf_counter()
-    network_c = render_network(qnet).write(workdir / "network_replay")
     try:
-        harness_replay, network_replay = compile_replays(
-            [(harness, replay_executable(harness)), (network_c, None)], REPLAY_OPTIMISE
-        )
+        harness_replay, network_replay = replay.executables()
     except QverifyError as error:
         return (
             Status.ERROR,
@@ -296,7 +313,7 @@ def _confirm(qnet, prop, harness: Path, verdict: Verdict, workdir: Path, image_s
             None,
         )
     started = clock.lap("replay.compile", started)
-    replayed = replay_candidate(qnet, prop, harness, verdict.counterexample, harness_replay)
+    replayed = replay_candidate(qnet, prop, replay.harness, verdict.counterexample, harness_replay)
     started = clock.lap("replay.run", started)
     if not replayed.confirmed:
         return (

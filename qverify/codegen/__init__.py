@@ -2,6 +2,7 @@
 
 from qverify.codegen.compile import (
     REPLAY_OPTIMISE,
+    Compilations,
     compile_replay,
     compile_replays,
     find_gcc,
@@ -17,6 +18,7 @@ __all__ = [
     "REPLAY_OPTIMISE",
     "VIOLATION_PREFIX",
     "CProgram",
+    "Compilations",
     "CompiledNetwork",
     "NetworkRun",
     "NeuronBounds",

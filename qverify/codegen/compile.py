@@ -81,6 +81,7 @@ def _finish(compilation: _Compilation) -> Path:
         _, stderr = process.communicate(timeout=COMPILE_TIMEOUT_S)
     except subprocess.TimeoutExpired as error:
         raise ToolFailedError(f"gcc timed out after {COMPILE_TIMEOUT_S} s on {compilation.source}") from error
+    compilation.process = None
     if process.returncode != 0:
         raise ToolFailedError(f"gcc failed on {compilation.source}:\n{stderr.strip()[:4000]}")
     if compilation.digest is not None:
@@ -88,22 +89,42 @@ def _finish(compilation: _Compilation) -> Path:
     return compilation.output
 
 
+class Compilations:
+    """gcc runs started at once, one process each running in parallel, then collected (`finish`) or
+    abandoned (`cancel`): a counterexample's harness and network replays compile in the wall time
+    of one compile, and can compile while the back end runs. An executable already compiled from
+    the same content in this process is reused."""
+
+    def __init__(self, jobs: Sequence[tuple[Path, Path | None]], optimise: str = "-O1") -> None:
+        compiler = find_gcc()
+        self._runs: list[_Compilation] = []
+        try:
+            for source, output in jobs:
+                self._runs.append(_start(compiler, Path(source), output, optimise))
+        except BaseException:
+            self.cancel()
+            raise
+
+    def finish(self) -> list[Path]:
+        """The executables' paths, in the order of the jobs (ToolFailedError if gcc failed)."""
+        try:
+            return [_finish(run) for run in self._runs]
+        finally:
+            self.cancel()
+
+    def cancel(self) -> None:
+        """Stop the runs still going (a failure, an interruption, or no counterexample after all)."""
+        for run in self._runs:
+            if run.process is not None:
+                if run.process.poll() is None:
+                    run.process.kill()
+                run.process.communicate()
+                run.process = None
+
+
 def compile_replays(jobs: Sequence[tuple[Path, Path | None]], optimise: str = "-O1") -> list[Path]:
-    """Compile every (source, output) at once, one gcc process each running in parallel (a
-    counterexample's harness and network replays: the wall time of one compile, not two); the
-    executables' paths in order. An executable already compiled from the same content in this
-    process is reused."""
-    compiler = find_gcc()
-    compilations: list[_Compilation] = []
-    try:
-        for source, output in jobs:
-            compilations.append(_start(compiler, Path(source), output, optimise))
-        return [_finish(compilation) for compilation in compilations]
-    finally:  # a failure (or an interruption) leaves no gcc running
-        for compilation in compilations:
-            if compilation.process is not None and compilation.process.poll() is None:
-                compilation.process.kill()
-                compilation.process.wait()
+    """Compile every (source, output) at once (`Compilations`); the executables' paths in order."""
+    return Compilations(jobs, optimise).finish()
 
 
 def run_lines(

@@ -14,9 +14,17 @@ from pathlib import Path
 
 import numpy as np
 
-from qverify.codegen import REPLAY_OPTIMISE, VIOLATION_PREFIX, compile_replay, format_inputs, run_lines
+from qverify.codegen import (
+    REPLAY_OPTIMISE,
+    VIOLATION_PREFIX,
+    Compilations,
+    compile_replay,
+    format_inputs,
+    render_network,
+    run_lines,
+)
 from qverify.codegen.conditions import implementation_box
-from qverify.errors import QverifyError
+from qverify.errors import QverifyError, ToolFailedError
 from qverify.properties import Property
 from qverify.quant import QuantizedNetwork, neuron_name, simulate
 
@@ -79,6 +87,36 @@ def simulator_outcome(qnet: QuantizedNetwork, prop: Property, x: np.ndarray) -> 
 def replay_executable(harness: Path) -> Path:
     """Where the harness's replay executable goes: next to it."""
     return harness.with_name("harness_replay")
+
+
+class ReplayPrograms:
+    """A counterexample's two C programs, the harness (does the input violate?) and the network
+    (which outputs?), compiled at REPLAY_OPTIMISE from the moment the harness exists: in parallel
+    with the back end, which leaves a core free; only an UNSAFE waits for them (`executables`), any
+    other verdict drops them (`cancel`). A compiler that cannot start is reported by `executables`
+    only: a SAFE needs no gcc."""
+
+    def __init__(self, qnet: QuantizedNetwork, harness: Path, workdir: Path) -> None:
+        self.harness = harness
+        self.problem = ""
+        self._compilations: Compilations | None = None
+        try:
+            network_c = render_network(qnet).write(workdir / "network_replay")
+            jobs = [(harness, replay_executable(harness)), (network_c, None)]
+            self._compilations = Compilations(jobs, REPLAY_OPTIMISE)
+        except QverifyError as error:
+            self.problem = str(error)
+
+    def executables(self) -> tuple[Path, Path]:
+        """(harness replay, network replay), once compiled; QverifyError when they cannot be."""
+        if self._compilations is None:
+            raise ToolFailedError(self.problem)
+        harness, network = self._compilations.finish()
+        return harness, network
+
+    def cancel(self) -> None:
+        if self._compilations is not None:
+            self._compilations.cancel()
 
 
 def _same_violation(c_line: str, simulated: str) -> bool:
