@@ -1,9 +1,10 @@
 """Run a child process under a wall-clock timeout and a memory limit, leaving nothing behind.
 
 The child gets its own session (process group). Memory is watched two ways: RLIMIT_AS at twice the
-limit (a hard backstop the kernel enforces, set with prlimit just after the start) and the resident set of the whole group, polled every
-50 ms (the limit users mean; the group's members are listed again every 0.5 s only: listing them
-reads every process of the machine, which cost the parent ~7 % of a core for the whole run). On timeout or memory excess the whole group is killed (SIGTERM, then
+limit (a hard backstop the kernel enforces, set with prlimit just after the start) and the resident
+set of the whole group, polled every 50 ms (the limit users mean; the group's members are listed
+again every 0.5 s only: listing them reads every process of the machine, which cost the parent ~7 %
+of a core for the whole run). On timeout or memory excess the whole group is killed (SIGTERM, then
 SIGKILL), so no solver started by the child survives. If qverify itself is killed (even with
 SIGKILL, when no `finally` runs), the child gets SIGKILL from the kernel (PR_SET_PDEATHSIG, see
 qverify.interrupts), and the engine's solver forks die with the engine the same way.
@@ -26,6 +27,7 @@ from typing import IO
 import psutil
 
 from qverify.backends.base import Limits
+from qverify.errors import InternalError
 from qverify.interrupts import child_dies_with_us
 
 POLL_S = 0.05
@@ -168,8 +170,7 @@ def _outcome(
 
 
 class WaitingProcess:
-    """A child started before its input is known (`start_waiting`), that reads it on stdin when
-    `finish` gives it: its interpreter start and imports overlap with the parent's work. It runs
+    """A child started before its input is known, that reads it on stdin when `finish` gives it: its interpreter start and imports overlap with the parent's work. It runs
     under the same rules as `run_limited` (own session, dies with us, RLIMIT_AS from the start; the
     wall-clock limit and the RSS watch from `finish` on). `cancel` kills it when no input comes."""
 
@@ -193,7 +194,7 @@ class WaitingProcess:
         """Give the child its input and run it to completion or until a limit is hit."""
         child = self._child
         if child is None:
-            raise RuntimeError("this process was already finished or cancelled")
+            raise InternalError("this process was already finished or cancelled")
         start = time.monotonic()
         try:
             try:
