@@ -63,3 +63,30 @@ def test_the_engine_process_started_early_is_ended_when_no_harness_comes(tmp_pat
     assert "qverify.backends.engine_process" in " ".join(waiting.cmdline())
     backend.close()
     assert _processes_for(tmp_path) == []
+
+
+def test_exact_dot_by_int64_limbs_equals_the_big_integer_product():
+    import random
+
+    import numpy as np
+
+    from qverify.invariants.symbolic import _exact_dot
+
+    rng = random.Random(16)
+
+    def integers(shape, bits):
+        values = [rng.randint(-(1 << bits), 1 << bits) for _ in range(int(np.prod(shape)))]
+        return np.array(values, dtype=object).reshape(shape)
+
+    for rows, inner, cols, a_bits, b_bits in [
+        (100, 50, 50, 90, 31),  # ACAS Xu's back-substitution in fixed point
+        (10, 50, 5, 200, 150),  # float numerators
+        (6, 784, 20, 80, 40),  # a long inner dimension: narrower limbs
+        (3, 1, 1, 0, 0),
+        (4, 3, 2, 1, 62),
+    ]:
+        a, b = integers((rows, inner), a_bits), integers((inner, cols), b_bits)
+        a[0, :] = 0
+        assert (_exact_dot(a, b) == a.dot(b)).all()
+        vector = integers((inner,), b_bits)
+        assert (_exact_dot(a, vector) == a.dot(vector)).all()

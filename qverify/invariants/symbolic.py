@@ -126,7 +126,8 @@ def _limb_bits(inner: int) -> int:
 def _limbs(values: np.ndarray, bits: int) -> list[np.ndarray]:
     """int64 arrays l_0..l_m with values = sum_i l_i 2^(bits i) exactly: the low limbs in [0, 2^bits),
     the top one signed, |l_m| <= 2^(bits-1) (Python's >> floors: negative values need no care)."""
-    width = max((int(v).bit_length() for v in values.flat), default=0) + 1
+    largest = max(abs(int(values.max())), abs(int(values.min()))) if values.size else 0
+    width = largest.bit_length() + 1
     count = max(1, -(-width // bits))
     mask = (1 << bits) - 1
     limbs, rest = [], values
