@@ -18,9 +18,15 @@ import numpy as np
 
 from qverify import __version__
 from qverify.backends import Backend, HarnessJob, InternalBackend, InternalOptions, Limits, Status, Verdict
-from qverify.codegen import render_harness
+from qverify.codegen import CompiledNetwork, render_harness
 from qverify.codegen.conditions import box_is_empty
-from qverify.counterexample import AdversarialExample, build_example, inputs_from_values, replay_candidate
+from qverify.counterexample import (
+    AdversarialExample,
+    ReplayPrograms,
+    build_example,
+    inputs_from_values,
+    replay_candidate,
+)
 from qverify.errors import (
     EXIT_SAFE,
     EXIT_UNKNOWN,
@@ -219,6 +225,16 @@ def _run(
     net, prop, implementation, options, workdir: Path, clock: _Stopwatch, base: dict
 ) -> VerificationRecord:
     backend = make_backend(options)
+    backend.prepare(options.limits, workdir)  # the engine's process starts now, in parallel with what follows
+    try:
+        return _pipeline(net, prop, implementation, options, workdir, clock, base, backend)
+    finally:
+        backend.close()
+
+
+def _pipeline(
+    net, prop, implementation, options, workdir: Path, clock: _Stopwatch, base: dict, backend: Backend
+) -> VerificationRecord:
     started = clock.start
     qnet = quantize_network(net, implementation)
     prop.check_against(qnet.n_inputs, qnet.n_outputs)
@@ -235,17 +251,26 @@ def _run(
         )
     started = clock.lap("invariants", started)
     harness = render_harness(qnet, prop, bounds.bounds).write(workdir / "harness")
+    replay = ReplayPrograms(qnet, harness, workdir)  # gcc compiles the replays while the back end runs
     started = clock.lap("codegen", started)
-    job = HarnessJob(harness, harness.parent, qnet.is_float, qnet.n_inputs)
-    remaining = options.limits.timeout_s - (time.perf_counter() - clock.start)
-    verdict = backend.check(job, replace(options.limits, timeout_s=max(MIN_STAGE_S, remaining)))
-    started = clock.lap("backend", started)
-    for stage, seconds in verdict.times_s.items():
-        clock.times[f"backend.{stage}"] = seconds
-    status, reason, example = verdict.status, verdict.reason, None
-    if verdict.status is Status.UNSAFE:
-        status, reason, example = _confirm(qnet, prop, harness, verdict, workdir, options.image_shape)
-        started = clock.lap("replay", started)
+    try:
+        job = HarnessJob(harness, harness.parent, qnet.is_float, qnet.n_inputs)
+        remaining = options.limits.timeout_s - (time.perf_counter() - clock.start)
+        verdict = backend.check(job, replace(options.limits, timeout_s=max(MIN_STAGE_S, remaining)))
+        started = clock.lap("backend", started)
+        for stage, seconds in verdict.times_s.items():
+            clock.times[f"backend.{stage}"] = seconds
+        if "total" in verdict.times_s:  # its process's start, imports and answer: outside its own clock
+            clock.times["backend.startup"] = round(
+                max(0.0, clock.times["backend"] - verdict.times_s["total"]), 6
+            )
+        status, reason, example = verdict.status, verdict.reason, None
+        if verdict.status is Status.UNSAFE:
+            confirmed = _confirm(qnet, prop, verdict, workdir, options.image_shape, clock, replay)
+            status, reason, example = confirmed
+            started = clock.lap("replay", started)
+    finally:
+        replay.cancel()
     clock.times["total"] = round(time.perf_counter() - clock.start, 6)
     return VerificationRecord(
         **base,
@@ -263,11 +288,33 @@ def _run(
     )
 
 
-def _confirm(qnet, prop, harness: Path, verdict: Verdict, workdir: Path, image_shape):
-    """UNSAFE only if the counterexample replays in gcc and the simulator; else an ERROR that says why."""
+def _confirm(
+    qnet,
+    prop,
+    verdict: Verdict,
+    workdir: Path,
+    image_shape,
+    clock: _Stopwatch,
+    replay: ReplayPrograms,
+):
+    """UNSAFE only if the counterexample replays in gcc and the simulator; else an ERROR that says why.
+
+    The harness and the network's replay program (the C's outputs for the example) were started
+    compiling when the harness was written (`ReplayPrograms`); `replay.compile` is the wait for them."""
     if verdict.counterexample is None:
         return Status.ERROR, f"{verdict.backend} reported UNSAFE without a counterexample", None
-    replayed = replay_candidate(qnet, prop, harness, verdict.counterexample)
+    started = time.perf_counter()
+    try:
+        harness_replay, network_replay = replay.executables()
+    except QverifyError as error:
+        return (
+            Status.ERROR,
+            f"counterexample from {verdict.backend} does not replay: gcc failed: {error}",
+            None,
+        )
+    started = clock.lap("replay.compile", started)
+    replayed = replay_candidate(qnet, prop, replay.harness, verdict.counterexample, harness_replay)
+    started = clock.lap("replay.run", started)
     if not replayed.confirmed:
         return (
             Status.ERROR,
@@ -275,6 +322,8 @@ def _confirm(qnet, prop, harness: Path, verdict: Verdict, workdir: Path, image_s
             None,
         )
     x = inputs_from_values(qnet, verdict.counterexample)
-    example = build_example(qnet, prop, np.asarray(x), replayed.violated, workdir, image_shape)
+    compiled = CompiledNetwork.from_executable(network_replay, qnet.is_integer)
+    example = build_example(qnet, prop, np.asarray(x), replayed.violated, workdir, image_shape, compiled)
+    clock.lap("example", started)
     reason = "" if example.float_violates else "quantization-induced: the float network does not violate it"
     return Status.UNSAFE, reason, example

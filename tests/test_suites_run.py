@@ -136,6 +136,13 @@ def test_kill_then_resume_runs_nothing_twice(tmp_path):
     assert len(rows) == 18
 
 
+def _is_engine(process) -> bool:
+    """The engine's process: `python -m qverify.engine HARNESS`, or the one started before its
+    harness, `python -m qverify.backends.engine_process WORKDIR` (qverify.backends.internal)."""
+    command = " ".join(process.cmdline())
+    return "qverify.engine" in command or "qverify.backends.engine_process" in command
+
+
 def _verifier_processes(marker: str) -> list:
     import psutil
 
@@ -173,7 +180,7 @@ def test_sigterm_stops_the_verifiers_and_says_how_to_resume(tmp_path, jobs):
         command, cwd=ROOT, env={**os.environ, "TMPDIR": str(scratch)}, stderr=subprocess.PIPE, text=True
     )
     deadline = time.monotonic() + 120
-    while not any("qverify.engine" in " ".join(p.cmdline()) for p in _verifier_processes(str(scratch))):
+    while not any(_is_engine(p) for p in _verifier_processes(str(scratch))):
         assert time.monotonic() < deadline and child.poll() is None, "no verifier started"
         time.sleep(0.2)
     child.send_signal(signal.SIGTERM)

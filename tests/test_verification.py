@@ -61,12 +61,15 @@ def test_json_record_fields(tmp_path):
     ):
         assert key in record, key
     assert record["status"] == "UNSAFE" and record["format"] == "<6,10>" and record["backend"] == "internal"
-    assert {"quantize", "invariants", "codegen", "backend", "replay", "total"} <= set(record["times_s"])
+    stages = {"startup", "imports", "load", "quantize", "invariants", "codegen", "backend", "replay", "total"}
+    stages |= {"backend.startup", "backend.total", "replay.compile", "replay.run", "example"}
+    assert stages <= set(record["times_s"]), set(record["times_s"])
     cex = record["counterexample"]
     assert len(cex["inputs_word"]) == 2 and all(isinstance(v, int) for v in cex["inputs_word"])
     assert cex["violated"].startswith("unsafe clause")
     shown = qverify("show", str(out))
     assert shown.returncode == 0 and "counterexample" in shown.stdout
+    assert "stages: startup" in shown.stdout and "replay" in shown.stdout
 
 
 def test_spec_file_and_image(tmp_path):

@@ -112,6 +112,13 @@ class Backend(abc.ABC):
 
     name: str = ""
 
+    def prepare(self, limits: Limits, workdir: Path) -> None:
+        """Get ready before the harness exists in `workdir` (e.g. start a process); `check` or
+        `close` follows. Most back ends need nothing."""
+
+    def close(self) -> None:
+        """Release what `prepare` took, when `check` did not run."""
+
     @abc.abstractmethod
     def check(self, job: HarnessJob, limits: Limits) -> Verdict:
         """Decide the harness within the limits; never raises for a verdict-worthy failure

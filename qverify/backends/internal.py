@@ -2,6 +2,8 @@
 
 The engine stops itself at its own budget (the task's timeout minus a start-up margin) and answers
 UNKNOWN with a reason; the child-process limits are the backstop that also bounds memory.
+`prepare` starts the child before the harness exists (`qverify.backends.engine_process`), so that its
+start and imports overlap with the harness generation; `check` then gives it its command line.
 """
 
 from __future__ import annotations
@@ -9,9 +11,10 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from qverify.backends.base import Backend, HarnessJob, Limits, Status, Verdict
-from qverify.backends.process import run_limited
+from qverify.backends.process import WaitingProcess, run_limited
 
 STARTUP_MARGIN_S = 3.0  # interpreter start and imports, left out of the engine's own budget
 HARD_GRACE_S = 10.0  # after the engine's budget, before the child is killed
@@ -25,11 +28,9 @@ class InternalOptions:
     seed: int = 0
 
 
-def engine_command(job: HarnessJob, options: InternalOptions, budget_s: float) -> list[str]:
+def engine_arguments(job: HarnessJob, options: InternalOptions, budget_s: float) -> list[str]:
+    """The engine's command line after `python -m qverify.engine`."""
     return [
-        sys.executable,
-        "-m",
-        "qverify.engine",
         str(job.harness),
         "-I",
         str(job.include_dir),
@@ -46,6 +47,10 @@ def engine_command(job: HarnessJob, options: InternalOptions, budget_s: float) -
     ]
 
 
+def engine_command(job: HarnessJob, options: InternalOptions, budget_s: float) -> list[str]:
+    return [sys.executable, "-m", "qverify.engine", *engine_arguments(job, options, budget_s)]
+
+
 class InternalBackend(Backend):
     """qverify's own bounded model checker (qverify.engine)."""
 
@@ -53,11 +58,28 @@ class InternalBackend(Backend):
 
     def __init__(self, options: InternalOptions | None = None) -> None:
         self.options = options or InternalOptions()
+        self._waiting: WaitingProcess | None = None
+
+    def prepare(self, limits: Limits, workdir: Path) -> None:
+        """Start the engine's process now: it imports the engine while the harness is made."""
+        if self._waiting is None:
+            command = [sys.executable, "-m", "qverify.backends.engine_process", str(workdir)]
+            self._waiting = WaitingProcess(command, limits.memory_mb)
+
+    def close(self) -> None:
+        if self._waiting is not None:
+            self._waiting.cancel()
+            self._waiting = None
 
     def check(self, job: HarnessJob, limits: Limits) -> Verdict:
         budget = max(1.0, limits.timeout_s - STARTUP_MARGIN_S)
         hard = Limits(timeout_s=limits.timeout_s + HARD_GRACE_S, memory_mb=limits.memory_mb)
-        outcome = run_limited(engine_command(job, self.options, budget), hard)
+        waiting, self._waiting = self._waiting, None
+        if waiting is not None:
+            line = json.dumps(engine_arguments(job, self.options, budget)) + "\n"
+            outcome = waiting.finish(line, hard)
+        else:
+            outcome = run_limited(engine_command(job, self.options, budget), hard)
         if outcome.limit_reason:
             return self._verdict(Status.UNKNOWN, outcome.limit_reason, outcome.peak_memory_mb)
         try:

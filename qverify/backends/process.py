@@ -1,8 +1,10 @@
 """Run a child process under a wall-clock timeout and a memory limit, leaving nothing behind.
 
 The child gets its own session (process group). Memory is watched two ways: RLIMIT_AS at twice the
-limit (a hard backstop the kernel enforces, set with prlimit just after the start) and the resident set of the whole group, polled every
-50 ms (the limit users mean). On timeout or memory excess the whole group is killed (SIGTERM, then
+limit (a hard backstop the kernel enforces, set with prlimit just after the start) and the resident
+set of the whole group, polled every 50 ms (the limit users mean; the group's members are listed
+again every 0.5 s only: listing them reads every process of the machine, which cost the parent ~7 %
+of a core for the whole run). On timeout or memory excess the whole group is killed (SIGTERM, then
 SIGKILL), so no solver started by the child survives. If qverify itself is killed (even with
 SIGKILL, when no `finally` runs), the child gets SIGKILL from the kernel (PR_SET_PDEATHSIG, see
 qverify.interrupts), and the engine's solver forks die with the engine the same way.
@@ -10,6 +12,7 @@ qverify.interrupts), and the engine's solver forks die with the engine the same 
 
 from __future__ import annotations
 
+import itertools
 import os
 import resource
 import signal
@@ -19,13 +22,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import psutil
 
 from qverify.backends.base import Limits
+from qverify.errors import InternalError
 from qverify.interrupts import child_dies_with_us
 
 POLL_S = 0.05
+MEMBERS_EVERY = 10  # polls between two listings of the child's group
 GRACE_S = 1.0
 
 
@@ -60,11 +66,14 @@ def _limit_address_space(pid: int, memory_mb: int) -> None:
         pass  # the child already exited, or the platform refuses: RSS polling still applies
 
 
-def _group_rss_mb(process: psutil.Process) -> float:
+def _group_members(process: psutil.Process) -> list[psutil.Process]:
     try:
-        members = [process, *process.children(recursive=True)]
+        return [process, *process.children(recursive=True)]
     except psutil.Error:
-        return 0.0
+        return []
+
+
+def _rss_mb(members: list[psutil.Process]) -> float:
     total = 0
     for member in members:
         try:
@@ -115,14 +124,106 @@ def _watch(child: subprocess.Popen, limits: Limits, start: float) -> tuple[float
     """Poll the child until it exits or exceeds a limit: (peak RSS in MB, timed out, out of memory)."""
     watched = psutil.Process(child.pid)
     peak = 0.0
-    while child.poll() is None:
-        peak = max(peak, _group_rss_mb(watched))
+    members: list[psutil.Process] = []
+    for poll in itertools.count():
+        if child.poll() is not None:
+            break
+        if poll % MEMBERS_EVERY == 0:
+            members = _group_members(watched)
+        peak = max(peak, _rss_mb(members))
         if peak > limits.memory_mb:
             return peak, False, True
         if time.monotonic() - start > limits.timeout_s:
             return peak, True, False
-        time.sleep(POLL_S)
+        try:  # a sleep that ends when the child does (not up to 50 ms later: every answer waited for it)
+            child.wait(timeout=POLL_S)
+        except subprocess.TimeoutExpired:
+            pass
     return peak, False, False
+
+
+def _outcome(
+    child: subprocess.Popen,
+    out: IO[str],
+    err: IO[str],
+    start: float,
+    peak: float,
+    timed_out: bool,
+    memory_exceeded: bool,
+    limits: Limits,
+) -> ProcessOutcome:
+    """The finished (or killed) child's outcome, its output read from the files it wrote."""
+    wall = time.monotonic() - start
+    out.seek(0)
+    err.seek(0)
+    stdout, stderr = out.read(), err.read()
+    killed = timed_out or memory_exceeded
+    if not killed and child.returncode != 0 and any(sign in stderr for sign in OUT_OF_MEMORY_SIGNS):
+        memory_exceeded = True  # the address-space limit made an allocation fail
+    return ProcessOutcome(
+        None if killed else child.returncode,
+        stdout,
+        stderr,
+        wall,
+        peak,
+        timed_out,
+        memory_exceeded,
+        limits,
+    )
+
+
+class WaitingProcess:
+    """A child started before its input is known, that reads it on stdin when `finish` gives it: its interpreter start and imports overlap with the parent's work. It runs
+    under the same rules as `run_limited` (own session, dies with us, RLIMIT_AS from the start; the
+    wall-clock limit and the RSS watch from `finish` on). `cancel` kills it when no input comes."""
+
+    def __init__(self, command: Sequence[str], memory_mb: int, cwd: Path | None = None) -> None:
+        # closed by finish or cancel: the files live as long as the child, across two calls
+        self._out = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        self._err = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        self._child: subprocess.Popen | None = subprocess.Popen(
+            list(command),
+            stdin=subprocess.PIPE,
+            stdout=self._out,
+            stderr=self._err,
+            cwd=cwd,
+            start_new_session=True,
+            text=True,
+            preexec_fn=child_dies_with_us(),  # noqa: PLW1509 - dies with us, even by SIGKILL
+        )
+        _limit_address_space(self._child.pid, memory_mb)
+
+    def finish(self, stdin_text: str, limits: Limits) -> ProcessOutcome:
+        """Give the child its input and run it to completion or until a limit is hit."""
+        child = self._child
+        if child is None:
+            raise InternalError("this process was already finished or cancelled")
+        start = time.monotonic()
+        try:
+            try:
+                child.stdin.write(stdin_text)  # type: ignore[union-attr]
+                child.stdin.close()  # type: ignore[union-attr]
+            except (BrokenPipeError, OSError):
+                pass  # it already exited: its output says why
+            peak, timed_out, memory_exceeded = _watch(child, limits, start)
+        finally:
+            _kill_group(child)
+            self._child = None
+        try:
+            return _outcome(child, self._out, self._err, start, peak, timed_out, memory_exceeded, limits)
+        finally:
+            self._close_files()
+
+    def cancel(self) -> None:
+        """Kill the child (no input will come); a no-op after `finish`."""
+        if self._child is not None:
+            _kill_group(self._child)
+            self._child = None
+            self._close_files()
+
+    def _close_files(self) -> None:
+        self._out.close()
+        self._err.close()
 
 
 def run_limited(
@@ -159,20 +260,4 @@ def run_limited(
             # on a limit, on an interruption (Ctrl-C, SIGTERM: see qverify.interrupts), and also
             # whatever the child started and left running
             _kill_group(child)
-        wall = time.monotonic() - start
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read(), err.read()
-        killed = timed_out or memory_exceeded
-        if not killed and child.returncode != 0 and any(sign in stderr for sign in OUT_OF_MEMORY_SIGNS):
-            memory_exceeded = True  # the address-space limit made an allocation fail
-        return ProcessOutcome(
-            None if killed else child.returncode,
-            stdout,
-            stderr,
-            wall,
-            peak,
-            timed_out,
-            memory_exceeded,
-            limits,
-        )
+        return _outcome(child, out, err, start, peak, timed_out, memory_exceeded, limits)

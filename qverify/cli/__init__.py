@@ -8,13 +8,15 @@ code; anything else is a bug: one line asking for a report (a traceback with `--
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from qverify import __version__
+from qverify.cli.startup import mark_main
 from qverify.errors import (
     EXIT_CODES_HELP,
     EXIT_INTERNAL,
@@ -28,38 +30,40 @@ from qverify.interrupts import interrupt_on_sigterm
 Handler = Callable[[argparse.Namespace], int]
 
 
-def _subcommand_modules() -> list:
-    from qverify.cli import (
-        cmd_codegen,
-        cmd_convert,
-        cmd_diff,
-        cmd_harness,
-        cmd_impact,
-        cmd_info,
-        cmd_quantize,
-        cmd_repair,
-        cmd_show,
-        cmd_suite,
-        cmd_sweep,
-        cmd_verify,
-        cmd_vnncomp,
-    )
+COMMANDS = (  # in the order `qverify --help` lists them; command NAME lives in qverify.cli.cmd_NAME
+    "info",
+    "convert",
+    "quantize",
+    "codegen",
+    "harness",
+    "verify",
+    "show",
+    "suite",
+    "sweep",
+    "vnncomp",
+    "impact",
+    "diff",
+    "repair",
+)
 
-    return [
-        cmd_info,
-        cmd_convert,
-        cmd_quantize,
-        cmd_codegen,
-        cmd_harness,
-        cmd_verify,
-        cmd_show,
-        cmd_suite,
-        cmd_sweep,
-        cmd_vnncomp,
-        cmd_impact,
-        cmd_diff,
-        cmd_repair,
-    ]
+
+def _named_command(argv: Sequence[str]) -> str | None:
+    """The sub-command `argv` runs: its first word that is not an option, when it names one (None for
+    `--help`, `--version`, no command or a misspelt one: those need every sub-command's parser)."""
+    for word in argv:
+        if word in ("-h", "--help", "--version"):
+            return None
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
+def _subcommand_modules(argv: Sequence[str]) -> list:
+    """The modules to register: only the named command's when there is one. Each module imports what
+    its command needs (ONNX, onnxruntime, scikit-learn, Pillow, tqdm, ...); importing all thirteen
+    cost `qverify verify` ~0.5 s of every run (benchmarks/bench_overhead.py)."""
+    named = _named_command(argv)
+    return [importlib.import_module(f"qverify.cli.cmd_{name}") for name in ([named] if named else COMMANDS)]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -70,7 +74,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"error: {message} (see `{self.prog} --help`)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of `argv` (default: every sub-command's, as for `qverify --help`)."""
     parser = _Parser(
         prog="qverify",
         description="Prove or refute safety properties of neural networks as implemented in "
@@ -80,13 +85,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"qverify {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in _subcommand_modules():
+    for module in _subcommand_modules(argv if argv is not None else ()):
         module.register(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    mark_main()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from qverify.cli.report import describe_example
+from qverify.cli.report import describe_example, describe_times
 from qverify.counterexample.image import open_image
 from qverify.counterexample.picture import write_example_png
 from qverify.errors import InputError
@@ -45,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
     total = record.times_s.get("total")
     if total is not None:
         print(f"  time {total:.2f} s, peak memory {record.peak_memory_mb:.0f} MB")
+        print(f"  {describe_times(record.times_s)}")
     example = record.counterexample
     if example is None:
         return 0

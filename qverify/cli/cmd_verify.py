@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from qverify.cli.options import (
     property_from_args,
 )
 from qverify.cli.report import describe_example, warn
-from qverify.counterexample.picture import write_example_png
+from qverify.cli.startup import startup_times
 from qverify.errors import EXIT_CODES_HELP, EXIT_UNKNOWN, InputError, ResourceLimitError
 from qverify.input_limits import reading_within
 from qverify.io import load_network
@@ -89,6 +90,8 @@ def _from_flags(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    times = startup_times()
+    started = time.perf_counter()
     given = given_options(args)  # checks the limits first
     timeout, memory = given.get("timeout", DEFAULT_TIMEOUT_S), given.get("memory_mb", DEFAULT_MEMORY_MB)
     try:
@@ -97,8 +100,10 @@ def run(args: argparse.Namespace) -> int:
     except ResourceLimitError as error:
         print(f"{Status.UNKNOWN.value}: {error}")
         return EXIT_UNKNOWN
+    times["load"] = round(time.perf_counter() - started, 6)
     net, prop, implementation, options, name, origins = task
-    record = replace(verify_property(net, prop, implementation, options, name), origins=origins)
+    record = verify_property(net, prop, implementation, options, name)
+    record = replace(record, origins=origins, times_s=times | record.times_s)
     for message in record.warnings:
         warn(message)
     print(record.summary_line())
@@ -120,5 +125,7 @@ def write_record(record: VerificationRecord, path: Path) -> None:
         raise InputError(f"cannot write {path}: {error.strerror}") from None
     example = record.counterexample
     if example is not None and example.image_shape is not None:
+        from qverify.counterexample.picture import write_example_png  # Pillow: only for image inputs
+
         png = write_example_png(example, path.with_suffix(".png"), title=record.name)
         print(f"counterexample image: {png}")

@@ -33,3 +33,23 @@ def describe_example(record) -> str:
     else:
         lines.append("  the float network violates the property at this input too")
     return "\n".join(lines)
+
+
+# the record's stages in pipeline order (docs/ARCHITECTURE.md "Stage times"), with their sub-stages
+STAGE_ORDER = ("startup", "imports", "load", "quantize", "invariants", "codegen", "backend", "replay")
+
+
+def describe_times(times: dict[str, float]) -> str:
+    """`stages: startup 0.05 s, ..., backend 8.44 s (startup 0.04, parse 0.38, ...), replay 0.15 s
+    (compile 0.12, ...)`: every stage the record holds, a dotted key after its stage."""
+    parts = []
+    for stage in STAGE_ORDER:
+        if stage not in times:
+            continue
+        prefix = "replay." if stage == "replay" else f"{stage}."
+        subs = [(key.removeprefix(prefix), value) for key, value in times.items() if key.startswith(prefix)]
+        if stage == "replay":
+            subs += [(key, times[key]) for key in ("example",) if key in times]
+        detail = f" ({', '.join(f'{name} {value:.2f}' for name, value in subs)})" if subs else ""
+        parts.append(f"{stage} {times[stage]:.2f} s{detail}")
+    return "stages: " + ", ".join(parts)

@@ -27,6 +27,13 @@ class CompiledNetwork:
         self.is_fixed = is_fixed
         self.executable = compile_replay(program.write(directory))
 
+    @classmethod
+    def from_executable(cls, executable: Path, is_fixed: bool) -> CompiledNetwork:
+        """A `network.c` that `compile_replays` already compiled (with other sources, in parallel)."""
+        network = cls.__new__(cls)
+        network.is_fixed, network.executable = is_fixed, executable
+        return network
+
     def run(self, x: np.ndarray, raw: bool = True) -> NetworkRun:
         """Words in/out for fixed point with raw=True; exact float values for float networks."""
         lines = run_lines(self.executable, format_inputs(x, exact_float=True), ("--raw",) if raw else ())

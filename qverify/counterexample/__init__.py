@@ -2,6 +2,7 @@
 
 from qverify.counterexample.example import AdversarialExample, build_example
 from qverify.counterexample.replay import (
+    ReplayPrograms,
     ReplayResult,
     inputs_from_values,
     replay_candidate,
@@ -10,6 +11,7 @@ from qverify.counterexample.replay import (
 
 __all__ = [
     "AdversarialExample",
+    "ReplayPrograms",
     "ReplayResult",
     "build_example",
     "inputs_from_values",

@@ -108,9 +108,14 @@ def build_example(
     violated: str,
     workdir: Path,
     image_shape: tuple[int, ...] | None = None,
+    compiled: CompiledNetwork | None = None,
 ) -> AdversarialExample:
-    """Run the compiled network and the float reference on a confirmed input `x` (words or values)."""
-    compiled = CompiledNetwork(render_network(qnet), workdir / "network_replay", qnet.is_integer)
+    """Run the compiled network and the float reference on a confirmed input `x` (words or values).
+
+    `compiled`: the network's replay program when already compiled (by default: rendered and
+    compiled in `workdir`)."""
+    if compiled is None:
+        compiled = CompiledNetwork(render_network(qnet), workdir / "network_replay", qnet.is_integer)
     run = compiled.run(x[None, :], raw=True)
     simulated = simulate(qnet, x[None, :]).outputs[0]
     if not run.overflowed[0] and not np.array_equal(run.outputs[0], simulated):

@@ -14,9 +14,17 @@ from pathlib import Path
 
 import numpy as np
 
-from qverify.codegen import VIOLATION_PREFIX, compile_replay, format_inputs, run_lines
+from qverify.codegen import (
+    REPLAY_OPTIMISE,
+    VIOLATION_PREFIX,
+    Compilations,
+    compile_replay,
+    format_inputs,
+    render_network,
+    run_lines,
+)
 from qverify.codegen.conditions import implementation_box
-from qverify.errors import QverifyError
+from qverify.errors import QverifyError, ToolFailedError
 from qverify.properties import Property
 from qverify.quant import QuantizedNetwork, neuron_name, simulate
 
@@ -76,6 +84,41 @@ def simulator_outcome(qnet: QuantizedNetwork, prop: Property, x: np.ndarray) -> 
     return f"VIOLATED {VIOLATION_PREFIX} {clause + 1}: {prop.unsafe.clauses[clause].text()}"
 
 
+def replay_executable(harness: Path) -> Path:
+    """Where the harness's replay executable goes: next to it."""
+    return harness.with_name("harness_replay")
+
+
+class ReplayPrograms:
+    """A counterexample's two C programs, the harness (does the input violate?) and the network
+    (which outputs?), compiled at REPLAY_OPTIMISE from the moment the harness exists: in parallel
+    with the back end, which leaves a core free; only an UNSAFE waits for them (`executables`), any
+    other verdict drops them (`cancel`). A compiler that cannot start is reported by `executables`
+    only: a SAFE needs no gcc."""
+
+    def __init__(self, qnet: QuantizedNetwork, harness: Path, workdir: Path) -> None:
+        self.harness = harness
+        self.problem = ""
+        self._compilations: Compilations | None = None
+        try:
+            network_c = render_network(qnet).write(workdir / "network_replay")
+            jobs = [(harness, replay_executable(harness)), (network_c, None)]
+            self._compilations = Compilations(jobs, REPLAY_OPTIMISE)
+        except QverifyError as error:
+            self.problem = str(error)
+
+    def executables(self) -> tuple[Path, Path]:
+        """(harness replay, network replay), once compiled; QverifyError when they cannot be."""
+        if self._compilations is None:
+            raise ToolFailedError(self.problem)
+        harness, network = self._compilations.finish()
+        return harness, network
+
+    def cancel(self) -> None:
+        if self._compilations is not None:
+            self._compilations.cancel()
+
+
 def _same_violation(c_line: str, simulated: str) -> bool:
     if not (c_line.startswith("VIOLATED") and simulated.startswith("VIOLATED")):
         return False
@@ -85,15 +128,21 @@ def _same_violation(c_line: str, simulated: str) -> bool:
     return c_text.split(":")[0] == sim_text.split(":")[0]  # "unsafe clause N"
 
 
-def replay_candidate(qnet: QuantizedNetwork, prop: Property, harness: Path, values: tuple) -> ReplayResult:
-    """Replay nondet `values` in the compiled `harness` and in the simulator (see module doc)."""
+def replay_candidate(
+    qnet: QuantizedNetwork, prop: Property, harness: Path, values: tuple, executable: Path | None = None
+) -> ReplayResult:
+    """Replay nondet `values` in the compiled `harness` and in the simulator (see module doc).
+
+    `executable`: the harness already compiled in replay mode (`compile_replays`); by default it is
+    compiled here, once per process for the same harness."""
     if len(values) != qnet.n_inputs:
         return ReplayResult(
             False, "", "", f"the counterexample has {len(values)} values for {qnet.n_inputs} inputs"
         )
     x = inputs_from_values(qnet, values)
     try:
-        executable = compile_replay(harness, harness.with_name("harness_replay"))
+        if executable is None:
+            executable = compile_replay(harness, replay_executable(harness), REPLAY_OPTIMISE)
         (c_line,) = run_lines(executable, format_inputs(x[None, :], exact_float=True))
     except QverifyError as error:
         return ReplayResult(False, "", "", f"replay in gcc failed: {error}")

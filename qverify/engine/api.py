@@ -17,13 +17,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from qverify.engine import cfront, ssa, symex
-from qverify.engine.netquery import Arithmetic, NetworkQuery
-from qverify.engine.passes.simplify import simplify
 from qverify.engine.result import EngineOptions, EngineResult, EngineStatus
-from qverify.engine.strategy import Recorder, Strategy
 from qverify.errors import InputError, InternalError, ResourceLimitError, ToolMissingError, UnsupportedError
+
+if TYPE_CHECKING:  # the stages are imported where they run (see check_file)
+    from qverify.engine.netquery import NetworkQuery
+    from qverify.engine.strategy import Recorder
 
 
 def smt_factory(name: str, narrow: bool = True):
@@ -53,6 +54,7 @@ def _multiply_adds(query: NetworkQuery) -> int:
 def _lifted(path: Path, include_dirs: Sequence[Path], options: EngineOptions, recorder: Recorder):
     """The harness as a NetworkQuery in the engine's semantics, or None (the reason is noted)."""
     from qverify.engine.lift import lift_file
+    from qverify.engine.netquery import Arithmetic
 
     with recorder.timer("lift"):
         lifted = lift_file(path, include_dirs, Arithmetic.IMPLEMENTATION)
@@ -93,6 +95,13 @@ def check_file(
 
     Never raises for a verdict-worthy failure; stops itself within `options.timeout_s`.
     """
+    # the engine's stages are imported here, not with the package: `qverify verify` imports
+    # qverify.engine.result for its option names and runs the engine in a child process, so the
+    # parent never needs them (pycparser, the SSA and every strategy module: ~0.15 s)
+    from qverify.engine import cfront, ssa, symex
+    from qverify.engine.passes.simplify import simplify
+    from qverify.engine.strategy import Recorder, Strategy
+
     options = options or EngineOptions()
     start = time.monotonic()
     # stop early enough to report: solver time limits and the last evaluation overrun a little

@@ -33,6 +33,7 @@ message that says which; a missing executable is a `ToolMissingError`.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -110,7 +111,19 @@ _VERSION = re.compile(r"^\s*(\d+)\.(\d+)")  # example: "25.0-beta (Manganese)"
 
 
 def framac_version(executable: str) -> FramacVersion:
-    """`frama-c -version`, parsed; raises ToolFailedError for an unknown or too old version."""
+    """`frama-c -version`, parsed; raises ToolFailedError for an unknown or too old version.
+    Asked once per executable file (path and modification time) and process: a suite's tasks
+    would otherwise each start Frama-C once more just for its version."""
+    try:
+        stamp = Path(executable).stat().st_mtime_ns
+    except OSError:
+        stamp = 0
+    return _framac_version(executable, stamp)
+
+
+@functools.lru_cache(maxsize=8)
+def _framac_version(executable: str, stamp: int) -> FramacVersion:
+    del stamp  # part of the cache key only: a replaced executable is asked again
     try:
         completed = subprocess.run(
             [executable, "-version"], check=False, capture_output=True, text=True, timeout=60

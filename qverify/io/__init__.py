@@ -6,14 +6,13 @@ directly. Every reader names the network after the file stem and records the pat
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
 from pathlib import Path
+from typing import Any
 
 from qverify.errors import InputError
 from qverify.input_limits import check_file
 from qverify.io.nnet import read_nnet, write_nnet
-from qverify.io.onnx_reader import read_onnx
-from qverify.io.onnx_writer import write_onnx
 from qverify.network.model import Network
 
 __all__ = [
@@ -26,9 +25,25 @@ __all__ = [
     "write_onnx",
 ]
 
-_READERS: dict[str, Callable[[str | Path], Network]] = {".nnet": read_nnet, ".onnx": read_onnx}
-_WRITERS: dict[str, Callable[[Network, str | Path], None]] = {".nnet": write_nnet, ".onnx": write_onnx}
+# suffix -> (module, function): the ONNX modules are imported on first use only, since `import onnx`
+# (protobuf, ml_dtypes) costs ~0.1 s that a run on an .nnet file never needs
+_READERS = {".nnet": ("qverify.io.nnet", "read_nnet"), ".onnx": ("qverify.io.onnx_reader", "read_onnx")}
+_WRITERS = {".nnet": ("qverify.io.nnet", "write_nnet"), ".onnx": ("qverify.io.onnx_writer", "write_onnx")}
 SUPPORTED_SUFFIXES = tuple(_READERS)
+
+
+def _function(table: dict[str, tuple[str, str]], suffix: str) -> Any:
+    module, name = table[suffix]
+    return getattr(importlib.import_module(module), name)
+
+
+def __getattr__(name: str) -> Any:
+    """`read_onnx` and `write_onnx`, imported when first asked for (see _READERS)."""
+    for table in (_READERS, _WRITERS):
+        for suffix, (_, function) in table.items():
+            if function == name:
+                return _function(table, suffix)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _suffix(path: str | Path) -> str:
@@ -51,7 +66,7 @@ def load_network(path: str | Path) -> Network:
     suffix = _suffix(path)
     if not Path(path).is_file():
         raise InputError(f"{path}: no such file")
-    return _READERS[suffix](path)
+    return _function(_READERS, suffix)(path)
 
 
 def save_network(net: Network, path: str | Path) -> None:
@@ -61,4 +76,4 @@ def save_network(net: Network, path: str | Path) -> None:
     :raises UnsupportedError: the network cannot be expressed in that format (NNet: ReLU hidden
         layers and a linear last layer only).
     """
-    _WRITERS[_suffix(path)](net, path)
+    _function(_WRITERS, _suffix(path))(net, path)

@@ -1,0 +1,92 @@
+"""`qverify verify` pays only for what it uses (issue 16, "overhead"): its imports, its engine process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+RELU2 = str(ROOT / "benchmarks" / "tiny" / "relu2.nnet")
+# what other commands, or other inputs, need: ONNX files, Pillow for image inputs, the engine's
+# stages (run in the engine's own process), solvers, data and report libraries
+NOT_FOR_VERIFY = (
+    "onnx",
+    "onnxruntime",
+    "PIL",
+    "scipy",
+    "sklearn",
+    "matplotlib",
+    "z3",
+    "bitwuzla",
+    "highspy",
+    "pycparser",
+    "dask",
+    "tqdm",
+    "qverify.engine.symex",
+    "qverify.engine.strategy",
+    "qverify.assurance",
+    "qverify.suites",
+)
+
+
+def test_verify_on_an_nnet_file_imports_nothing_it_does_not_use():
+    script = (
+        "import sys\n"
+        "from qverify.cli import main\n"
+        f"code = main(['verify', {RELU2!r}, '--center', '0.6,0.45', '--eps', '0.15', '--label', '0',"
+        " '--format', '8.8'])\n"
+        f"print(code, sorted(m for m in {NOT_FOR_VERIFY!r} if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.stdout.splitlines()[-1] == "10 []", done.stdout + done.stderr
+
+
+def _processes_for(folder) -> list:
+    import psutil
+
+    return [
+        process
+        for process in psutil.process_iter(["cmdline", "status"])
+        if str(folder) in " ".join(process.info["cmdline"] or ()) and process.info["status"] != "zombie"
+    ]
+
+
+def test_the_engine_process_started_early_is_ended_when_no_harness_comes(tmp_path):
+    from qverify.backends import InternalBackend, Limits
+
+    backend = InternalBackend()
+    backend.prepare(Limits(timeout_s=10, memory_mb=1024), tmp_path)
+    (waiting,) = _processes_for(tmp_path)  # ps shows the task it is for
+    assert "qverify.backends.engine_process" in " ".join(waiting.cmdline())
+    backend.close()
+    assert _processes_for(tmp_path) == []
+
+
+def test_exact_dot_by_int64_limbs_equals_the_big_integer_product():
+    import random
+
+    import numpy as np
+
+    from qverify.invariants.symbolic import _exact_dot
+
+    rng = random.Random(16)
+
+    def integers(shape, bits):
+        values = [rng.randint(-(1 << bits), 1 << bits) for _ in range(int(np.prod(shape)))]
+        return np.array(values, dtype=object).reshape(shape)
+
+    for rows, inner, cols, a_bits, b_bits in [
+        (100, 50, 50, 90, 31),  # ACAS Xu's back-substitution in fixed point
+        (10, 50, 5, 200, 150),  # float numerators
+        (6, 784, 20, 80, 40),  # a long inner dimension: narrower limbs
+        (3, 1, 1, 0, 0),
+        (4, 3, 2, 1, 62),
+    ]:
+        a, b = integers((rows, inner), a_bits), integers((inner, cols), b_bits)
+        a[0, :] = 0
+        assert (_exact_dot(a, b) == a.dot(b)).all()
+        vector = integers((inner,), b_bits)
+        assert (_exact_dot(a, vector) == a.dot(vector)).all()
