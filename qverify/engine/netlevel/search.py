@@ -62,7 +62,10 @@ from qverify.engine.strategy import Recorder
 INPUT_SPLIT_DIMENSIONS = 8
 ENUMERATION_LIMIT = 1024  # inputs of a box enumerated through the simulator (implementation)
 REAL_ENUMERATION_LIMIT = 16  # inputs checked one by one in exact rationals (REAL)
-LP_OPEN_RELUS = 12  # a node with at most this many open ReLUs is tried as an LP / MILP
+LP_OPEN_RELUS = 12  # low dimensions: a node with at most this many open ReLUs is tried as an LP / MILP
+MILP_OPEN_RELUS = 400  # high dimensions: the MILP's binaries at most (every node tries the LP)
+MILP_SHARE = 0.3  # of the remaining time for one MILP
+LP_SHARE = 0.1  # of the remaining time for one LP (a 784-256x6 network's LP: 1-30 s)
 ATTACK_SHARE = 0.1  # of the budget for the gradient attack before branch and bound
 ATTACK_SECONDS = 0.5  # at most (the nodes of the branch and bound try points too)
 ALPHA_STEPS = 6  # alpha-CROWN steps on the atoms' bounds of a node they do not already refute
@@ -241,13 +244,17 @@ class Search:
             for k, layer in enumerate(model.layers)
             if layer.relu
         )
+        high_dimensional = model.n_inputs > INPUT_SPLIT_DIMENSIONS
         if (
             open_clauses
             and not bounds.overflow_possible
-            and open_relus <= LP_OPEN_RELUS
+            and (high_dimensional or open_relus <= LP_OPEN_RELUS)
             and self.options.enabled("milp")
         ):
-            verdict = self.by_lp(node, bounds, xl, xu, open_clauses, region, open_relus)
+            # low dimensions: nodes are cheap, the LP and MILP pay only with few open ReLUs; high
+            # dimensions: every node tries the LP, and the MILP while its binaries are affordable
+            milp = open_relus <= (MILP_OPEN_RELUS if high_dimensional else LP_OPEN_RELUS)
+            verdict, open_clauses = self.by_lp(bounds, xl, xu, open_clauses, region, open_relus, milp)
             if verdict is not None:
                 return verdict
         return self.branch(node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority)
@@ -303,24 +310,34 @@ class Search:
         shift = constants - rounding
         return linear.lower + shift, linear.lam_input, linear.lam_post, linear.offset + shift
 
-    def by_lp(self, node, bounds, xl, xu, open_clauses, region, open_relus) -> NodeVerdict | None:
-        """Close the node by LP (then MILP) per open clause; None when they cannot."""
+    def by_lp(self, bounds, xl, xu, open_clauses, region, open_relus, milp: bool):
+        """Close open clauses by LP (then MILP); (a verdict when the node is decided, the clauses
+        still open)."""
+        still_open = []
         with self.rec.timer("netlevel.lp"):
-            for clause, _ in open_clauses:
+            for clause, atom in open_clauses:
                 forms = self.by_clause[clause]
-                solution = solve_node(self.model, bounds, xl, xu, forms, False, self.deadline)
+                lp_deadline = min(
+                    self.deadline, time.monotonic() + LP_SHARE * (self.deadline - time.monotonic())
+                )
+                solution = solve_node(self.model, bounds, xl, xu, forms, False, lp_deadline)
                 self.rec.add("netlevel.lp", 1)
-                if solution.status is CheckStatus.SAT and open_relus > 0:
-                    solution = solve_node(self.model, bounds, xl, xu, forms, True, self.deadline)
+                if solution.status is not CheckStatus.UNSAT and milp and open_relus > 0:
+                    budget = MILP_SHARE * (self.deadline - time.monotonic())
+                    solution = solve_node(
+                        self.model, bounds, xl, xu, forms, True, min(self.deadline, time.monotonic() + budget)
+                    )
                     self.rec.add("netlevel.milp", 1)
                 if solution.status is CheckStatus.UNSAT:
                     continue
                 if solution.status is CheckStatus.SAT and solution.x is not None:
                     found = self.confirmer.first(to_implementation(self.model, region, solution.x[None, :]))
                     if found is not None:
-                        return NodeVerdict(counterexample=found)
-                return None
-        return NodeVerdict(closed=True)
+                        return NodeVerdict(counterexample=found), []
+                still_open.append((clause, atom))
+        if not still_open:
+            return NodeVerdict(closed=True), []
+        return None, still_open
 
     def branch(self, node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority) -> NodeVerdict:
         model, qnet = self.model, self.query.qnet
