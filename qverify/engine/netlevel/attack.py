@@ -86,7 +86,10 @@ class Confirmer:
         for form in self.forms:
             value = outputs @ form.coefficients + form.constant
             magnitude = np.abs(outputs) @ np.abs(form.coefficients) + abs(form.constant)
-            tolerance = (64 * U64 + (1e-9 if self.model.real else 0.0)) * magnitude + 1e-300
+            # float64 evaluation of n terms, and the atom's rationals rounded to float64: a bound
+            # on |value - exact value|, so rows outside the tolerance are exactly safe
+            terms = len(form.coefficients) + 2
+            tolerance = (4 * terms * U64 + (1e-9 if self.model.real else 0.0)) * magnitude + 1e-300
             holds = value <= tolerance
             by_clause[form.clause] = by_clause.get(form.clause, np.ones(len(points), bool)) & holds
         for clause in range(self.n_clauses):
