@@ -65,9 +65,10 @@ REAL_ENUMERATION_LIMIT = 16  # inputs checked one by one in exact rationals (REA
 LP_OPEN_RELUS = 12  # low dimensions: a node with at most this many open ReLUs is tried as an LP / MILP
 MILP_OPEN_RELUS = 400  # high dimensions: the MILP's binaries at most (every node tries the LP)
 MILP_SHARE = 0.3  # of the remaining time for one MILP
-LP_SHARE = 0.1  # of the remaining time for one LP (a 784-256x6 network's LP: 1-30 s)
+LP_SHARE = 0.05  # of the remaining time for one LP (a 784-256x6 network's LP: 1-30 s)
 ATTACK_SHARE = 0.1  # of the budget for the gradient attack before branch and bound
 ATTACK_SECONDS = 0.5  # at most (the nodes of the branch and bound try points too)
+ATTACK_SECONDS_HIGH = 6.0  # high dimensions: branch and bound nodes are few and dear
 ALPHA_STEPS = 6  # alpha-CROWN steps on the atoms' bounds of a node they do not already refute
 ALPHA_REACH = 0.25
 COMBINATION_STEPS = 12  # supergradient steps choosing the weights of a clause's atoms
@@ -143,7 +144,8 @@ class Search:
                 )
                 if found is not None:
                     return found
-            budget = min(ATTACK_SHARE * (self.deadline - time.monotonic()), ATTACK_SECONDS)
+            limit = ATTACK_SECONDS if self.model.n_inputs <= INPUT_SPLIT_DIMENSIONS else ATTACK_SECONDS_HIGH
+            budget = min(ATTACK_SHARE * (self.deadline - time.monotonic()), limit)
             stop = time.monotonic() + budget
             for region in self.query.regions:
                 if self.forms and time.monotonic() < stop:
@@ -322,7 +324,29 @@ class Search:
                 )
                 solution = solve_node(self.model, bounds, xl, xu, forms, False, lp_deadline)
                 self.rec.add("netlevel.lp", 1)
-                if solution.status is not CheckStatus.UNSAT and milp and open_relus > 0:
+                if (
+                    solution.status is CheckStatus.SAT
+                    and solution.x is not None
+                    and self.options.enabled("attack")
+                ):
+                    # a point of the relaxation: often next to a real counterexample
+                    found = gradient_attack(
+                        self.model,
+                        self.confirmer,
+                        region,
+                        forms,
+                        self.rng,
+                        time.monotonic() + 1.0,
+                        start=solution.x,
+                    )
+                    if found is not None:
+                        return NodeVerdict(counterexample=found), []
+                if (
+                    solution.status is not CheckStatus.UNSAT
+                    and milp
+                    and open_relus > 0
+                    and len(open_clauses) == 1
+                ):
                     budget = MILP_SHARE * (self.deadline - time.monotonic())
                     solution = solve_node(
                         self.model, bounds, xl, xu, forms, True, min(self.deadline, time.monotonic() + budget)
@@ -341,6 +365,10 @@ class Search:
 
     def branch(self, node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority) -> NodeVerdict:
         model, qnet = self.model, self.query.qnet
+        if not self.options.enabled("split"):
+            return NodeVerdict(
+                abandoned="netlevel: the bounds leave the query open and splitting is disabled"
+            )
         atoms = [a for _, a in open_clauses if a is not None]
         if model.n_inputs <= INPUT_SPLIT_DIMENSIONS or not atoms:
             weight = np.abs(lam_input[atoms]).sum(axis=0) if atoms else np.ones(len(xl))
