@@ -135,6 +135,7 @@ class Search:
     # ------------------------------------------------------------------ stages
 
     def attack(self) -> Counterexample | None:
+        """Corners and random points, then a short gradient attack."""
         if not self.options.enabled("attack"):
             return None
         with self.rec.timer("netlevel.attack"):
@@ -144,11 +145,16 @@ class Search:
                 )
                 if found is not None:
                     return found
-            limit = ATTACK_SECONDS if self.model.n_inputs <= INPUT_SPLIT_DIMENSIONS else ATTACK_SECONDS_HIGH
-            budget = min(ATTACK_SHARE * (self.deadline - time.monotonic()), limit)
-            stop = time.monotonic() + budget
+        return self.gradient(ATTACK_SECONDS)
+
+    def gradient(self, seconds: float) -> Counterexample | None:
+        """The gradient attack for at most `seconds` (and ATTACK_SHARE of what remains)."""
+        if not self.options.enabled("attack") or not self.forms:
+            return None
+        with self.rec.timer("netlevel.attack"):
+            stop = time.monotonic() + min(ATTACK_SHARE * (self.deadline - time.monotonic()), seconds)
             for region in self.query.regions:
-                if self.forms and time.monotonic() < stop:
+                if time.monotonic() < stop:
                     found = gradient_attack(self.model, self.confirmer, region, self.forms, self.rng, stop)
                     if found is not None:
                         return found
@@ -188,6 +194,12 @@ class Search:
             if verdict.abandoned:
                 abandoned = verdict.abandoned
                 continue
+            if nodes == 1 and verdict.children and self.model.n_inputs > INPUT_SPLIT_DIMENSIONS:
+                # the root stays open and its children are dear: attack longer first
+                found = self.gradient(ATTACK_SECONDS_HIGH)
+                if found is not None:
+                    self.rec.add("netlevel.nodes", nodes)
+                    return self.unsafe(found, "netlevel attack")
             for child in verdict.children:
                 heapq.heappush(heap, (-verdict.priority, next(counter), child))
         self.rec.add("netlevel.nodes", nodes)
