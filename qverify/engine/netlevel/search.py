@@ -3,20 +3,24 @@
 `decide(query, options, deadline, recorder)` answers a `NetworkQuery` without any per-scalar node
 graph, cheapest step first:
 
-1. attack: the centre, corners and random points in one simulated batch, then projected gradient
-   descent on the real-valued surrogate; every candidate is confirmed exactly (`attack.Confirmer`).
+1. attack: the centre, corners and random points in one batch, then projected gradient descent on
+   the real-valued surrogate (briefly; high-dimensional queries attack longer once the root node
+   stays open); every candidate is confirmed exactly (`attack.Confirmer`).
 2. bounds (`bounds.node_bounds`): interval propagation and back-substitution, sound for float64 and
    for the implementation's rounding; an unsafe clause is refuted on a node when one of its atoms'
-   margin is provably on the safe side.
+   margin is provably on the safe side, or a convex combination of the atoms' linear bounds is.
 3. branch and bound, best first (the node whose bottleneck atom is furthest from refuted): input
    splitting for low-dimensional inputs (<= `INPUT_SPLIT_DIMENSIONS`, e.g. ACAS Xu's 5: the
    dimension with the largest |coefficient| x width in the bottleneck atom's bound), ReLU phase
-   splitting otherwise (BaBSR-like score: |coefficient| x the triangle relaxation's intercept).
+   splitting otherwise (BaBSR-like score: |coefficient| x the triangle relaxation's intercept; a
+   child keeps its parent's intermediate bounds and re-bounds its outputs, with alpha-CROWN).
    Every node tries its bound's minimising vertex and its centre as counterexamples.
 4. exact last words on small sub-problems: a box with at most `ENUMERATION_LIMIT` inputs is
    enumerated through `simulate` (implementation arithmetic: exact, words or float values one by
-   one); a node with few open ReLUs is an LP, then (REAL arithmetic) a MILP over HiGHS (see `lp`
-   for tolerances). A node nothing above can close is abandoned and the answer is UNKNOWN.
+   one; REAL: `REAL_ENUMERATION_LIMIT` points in exact rationals); LP then MILP over HiGHS per open
+   clause (low dimensions: nodes with at most `LP_OPEN_RELUS` open ReLUs; high dimensions: the LP
+   at every node, the MILP for the last open clause up to `MILP_OPEN_RELUS`; see `lp` for the
+   tolerances). A node nothing above can close is abandoned and the answer is UNKNOWN.
 
 SAFE needs every node closed; UNSAFE needs one confirmed point. Scope: dense ReLU/identity networks
 in fixed point, float, double and half (`model.unsupported_reason` names what falls back).
