@@ -396,7 +396,6 @@ class Search:
                     node.hi,
                     int(dimension),
                     float((xl[dimension] + xu[dimension]) / 2),
-                    model.unit,
                 )
                 if halves is not None:
                     children = tuple(
