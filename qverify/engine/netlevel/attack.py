@@ -86,7 +86,10 @@ class Confirmer:
         for form in self.forms:
             value = outputs @ form.coefficients + form.constant
             magnitude = np.abs(outputs) @ np.abs(form.coefficients) + abs(form.constant)
-            tolerance = (64 * U64 + (1e-9 if self.model.real else 0.0)) * magnitude + 1e-300
+            # float64 evaluation of n terms, and the atom's rationals rounded to float64: a bound
+            # on |value - exact value|, so rows outside the tolerance are exactly safe
+            terms = len(form.coefficients) + 2
+            tolerance = (4 * terms * U64 + (1e-9 if self.model.real else 0.0)) * magnitude + 1e-300
             holds = value <= tolerance
             by_clause[form.clause] = by_clause.get(form.clause, np.ones(len(points), bool)) & holds
         for clause in range(self.n_clauses):
@@ -200,16 +203,21 @@ def gradient_attack(
     deadline: float,
     batch: int = 32,
     steps: int = 30,
+    start: np.ndarray | None = None,
 ) -> Counterexample | None:
     """Projected (sign-)gradient descent on the unsafe margin from random starts (the centre first),
-    each round's points rounded into the region and confirmed; stops at the deadline."""
+    each round's points rounded into the region and confirmed; stops at the deadline. With `start`
+    (e.g. an LP solution: a point of the relaxation), one round from it and points around it."""
     xl, xu = model.input_reals(region.lo), model.input_reals(region.hi)
     width = xu - xl
-    for round_index in range(64):
+    for round_index in range(1 if start is not None else 64):
         x = xl + rng.random((batch, len(xl))) * width
-        if round_index == 0:
+        if start is not None:
+            x = np.clip(start + (x - (xl + xu) / 2) / 16, xl, xu)
+            x[0] = start
+        elif round_index == 0:
             x[0] = (xl + xu) / 2
-        step = width / 4
+        step = width / (64 if start is not None else 4)
         for _ in range(steps):
             if time.monotonic() > deadline:
                 break

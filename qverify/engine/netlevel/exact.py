@@ -49,9 +49,11 @@ def _numerators(values: np.ndarray, bits: int, words_scale: int) -> np.ndarray:
     if np.issubdtype(values.dtype, np.integer):
         shift = bits - (words_scale.bit_length() - 1)
         return np.array([int(v) << shift for v in values.ravel()], dtype=object).reshape(values.shape)
-    return np.array([int(Fraction(float(v)) * (1 << bits)) for v in values.ravel()], dtype=object).reshape(
-        values.shape
-    )
+    mantissa, exponent = np.frexp(values.astype(np.float64).ravel())
+    integers = (mantissa * 2.0**53).astype(np.int64)  # exact: value = integer * 2^(exponent - 53)
+    shifts = exponent.astype(np.int64) - 53 + bits  # >= -(trailing zeros of the integer), by `bits`
+    flat = [int(i) << int(k) if k >= 0 else int(i) >> int(-k) for i, k in zip(integers, shifts)]
+    return np.array(flat, dtype=object).reshape(values.shape)
 
 
 def _dyadic_network(qnet: QuantizedNetwork) -> tuple[_DyadicLayer, ...]:

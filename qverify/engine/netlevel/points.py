@@ -74,7 +74,7 @@ def split(
 
 
 def split_at_value(
-    qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray, dimension: int, real_middle: float, unit: float
+    qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray, dimension: int, real_middle: float
 ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None:
     """Halve the box along `dimension` at the real value `real_middle` (the midpoint of the reals,
     which for floats differs from the midpoint by count)."""

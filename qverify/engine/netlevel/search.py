@@ -3,20 +3,24 @@
 `decide(query, options, deadline, recorder)` answers a `NetworkQuery` without any per-scalar node
 graph, cheapest step first:
 
-1. attack: the centre, corners and random points in one simulated batch, then projected gradient
-   descent on the real-valued surrogate; every candidate is confirmed exactly (`attack.Confirmer`).
+1. attack: the centre, corners and random points in one batch, then projected gradient descent on
+   the real-valued surrogate (briefly; high-dimensional queries attack longer once the root node
+   stays open); every candidate is confirmed exactly (`attack.Confirmer`).
 2. bounds (`bounds.node_bounds`): interval propagation and back-substitution, sound for float64 and
    for the implementation's rounding; an unsafe clause is refuted on a node when one of its atoms'
-   margin is provably on the safe side.
+   margin is provably on the safe side, or a convex combination of the atoms' linear bounds is.
 3. branch and bound, best first (the node whose bottleneck atom is furthest from refuted): input
    splitting for low-dimensional inputs (<= `INPUT_SPLIT_DIMENSIONS`, e.g. ACAS Xu's 5: the
    dimension with the largest |coefficient| x width in the bottleneck atom's bound), ReLU phase
-   splitting otherwise (BaBSR-like score: |coefficient| x the triangle relaxation's intercept).
+   splitting otherwise (BaBSR-like score: |coefficient| x the triangle relaxation's intercept; a
+   child keeps its parent's intermediate bounds and re-bounds its outputs, with alpha-CROWN).
    Every node tries its bound's minimising vertex and its centre as counterexamples.
 4. exact last words on small sub-problems: a box with at most `ENUMERATION_LIMIT` inputs is
    enumerated through `simulate` (implementation arithmetic: exact, words or float values one by
-   one); a node with few open ReLUs is an LP, then (REAL arithmetic) a MILP over HiGHS (see `lp`
-   for tolerances). A node nothing above can close is abandoned and the answer is UNKNOWN.
+   one; REAL: `REAL_ENUMERATION_LIMIT` points in exact rationals); LP then MILP over HiGHS per open
+   clause (low dimensions: nodes with at most `LP_OPEN_RELUS` open ReLUs; high dimensions: the LP
+   at every node, the MILP for the last open clause up to `MILP_OPEN_RELUS`; see `lp` for the
+   tolerances). A node nothing above can close is abandoned and the answer is UNKNOWN.
 
 SAFE needs every node closed; UNSAFE needs one confirmed point. Scope: dense ReLU/identity networks
 in fixed point, float, double and half (`model.unsupported_reason` names what falls back).
@@ -62,9 +66,13 @@ from qverify.engine.strategy import Recorder
 INPUT_SPLIT_DIMENSIONS = 8
 ENUMERATION_LIMIT = 1024  # inputs of a box enumerated through the simulator (implementation)
 REAL_ENUMERATION_LIMIT = 16  # inputs checked one by one in exact rationals (REAL)
-LP_OPEN_RELUS = 12  # a node with at most this many open ReLUs is tried as an LP / MILP
+LP_OPEN_RELUS = 12  # low dimensions: a node with at most this many open ReLUs is tried as an LP / MILP
+MILP_OPEN_RELUS = 400  # high dimensions: the MILP's binaries at most (every node tries the LP)
+MILP_SHARE = 0.3  # of the remaining time for one MILP
+LP_SHARE = 0.05  # of the remaining time for one LP (a 784-256x6 network's LP: 1-30 s)
 ATTACK_SHARE = 0.1  # of the budget for the gradient attack before branch and bound
-ATTACK_SECONDS = 0.5  # at most (the nodes of the branch and bound try points too)
+ATTACK_SECONDS = 0.2  # at most (the nodes of the branch and bound try points too)
+ATTACK_SECONDS_HIGH = 6.0  # high dimensions: branch and bound nodes are few and dear
 ALPHA_STEPS = 6  # alpha-CROWN steps on the atoms' bounds of a node they do not already refute
 ALPHA_REACH = 0.25
 COMBINATION_STEPS = 12  # supergradient steps choosing the weights of a clause's atoms
@@ -131,6 +139,7 @@ class Search:
     # ------------------------------------------------------------------ stages
 
     def attack(self) -> Counterexample | None:
+        """Corners and random points, then a short gradient attack."""
         if not self.options.enabled("attack"):
             return None
         with self.rec.timer("netlevel.attack"):
@@ -140,10 +149,16 @@ class Search:
                 )
                 if found is not None:
                     return found
-            budget = min(ATTACK_SHARE * (self.deadline - time.monotonic()), ATTACK_SECONDS)
-            stop = time.monotonic() + budget
+        return self.gradient(ATTACK_SECONDS)
+
+    def gradient(self, seconds: float) -> Counterexample | None:
+        """The gradient attack for at most `seconds` (and ATTACK_SHARE of what remains)."""
+        if not self.options.enabled("attack") or not self.forms:
+            return None
+        with self.rec.timer("netlevel.attack"):
+            stop = time.monotonic() + min(ATTACK_SHARE * (self.deadline - time.monotonic()), seconds)
             for region in self.query.regions:
-                if self.forms and time.monotonic() < stop:
+                if time.monotonic() < stop:
                     found = gradient_attack(self.model, self.confirmer, region, self.forms, self.rng, stop)
                     if found is not None:
                         return found
@@ -183,6 +198,12 @@ class Search:
             if verdict.abandoned:
                 abandoned = verdict.abandoned
                 continue
+            if nodes == 1 and verdict.children and self.model.n_inputs > INPUT_SPLIT_DIMENSIONS:
+                # the root stays open and its children are dear: attack longer first
+                found = self.gradient(ATTACK_SECONDS_HIGH)
+                if found is not None:
+                    self.rec.add("netlevel.nodes", nodes)
+                    return self.unsafe(found, "netlevel attack")
             for child in verdict.children:
                 heapq.heappush(heap, (-verdict.priority, next(counter), child))
         self.rec.add("netlevel.nodes", nodes)
@@ -241,13 +262,17 @@ class Search:
             for k, layer in enumerate(model.layers)
             if layer.relu
         )
+        high_dimensional = model.n_inputs > INPUT_SPLIT_DIMENSIONS
         if (
             open_clauses
             and not bounds.overflow_possible
-            and open_relus <= LP_OPEN_RELUS
+            and (high_dimensional or open_relus <= LP_OPEN_RELUS)
             and self.options.enabled("milp")
         ):
-            verdict = self.by_lp(node, bounds, xl, xu, open_clauses, region, open_relus)
+            # low dimensions: nodes are cheap, the LP and MILP pay only with few open ReLUs; high
+            # dimensions: every node tries the LP, and the MILP while its binaries are affordable
+            milp = open_relus <= (MILP_OPEN_RELUS if high_dimensional else LP_OPEN_RELUS)
+            verdict, open_clauses = self.by_lp(bounds, xl, xu, open_clauses, region, open_relus, milp)
             if verdict is not None:
                 return verdict
         return self.branch(node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority)
@@ -303,27 +328,63 @@ class Search:
         shift = constants - rounding
         return linear.lower + shift, linear.lam_input, linear.lam_post, linear.offset + shift
 
-    def by_lp(self, node, bounds, xl, xu, open_clauses, region, open_relus) -> NodeVerdict | None:
-        """Close the node by LP (then MILP) per open clause; None when they cannot."""
+    def by_lp(self, bounds, xl, xu, open_clauses, region, open_relus, milp: bool):
+        """Close open clauses by LP (then MILP); (a verdict when the node is decided, the clauses
+        still open)."""
+        still_open = []
         with self.rec.timer("netlevel.lp"):
-            for clause, _ in open_clauses:
+            for clause, atom in open_clauses:
                 forms = self.by_clause[clause]
-                solution = solve_node(self.model, bounds, xl, xu, forms, False, self.deadline)
+                lp_deadline = min(
+                    self.deadline, time.monotonic() + LP_SHARE * (self.deadline - time.monotonic())
+                )
+                solution = solve_node(self.model, bounds, xl, xu, forms, False, lp_deadline)
                 self.rec.add("netlevel.lp", 1)
-                if solution.status is CheckStatus.SAT and open_relus > 0:
-                    solution = solve_node(self.model, bounds, xl, xu, forms, True, self.deadline)
+                if (
+                    solution.status is CheckStatus.SAT
+                    and solution.x is not None
+                    and self.options.enabled("attack")
+                ):
+                    # a point of the relaxation: often next to a real counterexample
+                    found = gradient_attack(
+                        self.model,
+                        self.confirmer,
+                        region,
+                        forms,
+                        self.rng,
+                        time.monotonic() + 1.0,
+                        start=solution.x,
+                    )
+                    if found is not None:
+                        return NodeVerdict(counterexample=found), []
+                if (
+                    solution.status is not CheckStatus.UNSAT
+                    and milp
+                    and open_relus > 0
+                    and len(open_clauses) == 1
+                ):
+                    budget = MILP_SHARE * (self.deadline - time.monotonic())
+                    solution = solve_node(
+                        self.model, bounds, xl, xu, forms, True, min(self.deadline, time.monotonic() + budget)
+                    )
                     self.rec.add("netlevel.milp", 1)
                 if solution.status is CheckStatus.UNSAT:
                     continue
                 if solution.status is CheckStatus.SAT and solution.x is not None:
                     found = self.confirmer.first(to_implementation(self.model, region, solution.x[None, :]))
                     if found is not None:
-                        return NodeVerdict(counterexample=found)
-                return None
-        return NodeVerdict(closed=True)
+                        return NodeVerdict(counterexample=found), []
+                still_open.append((clause, atom))
+        if not still_open:
+            return NodeVerdict(closed=True), []
+        return None, still_open
 
     def branch(self, node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority) -> NodeVerdict:
         model, qnet = self.model, self.query.qnet
+        if not self.options.enabled("split"):
+            return NodeVerdict(
+                abandoned="netlevel: the bounds leave the query open and splitting is disabled"
+            )
         atoms = [a for _, a in open_clauses if a is not None]
         if model.n_inputs <= INPUT_SPLIT_DIMENSIONS or not atoms:
             score = input_split_scores(
@@ -336,7 +397,6 @@ class Search:
                     node.hi,
                     int(dimension),
                     float((xl[dimension] + xu[dimension]) / 2),
-                    model.unit,
                 )
                 if halves is not None:
                     children = tuple(
