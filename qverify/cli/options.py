@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,7 +32,6 @@ from qverify.quant import (
     Overflow,
     Rounding,
 )
-from qverify.suites.suite_file import Suite, read_suite
 from qverify.tasks.model import (
     DEFAULT_FORMAT,
     DEFAULT_MEMORY_MB,
@@ -48,6 +47,9 @@ from qverify.tasks.model import (
     resolve_options,
 )
 from qverify.verification import VerifyOptions
+
+if TYPE_CHECKING:
+    from qverify.suites.suite_file import Suite
 
 
 def add_implementation_options(parser: argparse.ArgumentParser) -> None:
@@ -302,6 +304,8 @@ def read_suite_within_limits(args: argparse.Namespace) -> Suite:
     """The suite named by `args.suite`, read under the command line's --timeout and --memory (their
     defaults when not given), as a task's inputs are: a suite lists many property files to parse.
     Running out is a ResourceLimitError (UNKNOWN, exit 20) naming the suite."""
+    from qverify.suites.suite_file import read_suite  # here: `qverify verify` never loads the suites
+
     given = given_options(args)  # checks the limits first
     timeout, memory = given.get("timeout", DEFAULT_TIMEOUT_S), given.get("memory_mb", DEFAULT_MEMORY_MB)
     try:
