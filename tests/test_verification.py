@@ -32,8 +32,9 @@ def test_exit_codes_and_verdict_lines(tmp_path):
 
 
 def test_unknown_on_timeout_exits_20():
-    acas = str(ROOT / "benchmarks/acasxu/nnet/ACASXU_run2a_1_9_batch_2000.nnet")
-    prop = str(ROOT / "benchmarks/acasxu/vnnlib/prop_1.vnnlib")
+    # 3_3 phi2: SAFE, among the hardest ACAS Xu instances (1_9 phi1 is decided within a second now)
+    acas = str(ROOT / "benchmarks/acasxu/nnet/ACASXU_run2a_3_3_batch_2000.nnet")
+    prop = str(ROOT / "benchmarks/acasxu/vnnlib/prop_2.vnnlib")
     result = qverify("verify", acas, "--property", prop, "--format", "16.16", "--timeout", "1")
     assert result.returncode == 20, result.stdout + result.stderr
     assert result.stdout.startswith("UNKNOWN: ") and "timeout" in result.stdout
