@@ -11,6 +11,7 @@ import importlib.metadata
 import shutil
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 from qverify.errors import QverifyError
 
@@ -124,3 +125,13 @@ def format_tools(tools: list[ToolStatus]) -> list[str]:
         detail = f"{tool.where}  {tool.version}".strip() if tool.found else ""
         lines.append(f"{tool.name:10s} {state} {detail}".rstrip() + f"  -- {tool.purpose}")
     return lines
+
+
+def executable_stamp(executable: str) -> int:
+    """The file's modification time in ns (0 when it cannot be read). With the path, the key of a
+    per-process cache of what a tool says about itself (its version): a suite's tasks would
+    otherwise each start the tool once more to ask, and a replaced executable is asked again."""
+    try:
+        return Path(executable).stat().st_mtime_ns
+    except OSError:
+        return 0

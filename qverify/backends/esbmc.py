@@ -31,6 +31,7 @@ from qverify.backends.esbmc_output import (
 )
 from qverify.backends.process import run_limited
 from qverify.errors import InputError
+from qverify.tools import executable_stamp
 
 __all__ = [
     "MIN_VERSION",
@@ -131,11 +132,7 @@ def find_esbmc(options: EsbmcOptions) -> str:
 def esbmc_version(executable: str) -> tuple[int, ...] | None:
     """The version `executable --version` prints, e.g. (8, 2, 0); None when it prints none.
     Asked once per executable file (path and modification time)."""
-    try:
-        stamp = Path(executable).stat().st_mtime_ns
-    except OSError:
-        stamp = 0
-    return _version(executable, stamp)
+    return _version(executable, executable_stamp(executable))
 
 
 @functools.lru_cache(maxsize=8)

@@ -52,6 +52,7 @@ from qverify.errors import InputError, ToolFailedError, ToolMissingError
 from qverify.interrupts import child_dies_with_us
 from qverify.invariants.region import InputBox, join_boxes
 from qverify.quant import FixedFormat, LayerBounds, QuantizedNetwork
+from qverify.tools import executable_stamp
 
 MIN_MAJOR = 25  # Frama-C 25 (Manganese) is the oldest version whose output this parser knows
 TESTED_MAJORS = (25,)
@@ -114,11 +115,7 @@ def framac_version(executable: str) -> FramacVersion:
     """`frama-c -version`, parsed; raises ToolFailedError for an unknown or too old version.
     Asked once per executable file (path and modification time) and process: a suite's tasks
     would otherwise each start Frama-C once more just for its version."""
-    try:
-        stamp = Path(executable).stat().st_mtime_ns
-    except OSError:
-        stamp = 0
-    return _framac_version(executable, stamp)
+    return _framac_version(executable, executable_stamp(executable))
 
 
 @functools.lru_cache(maxsize=8)
