@@ -7,7 +7,8 @@ decides it layer by layer. Whatever it does not cover goes down the scalar path 
 not recognise, networks the network-level strategy does not support (int8, convolutions, tables),
 `--certify` (its exact SMT re-check needs the scalar program), and queries the network-level
 strategy gives up on while time remains, when the network is small enough for the scalar path's
-exact procedures (`SCALAR_FALLBACK_MACS`). The record says which path decided (`decided_by`,
+exact procedures (`SCALAR_FALLBACK_MACS`); on such fixed-point networks the network level gets
+`NETWORK_LEVEL_SHARE` of the budget, the scalar path the rest. The record says which path decided (`decided_by`,
 `front_end` in the counts: 1 lifted, 0 scalar) and why a harness was not lifted (a note).
 """
 
@@ -45,6 +46,7 @@ def smt_factory(name: str, narrow: bool = True):
 # per network it cannot finish where the network-level strategy gave up (ACAS Xu: 12,300).
 SCALAR_FALLBACK_MACS = 100_000
 FALLBACK_MIN_SECONDS = 2.0  # left on the clock for the scalar path to be worth starting
+NETWORK_LEVEL_SHARE = 0.3  # of the budget, for fixed-point networks the scalar path can also decide
 
 
 def _multiply_adds(query: NetworkQuery) -> int:
@@ -77,10 +79,16 @@ def _network_level(query: NetworkQuery, options: EngineOptions, deadline: float,
     if unsupported is not None:  # the scalar path covers it
         recorder.note(f"scalar strategy: {unsupported}")
         return None
-    result = decide(query, options, deadline, recorder)
+    small = _multiply_adds(query) <= SCALAR_FALLBACK_MACS
+    own_deadline = deadline
+    if small and query.qnet.is_integer:
+        # fixed point: the scalar path reasons about each rounding exactly (integer quotients, not
+        # error terms) and decides queries the network level leaves open (ACAS Xu <16,16> 1_7 phi2:
+        # scalar 12 s, network level open at 60 s): it keeps the larger share of the time
+        own_deadline = time.monotonic() + NETWORK_LEVEL_SHARE * max(deadline - time.monotonic(), 0.0)
+    result = decide(query, options, own_deadline, recorder)
     if result.status is not EngineStatus.UNKNOWN:
         return result
-    small = _multiply_adds(query) <= SCALAR_FALLBACK_MACS
     if small and deadline - time.monotonic() >= FALLBACK_MIN_SECONDS:
         recorder.note(f"network level: {result.reason}; the scalar path continues with the time left")
         return None
