@@ -118,22 +118,14 @@ def check_file(
     recorder = Recorder()
 
     def finish(status: EngineStatus, reason: str, decided_by: str = "") -> EngineResult:
-        recorder.add_time("total", time.monotonic() - start)
-        return EngineResult(
-            status,
-            reason=reason,
-            decided_by=decided_by,
-            times_s=dict(recorder.times),
-            counts=dict(recorder.counts),
-            notes=recorder.notes,
-        )
+        return _with_record(EngineResult(status, reason=reason, decided_by=decided_by), recorder, start)
 
     try:
         if options.enabled("lift") and not options.certify:
             query = _lifted(Path(path), include_dirs, options, recorder)
             if query is not None:
                 recorder.add("front_end", 1)
-                recorder.add("inputs", query.n_inputs)
+                recorder.peak("inputs", query.n_inputs)  # the scalar path may count them again
                 result = _network_level(query, options, deadline, recorder)
                 if result is not None:
                     return _with_record(result, recorder, start)
@@ -142,7 +134,7 @@ def check_file(
         with recorder.timer("symex"):
             manager = ssa.NodeManager()
             program = symex.execute(unit, manager, deadline)
-        recorder.add("inputs", len(program.inputs))
+        recorder.peak("inputs", len(program.inputs))
         recorder.add("nodes_symex", ssa.count_nodes(program.roots()))
         with recorder.timer("simplify"):
             simplified = simplify(program, deadline)
