@@ -324,3 +324,23 @@ def test_search_reports_stage_times(rng):
     result = search.run()
     assert result.status is EngineStatus.SAFE
     assert "netlevel.bounds" in result.times_s or "netlevel.enumerate" in result.times_s
+
+
+@pytest.mark.parametrize("number", [FixedFormat(6, 4), FloatFormat(FloatKind.FLOAT)], ids=str)
+def test_enumerate_box_of_many_inputs_few_varying(number, rng):
+    """A 64-input box that holds few points (most inputs pinned to one value) is enumerated: numpy's
+    meshgrid takes at most 32 axes, so only the varying inputs enter the grid (an image-sized stability
+    box of `qverify diff` failed here)."""
+    qnet = quantize_network(
+        random_network(rng, (64, 4, 2), Activation.RELU), ImplementationOptions(number=number)
+    )
+    lo = values_of(qnet, ordinals(qnet, np.linspace(-1.0, 1.0, 64)))
+    hi = lo.copy()
+    varying = ordinals(qnet, lo[[3, 40]]) + np.array([2, 1])
+    hi[[3, 40]] = values_of(qnet, varying)
+    grid = enumerate_box(qnet, lo, hi)
+    assert grid.shape == (6, 64) == (count(qnet, lo, hi), 64)
+    assert len({row.tobytes() for row in grid}) == 6
+    assert np.all((grid >= lo) & (grid <= hi)) and np.array_equal(
+        np.delete(grid, [3, 40], axis=1), np.tile(np.delete(lo, [3, 40]), (6, 1))
+    )

@@ -53,9 +53,15 @@ def count(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) -> int:
 
 
 def enumerate_box(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Every input of the box, one per row (call only for boxes `count` says are small)."""
-    axes = [np.arange(a, b + 1) for a, b in zip(ordinals(qnet, lo), ordinals(qnet, hi))]
-    grid = np.array(np.meshgrid(*axes, indexing="ij")).reshape(len(axes), -1).T
+    """Every input of the box, one per row (call only for boxes `count` says are small). Only the
+    inputs that take several values enter the grid (numpy's meshgrid takes at most 32 axes; an image
+    box small enough to enumerate varies in a few of its hundreds of inputs)."""
+    first, last = ordinals(qnet, lo), ordinals(qnet, hi)
+    varying = np.flatnonzero(last > first)
+    grid = np.tile(first, (count(qnet, lo, hi), 1))
+    if varying.size:
+        axes = [np.arange(first[i], last[i] + 1) for i in varying]
+        grid[:, varying] = np.array(np.meshgrid(*axes, indexing="ij")).reshape(len(axes), -1).T
     return values_of(qnet, grid)
 
 
