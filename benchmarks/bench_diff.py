@@ -11,14 +11,16 @@ Search mode: GA (DiffChaser), distortion search (DiverGet, PSO), random search a
 vectors, the same budget per seed (queries) and the same seeds; prints #DII, DiR, SR, time and queries
 to the first DII, diversity, VR. Proof mode: L-inf regions around the first N seeds (radius as a
 fraction of the input range) with the internal engine, a timeout per region; prints the counts of
-SAFE / UNSAFE / UNKNOWN / ERROR, median and maximum time, and the share decided (goal: >= 80 % within
-60 s) by the back end alone (`--no-sampling`: no simulator sampling before it; `--sampling` puts it back);
+SAFE / UNSAFE / UNKNOWN / ERROR, median and maximum time, what decided them (sampling, bisection,
+stability proofs, the two-network harness), and the share decided (goal: >= 80 % within 60 s) with
+`qverify diff --prove`'s default strategy (`--no-sampling` / `--no-stability` measure the harness alone);
 int8 pairs included (their input codes tied to the input exactly, docs/diff.md). Each run is journalled as its diff.json: an
 interrupted benchmark resumes where it stopped (delete the folder to start over).
 
 Usage:
   python benchmarks/bench_diff.py [--out results/bench-diff] [--seeds 20] [--budget 500] [--regions 20]
                                   [--timeout 60] [--pairs mlp-8.8,acas-16.16,...] [--no-proof] [--no-search]
+                                  [--no-sampling] [--no-stability]
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_impact import mlp_int8
-from qverify.assurance.diff.report import METHOD_HEADER, REGION_HEADER
+from qverify.assurance.diff.records import RegionVerdict
+from qverify.assurance.diff.report import METHOD_HEADER, REGION_HEADER, decided_share, region_rows
 from qverify.assurance.impact.tables import aligned
 from qverify.cli import main as qverify_main
 
@@ -45,18 +48,18 @@ ACAS = ROOT / "benchmarks" / "acasxu" / "nnet" / "ACASXU_run2a_1_1_batch_2000.nn
 RADIUS = {"digits": "0.01", "acas": "0.001"}
 
 
-def pairs(out: Path) -> dict[str, tuple[list[str], str | None]]:
+def pairs(out: Path, radius: dict[str, str] = RADIUS) -> dict[str, tuple[list[str], str | None]]:
     """name -> (arguments of `qverify diff`, the proof-mode radius or None)."""
     mlp = [str(MLP), "--data", "digits-raw:test"]
     cnn = [str(CNN / "digits_cnn.onnx"), "--data", "digits:test"]
     return {
-        "mlp-8.8": ([*mlp, "--candidate", "8.8"], RADIUS["digits"]),
-        "mlp-6.4": ([*mlp, "--candidate", "6.4"], RADIUS["digits"]),
-        "mlp-half": ([*mlp, "--candidate", "half"], RADIUS["digits"]),
-        "mlp-int8": ([*mlp, "--candidate", f"int8={mlp_int8(out)}"], RADIUS["digits"]),
-        "cnn-int8": ([*cnn, "--candidate", f"int8={CNN / 'digits_cnn.int8.onnx'}"], RADIUS["digits"]),
-        "acas-16.16": ([str(ACAS), "--candidate", "16.16"], RADIUS["acas"]),
-        "acas-4.6": ([str(ACAS), "--candidate", "4.6"], RADIUS["acas"]),
+        "mlp-8.8": ([*mlp, "--candidate", "8.8"], radius["digits"]),
+        "mlp-6.4": ([*mlp, "--candidate", "6.4"], radius["digits"]),
+        "mlp-half": ([*mlp, "--candidate", "half"], radius["digits"]),
+        "mlp-int8": ([*mlp, "--candidate", f"int8={mlp_int8(out)}"], radius["digits"]),
+        "cnn-int8": ([*cnn, "--candidate", f"int8={CNN / 'digits_cnn.int8.onnx'}"], radius["digits"]),
+        "acas-16.16": ([str(ACAS), "--candidate", "16.16"], radius["acas"]),
+        "acas-4.6": ([str(ACAS), "--candidate", "4.6"], radius["acas"]),
     }
 
 
@@ -90,14 +93,8 @@ def method_table(data: dict) -> str:
 
 
 def region_table(data: dict) -> tuple[str, float]:
-    regions = data["regions"]
-    rows = []
-    for status in ("SAFE", "UNSAFE", "UNKNOWN", "ERROR"):
-        times = sorted(r["seconds"] for r in regions if r["status"] == status)
-        if times:
-            rows.append((status, str(len(times)), f"{times[len(times) // 2]:.2f}", f"{times[-1]:.2f}"))
-    decided = sum(r["status"] in ("SAFE", "UNSAFE") for r in regions) / max(1, len(regions))
-    return aligned(REGION_HEADER, rows), decided
+    regions = [RegionVerdict.from_json(r) for r in data["regions"]]
+    return aligned(REGION_HEADER, region_rows(regions)), decided_share(regions)
 
 
 def main() -> None:
@@ -110,12 +107,19 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--pairs", help="comma-separated subset of the pairs")
     parser.add_argument("--no-proof", action="store_true")
+    parser.add_argument(
+        "--digits-radius", default=RADIUS["digits"], help="proof regions' L-inf radius (digits)"
+    )
+    parser.add_argument("--acas-radius", default=RADIUS["acas"], help="proof regions' L-inf radius (ACAS Xu)")
     parser.add_argument("--no-search", action="store_true")
-    parser.add_argument("--sampling", action="store_true", help="sample each region before the back end")
+    parser.add_argument("--no-sampling", action="store_true", help="no simulator sampling / bisection first")
+    parser.add_argument(
+        "--no-stability", action="store_true", help="no single-network stability proofs first"
+    )
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    todo = pairs(out)
+    todo = pairs(out, {"digits": args.digits_radius, "acas": args.acas_radius})
     chosen = args.pairs.split(",") if args.pairs else list(todo)
     started = time.perf_counter()
     for name in chosen:
@@ -129,7 +133,8 @@ def main() -> None:
             print(method_table(data))
         if not args.no_proof and radius is not None:
             proof_args = [*common, "--methods", "none", "--prove", "--radius", radius, "--regions", str(args.regions),
-                          "--timeout", str(args.timeout), *([] if args.sampling else ["--no-sampling"])]  # fmt: skip
+                          "--timeout", str(args.timeout), *(["--no-sampling"] if args.no_sampling else []),
+                          *(["--no-stability"] if args.no_stability else [])]  # fmt: skip
             data, wall = run(out / name / "proof", proof_args)
             table, decided = region_table(data)
             print(f"\n## {name}: proof mode, {len(data['regions'])} L-inf regions of radius {radius} of the range, "

@@ -57,10 +57,17 @@ def unit_source(seeds: list[float]) -> SeedSource:
 
 
 def prove(
-    pair, seed: float, backend: str = "internal", tmp_path=None, sample: bool = False, **region
+    pair,
+    seed: float,
+    backend: str = "internal",
+    tmp_path=None,
+    sample: bool = False,
+    stability: bool = False,
+    **region,
 ) -> object:
-    """One region around `seed`; by default left to the back end alone (no sampling first)."""
-    settings = ProofSettings(backend, 60.0, **region, sample=sample)
+    """One region around `seed`; by default left to the two-network harness alone (no sampling, no
+    stability proofs first)."""
+    settings = ProofSettings(backend, 60.0, **region, sample=sample, stability=stability)
     return prove_regions(
         pair, Criterion(), unit_source([seed]), np.array([[seed]]), settings, tmp_path, False
     )[0]

@@ -63,9 +63,10 @@ def unit_source(seed: np.ndarray) -> SeedSource:
     return SeedSource("t", seed[None, :], None, Canvas(0.0, 1.0), lambda x: np.asarray(x, float))
 
 
-def prove(pair, seed, radius, tmp_path, backend="internal", criterion=None, **box):
+def prove(pair, seed, radius, tmp_path, backend="internal", criterion=None, stability=True, **box):
+    """One region, without sampling: decided by the stability proofs (default) or the two-network harness."""
     seed = np.atleast_1d(np.asarray(seed, dtype=np.float64))
-    settings = ProofSettings(backend, 60.0, radius=radius, sample=False, **box)
+    settings = ProofSettings(backend, 60.0, radius=radius, sample=False, stability=stability, **box)
     source = unit_source(seed)
     return prove_regions(pair, criterion or Criterion(), source, seed[None, :], settings, tmp_path, False)[0]
 
@@ -100,10 +101,12 @@ def test_code_steps_are_quantize_linears(quant):
     assert np.array_equal(quant.code.qmin + (x[:, None] >= t[None, :]).sum(axis=1), quant.quantize(x))
 
 
-def test_int8_disagreement_unsafe_replayed_in_both_c_programs(boundary, tmp_path):
-    verdict = prove(boundary, 0.291, 0.005, tmp_path)
+@pytest.mark.parametrize("stability", [False, True])
+def test_int8_disagreement_unsafe_replayed_in_both_c_programs(boundary, tmp_path, stability):
+    verdict = prove(boundary, 0.291, 0.005, tmp_path, stability=stability)
     assert verdict.status == "UNSAFE", verdict.reason
-    assert verdict.reason.startswith("found by internal, replayed")
+    origin = "the reference's stability counterexample" if stability else "internal"
+    assert verdict.reason.startswith(f"found by {origin}, replayed")
     (x,) = verdict.x
     assert BOUNDARY < x < 0.2925  # the flip zone: above 0.29, below the next code step
     assert int(np.argmax(verdict.reference)) == 1 and int(np.argmax(verdict.candidate)) == 0

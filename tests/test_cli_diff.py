@@ -108,8 +108,8 @@ def test_search_on_acas_works_in_unit_coordinates(tmp_path, capsys):
         assert np.ptp(diis["x_raw"][:, 0]) > 100  # input 0 (rho, feet) spans its own range
 
 
-@pytest.mark.slow  # two engine runs through the CLI; proof mode itself: tests/test_assurance_diff.py
 def test_proof_mode_writes_verdicts_per_region(tmp_path, capsys):
+    """Two regions through the CLI, decided by the stability proofs (about a second each)."""
     test = load_dataset("digits-raw:test")
     np.savez(
         tmp_path / "two.npz", x=test.x[1:3], y=test.y[1:3]
@@ -120,7 +120,10 @@ def test_proof_mode_writes_verdicts_per_region(tmp_path, capsys):
     assert code == 0
     data = json.loads((tmp_path / "diff.json").read_text())
     assert [r["status"] for r in data["regions"]] == ["SAFE", "SAFE"]
+    assert [r["method"] for r in data["regions"]] == ["stability", "stability"]
+    assert data["settings"]["stability"] is True and data["settings"]["sampling"] is True
     assert (tmp_path / "harnesses" / "region000" / "diff_harness.c").exists()
+    assert (tmp_path / "harnesses" / "region000" / "stability-candidate" / "harness" / "harness.c").exists()
     assert "decided (SAFE or UNSAFE): 100% of 2 regions" in (tmp_path / "report.md").read_text()
 
 

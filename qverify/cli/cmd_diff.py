@@ -148,7 +148,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     proof.add_argument(
         "--no-sampling",
         action="store_true",
-        help="leave every region to the back end (default: first try 2,000 points of it on the simulators)",
+        help="leave every region to the back end (default: first try 2,000 points of it on the simulators "
+        "and bisect between differently classified ones)",
+    )
+    proof.add_argument(
+        "--no-stability",
+        action="store_true",
+        help="skip the single-network stability proofs (default: prove both sides keep the seed's class "
+        "before the two-network harness)",
     )
     proof.add_argument("--timeout", type=float, default=60.0, help="seconds per region (default 60)")
     parser.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
@@ -248,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
         proof = ProofSettings(args.backend, args.timeout, args.radius,
                               pair_of_floats(args.brightness, "--brightness") if args.brightness else None,
                               pair_of_floats(args.contrast, "--contrast") if args.contrast else None,
-                              not args.no_sampling)  # fmt: skip
+                              not args.no_sampling, not args.no_stability)  # fmt: skip
         count = len(seeds) if args.regions is None else args.regions
         if count < 1:
             raise InputError(f"--regions {count}: must be at least 1")
@@ -267,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
                   "families": list(space.names) if space else [],
                   **({"backend": args.backend, "timeout_s": args.timeout, "radius": args.radius,
                       "brightness": args.brightness, "contrast": args.contrast,
-                      "sampling": not args.no_sampling} if args.prove else {})},
+                      "sampling": not args.no_sampling, "stability": not args.no_stability} if args.prove else {})},
         runs=runs,
         regions=tuple(regions),
         notes=source.notes,

@@ -24,12 +24,16 @@ Only distortions affine in their parameter can be stated this way; rotation, zoo
 and blur resample the image (interpolation weights depend on the parameter non-linearly), noise and
 occlusions draw random numbers, so proof mode does not range over them.
 
-Before the back end, SAMPLES seeded points of the region (uniform and vertices) run through the
-simulators (`--no-sampling` turns this off): a disagreement found so is a counterexample like a back
-end's and goes through the same replay. UNSAFE is reported only after the disagreement replays: the harness itself (gcc, QV_REPLAY) prints
-VIOLATED, each implementation's own network.c (gcc) gives outputs on which the criterion holds, and the
-bit-exact simulators give the same outputs. A counterexample that does not replay leaves the region
-UNKNOWN with the reason; a compiled network and its simulator differing is an ERROR.
+Before the harness (cheapest first, `_decide`): SAMPLES seeded points of the region (the seed, uniform,
+vertices) run through the simulators, and a bisection between differently classified ones
+(`boundary.py`; `--no-sampling` turns both off); then the two stability proofs, one single-network
+property per side through the verification pipeline (`stability.py`; `--no-stability`); then the
+harness with the time left. A disagreement found by any of them is a counterexample like a back end's
+and goes through the same replay. UNSAFE is reported only after the disagreement replays: the
+harness itself (gcc, QV_REPLAY) prints VIOLATED, each implementation's own network.c (gcc) gives
+outputs on which the criterion holds, and the bit-exact simulators give the same outputs. A
+counterexample that does not replay leaves the region UNKNOWN with the reason; a compiled network and
+its simulator differing is an ERROR.
 """
 
 from __future__ import annotations
@@ -41,17 +45,19 @@ import re
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
 from qverify import __version__
+from qverify.assurance.diff.boundary import differently_classified, find_disagreement_between
 from qverify.assurance.diff.codes import code_thresholds
 from qverify.assurance.diff.criteria import Criterion
 from qverify.assurance.diff.inputs import SeedSource
 from qverify.assurance.diff.records import RegionVerdict
+from qverify.assurance.diff.stability import leaves_class, predicts_class, prove_side, side_box
 from qverify.assurance.implementations import Implementation, ImplementationPair
 from qverify.backends import HarnessJob, InternalBackend, Limits, Status
 from qverify.codegen import CompiledNetwork, compile_replay, render_network, run_lines
@@ -70,6 +76,10 @@ ROLES = ("reference", "candidate")
 HARNESS_FILE = "diff_harness.c"
 JOURNAL_FILE = "verdict.json"
 SAMPLES = 2000  # points of a region run through the simulators before the back end
+MIN_PAIR_S = 2.0  # the least time worth giving a stability proof or the two-network harness
+STRATEGY = (
+    "sampling, bisection, stability, pair harness"  # in the journal key: a verdict of another is redone
+)
 # what the rendered partial defines at file scope: typedefs, tables, functions (renamed per side)
 _DEFINED = re.compile(
     r"^(?:typedef\s+[\w ]+?\s+|static\s+(?:const\s+|inline\s+)*[\w ]+?\s+|void\s+)(qv_\w+)", re.MULTILINE
@@ -86,7 +96,8 @@ class ProofSettings:
     radius: float = 0.01
     brightness: tuple[float, float] | None = None
     contrast: tuple[float, float] | None = None
-    sample: bool = True  # try SAMPLES points of the region on the simulators before the back end
+    sample: bool = True  # try SAMPLES points of the region on the simulators (and bisect) before the back end
+    stability: bool = True  # try the two single-network stability proofs before the two-network harness
 
     def __post_init__(self) -> None:
         if self.backend not in ("internal", "esbmc"):
@@ -450,7 +461,8 @@ def prove_region(pair: ImplementationPair, criterion: Criterion, source: SeedSou
         program = render_diff_harness(pair, criterion, region, source, text)
         journal = folder / JOURNAL_FILE
         key = {"harness_sha256": hashlib.sha256(program.text.encode()).hexdigest(), "backend": settings.backend,
-               "timeout_s": settings.timeout_s, "sample": settings.sample}  # fmt: skip
+               "timeout_s": settings.timeout_s, "sample": settings.sample, "stability": settings.stability,
+               "strategy": STRATEGY}  # fmt: skip
         done = _journalled(journal)
         if done.get("key") == key:  # the same harness decided before with the same back end and limit
             return RegionVerdict.from_json(done["verdict"])
@@ -466,25 +478,94 @@ def prove_region(pair: ImplementationPair, criterion: Criterion, source: SeedSou
 
 def _decide(pair: ImplementationPair, criterion: Criterion, source: SeedSource, region: Region,
             settings: ProofSettings, harness: Path, replayer: Replayer, verdict) -> RegionVerdict:  # fmt: skip
-    """A disagreement found by sampling the region (replayed), else the back end's answer on the
-    harness; an UNSAFE only once it replays (module docstring)."""
+    """Cheapest first, each answer replayed before it counts (module docstring): sampling, bisection
+    between differently classified points, the two stability proofs, the two-network harness."""
+    deadline = time.perf_counter() + settings.timeout_s
     n_doubles = 2 if settings.distorted else pair.reference.n_inputs
-    sampled = _sample_region(pair, criterion, source, region) if settings.sample else None
-    if sampled is not None:
+
+    def confirm(values: Sequence[float], origin: str, method: str) -> RegionVerdict:
         found = _confirm(
-            pair, criterion, source, region, harness, replayer, sampled, n_doubles, "sampling", verdict
+            pair, criterion, source, region, harness, replayer, values, n_doubles, origin, verdict
         )
-        if found.status == "UNSAFE":
-            return found
+        return replace(found, method=method)
+
+    to_inputs = _inputs_of(region, source)
+    anchor = _anchor(region, source)
+    if settings.sample:
+        values, hit = _sample_region(pair, criterion, region, to_inputs, anchor)
+        if hit is not None:
+            found = confirm(values[hit], "sampling", "sampling")
+            if found.status == "UNSAFE":
+                return found
+        for other in differently_classified(pair, to_inputs, values, anchor):
+            point = find_disagreement_between(pair, criterion, to_inputs, anchor, other)
+            if point is not None:
+                found = confirm(point, "bisection between differently classified points", "bisection")
+                if found.status == "UNSAFE":
+                    return found
+    notes: list[str] = []
+    if settings.stability and criterion.kind != "distance":
+        decided = _by_stability(pair, criterion, region, settings, harness.parent, to_inputs, anchor, deadline,
+                                confirm, verdict, notes)  # fmt: skip
+        if decided is not None:
+            return decided
+    remaining = deadline - time.perf_counter()
+    if remaining < MIN_PAIR_S:
+        return replace(verdict("UNKNOWN", "; ".join(notes) or "timeout"), method="stability" if notes else "")
     job = HarnessJob(harness, harness.parent, True, n_doubles)
-    answer = _backend(settings).check(job, Limits(timeout_s=settings.timeout_s))
+    answer = _backend(settings).check(job, Limits(timeout_s=remaining))
+    prefix = "; ".join(notes) + "; pair harness: " if notes else ""
     if answer.status is not Status.UNSAFE:
-        return verdict(answer.status.value, answer.reason)
+        return replace(verdict(answer.status.value, prefix + answer.reason), method="pair harness")
     values = answer.counterexample
     if values is None or len(values) < n_doubles:
         return verdict("ERROR", f"{answer.backend} reported UNSAFE without the nondet values")
-    return _confirm(
-        pair, criterion, source, region, harness, replayer, values, n_doubles, answer.backend, verdict
+    return confirm(values, answer.backend, "pair harness")
+
+
+def _by_stability(pair: ImplementationPair, criterion: Criterion, region: Region, settings: ProofSettings,
+                  folder: Path, to_inputs, anchor: np.ndarray, deadline: float, confirm, verdict,
+                  notes: list[str]) -> RegionVerdict | None:  # fmt: skip
+    """SAFE when both sides keep the anchor's class (top-1) or the candidate never predicts the target
+    (targeted) over the region; UNSAFE when a side's counterexample leads to a replayed disagreement;
+    None (with what was learnt in `notes`) otherwise. `stability.py` says why this is sound."""
+    linf = not settings.distorted
+    n_out = pair.reference.n_outputs
+    if criterion.kind == "targeted":
+        plan = [(pair.candidate, "candidate", predicts_class(criterion.target, n_out), f"never-{criterion.target}")]  # type: ignore[arg-type]  # fmt: skip
+        shares = (0.6,)
+        claim = f"the candidate predicts class {criterion.target} nowhere in the region"
+    else:
+        label = int(pair.reference.predict(to_inputs(anchor[None, :]))[0])
+        unsafe = leaves_class(label, n_out)
+        plan = [(pair.reference, "reference", unsafe, f"class-{label}"), (pair.candidate, "candidate", unsafe, f"class-{label}")]  # fmt: skip
+        shares = (0.4, 0.6)
+        claim = f"both implementations predict class {label} everywhere in the region"
+    proofs = []
+    for (side, role, unsafe, what), share in zip(plan, shares):
+        box = side_box(side, region.lo, region.hi, widen=not linf)
+        if box is None:
+            notes.append(
+                f"{role}: its input set is not a box of the harness generator's (no stability proof)"
+            )
+            return None
+        budget = share * (deadline - time.perf_counter())
+        if budget < MIN_PAIR_S:
+            return None
+        proof = prove_side(side, role, box, unsafe, what, settings.backend, budget, region.lo, region.hi,
+                           folder / f"stability-{role}")  # fmt: skip
+        notes.append(f"stability: {proof.describe()}")
+        if proof.status == "UNSAFE" and linf and proof.example is not None:
+            point = find_disagreement_between(pair, criterion, to_inputs, anchor, proof.example)
+            if point is not None:
+                found = confirm(point, f"the {role}'s stability counterexample", "stability")
+                if found.status == "UNSAFE":
+                    return found
+        if proof.status != "SAFE":
+            return None
+        proofs.append(proof)
+    return replace(
+        verdict("SAFE", f"{claim} ({'; '.join(p.describe() for p in proofs)})"), method="stability"
     )
 
 
@@ -510,26 +591,43 @@ def _confirm(pair: ImplementationPair, criterion: Criterion, source: SeedSource,
     )
 
 
-def _sample_region(pair: ImplementationPair, criterion: Criterion, source: SeedSource, region: Region) -> tuple[float, ...] | None:  # fmt: skip
-    """The nondet values of a disagreement among SAMPLES seeded random points of the region (half
-    uniform, half vertices of the box), found with the simulators before any back end runs -- the
-    cheap refutation the search does, confirmed by the same replay as a back end's."""
+def _inputs_of(region: Region, source: SeedSource):
+    """A function from a batch of the region's nondet values to normalised inputs: the values
+    themselves (L-inf), or the seed distorted by each (brightness, contrast) pair."""
+    if region.brightness is None and region.contrast is None:
+        return lambda values: np.asarray(values, dtype=np.float64)
+    return lambda values: source.normalise(np.array([_distorted(region, source, b, c) for b, c in values]))
+
+
+def _anchor(region: Region, source: SeedSource) -> np.ndarray:
+    """The region's nondet values of the seed itself: its normalised input (L-inf), or the neutral
+    distortion (clipped into the parameter box)."""
+    if region.brightness is None and region.contrast is None:
+        return np.clip(source.normalise(region.seed[None, :])[0], region.lo, region.hi)
+    boxes = (region.brightness or (0.0, 0.0), region.contrast or (1.0, 1.0))
+    return np.array(
+        [np.clip(FAMILIES[name].neutral, *box) for name, box in zip(("brightness", "contrast"), boxes)]
+    )
+
+
+def _sample_region(pair: ImplementationPair, criterion: Criterion, region: Region, to_inputs,
+                   anchor: np.ndarray) -> tuple[np.ndarray, int | None]:  # fmt: skip
+    """SAMPLES seeded nondet values of the region (the anchor, then half uniform, half vertices of the
+    box) and the index of the first that makes the simulators disagree, if any -- the cheap refutation
+    the search does, confirmed by the same replay as a back end's."""
     rng = np.random.default_rng([region.index, 17])
     if region.brightness is None and region.contrast is None:
-        span = region.hi - region.lo
-        uniform = region.lo + rng.random((SAMPLES // 2, span.size)) * span
-        vertices = np.where(rng.random((SAMPLES // 2, span.size)) < 0.5, region.lo, region.hi)
-        points = np.concatenate([uniform, vertices])
-        x_norm = points
+        low, high = region.lo, region.hi
     else:
-        b_low, b_high = region.brightness or (0.0, 0.0)
-        c_low, c_high = region.contrast or (1.0, 1.0)
-        points = np.column_stack([b_low + rng.random(SAMPLES) * (b_high - b_low),
-                                  c_low + rng.random(SAMPLES) * (c_high - c_low)])  # fmt: skip
-        x_norm = source.normalise(np.array([_distorted(region, source, b, c) for b, c in points]))
-    reference, candidate = pair.reference.run(x_norm).outputs, pair.candidate.run(x_norm).outputs
-    hits = np.flatnonzero(criterion.disagrees(reference, candidate))
-    return tuple(float(v) for v in points[hits[0]]) if len(hits) else None
+        boxes = (region.brightness or (0.0, 0.0), region.contrast or (1.0, 1.0))
+        low, high = np.array([b[0] for b in boxes]), np.array([b[1] for b in boxes])
+    span = high - low
+    uniform = low + rng.random((SAMPLES // 2, span.size)) * span
+    vertices = np.where(rng.random((SAMPLES // 2, span.size)) < 0.5, low, high)
+    values = np.concatenate([anchor[None, :], uniform, vertices])
+    reference, candidate = pair.run(to_inputs(values))
+    hits = np.flatnonzero(criterion.disagrees(reference.outputs, candidate.outputs))
+    return values, (int(hits[0]) if len(hits) else None)
 
 
 def _harness_line(

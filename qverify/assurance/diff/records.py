@@ -127,6 +127,7 @@ class RegionVerdict:
     x: np.ndarray | None = None
     reference: np.ndarray | None = None
     candidate: np.ndarray | None = None
+    method: str = ""  # what decided: sampling, bisection, stability, pair harness
 
     @classmethod
     def from_json(cls, data: dict) -> RegionVerdict:
@@ -135,7 +136,7 @@ class RegionVerdict:
             for key in ("x", "reference", "candidate")
             if key in data
         }
-        fields = ("index", "seed_index", "region", "status", "backend", "seconds", "reason")
+        fields = ("index", "seed_index", "region", "status", "backend", "seconds", "reason", "method")
         return cls(**{key: data[key] for key in fields if key in data}, **arrays)
 
     def to_json(self) -> dict:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from qverify.errors import InputError
 
 METHOD_HEADER = ("method", "seeds", "queries", "#DII", "DiR", "SR", "first DII s", "first DII queries",
                  "diversity", "label pairs", "VR", "wall s")  # fmt: skip
-REGION_HEADER = ("status", "regions", "median s", "max s")
+REGION_HEADER = ("status", "regions", "median s", "max s", "ended by")
 GRID_ROWS = 12
 
 
@@ -36,11 +37,15 @@ def method_rows(runs: Sequence[MethodRun]) -> list[tuple[str, ...]]:
 
 
 def region_rows(regions: Sequence[RegionVerdict]) -> list[tuple[str, ...]]:
+    """Per status: how many regions, median and maximum time, and which step of proof mode ended them."""
     rows = []
     for status in ("SAFE", "UNSAFE", "UNKNOWN", "ERROR"):
-        times = [r.seconds for r in regions if r.status == status]
-        if times:
-            rows.append((status, str(len(times)), f"{np.median(times):.2f}", f"{max(times):.2f}"))
+        chosen = [r for r in regions if r.status == status]
+        if chosen:
+            times = [r.seconds for r in chosen]
+            steps = Counter(r.method or "-" for r in chosen)
+            by = ", ".join(f"{step} {count}" for step, count in steps.most_common())
+            rows.append((status, str(len(chosen)), f"{np.median(times):.2f}", f"{max(times):.2f}", by))
     return rows
 
 
