@@ -77,9 +77,7 @@ HARNESS_FILE = "diff_harness.c"
 JOURNAL_FILE = "verdict.json"
 SAMPLES = 2000  # points of a region run through the simulators before the back end
 MIN_PAIR_S = 2.0  # the least time worth giving a stability proof or the two-network harness
-STRATEGY = (
-    "sampling, bisection, stability, pair harness"  # in the journal key: a verdict of another is redone
-)
+STRATEGY = "sampling, bisection, stability (candidate: the rest, no harness after it), pair harness"  # in the journal key: a verdict of another is redone
 # what the rendered partial defines at file scope: typedefs, tables, functions (renamed per side)
 _DEFINED = re.compile(
     r"^(?:typedef\s+[\w ]+?\s+|static\s+(?:const\s+|inline\s+)*[\w ]+?\s+|void\s+)(qv_\w+)", re.MULTILINE
@@ -505,10 +503,12 @@ def _decide(pair: ImplementationPair, criterion: Criterion, source: SeedSource, 
                     return found
     notes: list[str] = []
     if settings.stability and criterion.kind != "distance":
-        decided = _by_stability(pair, criterion, region, settings, harness.parent, to_inputs, anchor, deadline,
-                                confirm, verdict, notes)  # fmt: skip
+        decided, harness_needed = _by_stability(pair, criterion, region, settings, harness.parent, to_inputs,
+                                                anchor, deadline, confirm, verdict, notes)  # fmt: skip
         if decided is not None:
             return decided
+        if not harness_needed:
+            return replace(verdict("UNKNOWN", "; ".join(notes)), method="stability")
     remaining = deadline - time.perf_counter()
     if remaining < MIN_PAIR_S:
         return replace(verdict("UNKNOWN", "; ".join(notes) or "timeout"), method="stability" if notes else "")
@@ -525,10 +525,12 @@ def _decide(pair: ImplementationPair, criterion: Criterion, source: SeedSource, 
 
 def _by_stability(pair: ImplementationPair, criterion: Criterion, region: Region, settings: ProofSettings,
                   folder: Path, to_inputs, anchor: np.ndarray, deadline: float, confirm, verdict,
-                  notes: list[str]) -> RegionVerdict | None:  # fmt: skip
+                  notes: list[str]) -> tuple[RegionVerdict | None, bool]:  # fmt: skip
     """SAFE when both sides keep the anchor's class (top-1) or the candidate never predicts the target
     (targeted) over the region; UNSAFE when a side's counterexample leads to a replayed disagreement;
-    None (with what was learnt in `notes`) otherwise. `stability.py` says why this is sound."""
+    else None (with what was learnt in `notes`) and whether the two-network harness can still help --
+    not once the reference is proved to keep the class: the harness would ask the question the
+    candidate's proof just left open. `stability.py` says why this is sound."""
     linf = not settings.distorted
     n_out = pair.reference.n_outputs
     if criterion.kind == "targeted":
@@ -539,7 +541,9 @@ def _by_stability(pair: ImplementationPair, criterion: Criterion, region: Region
         label = int(pair.reference.predict(to_inputs(anchor[None, :]))[0])
         unsafe = leaves_class(label, n_out)
         plan = [(pair.reference, "reference", unsafe, f"class-{label}"), (pair.candidate, "candidate", unsafe, f"class-{label}")]  # fmt: skip
-        shares = (0.4, 0.6)
+        # once the reference is proved to keep c, "the pair disagrees" is "the candidate leaves c":
+        # the two-network harness would ask the same question, harder, so the candidate gets all the time
+        shares = (0.4, 1.0)
         claim = f"both implementations predict class {label} everywhere in the region"
     proofs = []
     for (side, role, unsafe, what), share in zip(plan, shares):
@@ -548,10 +552,10 @@ def _by_stability(pair: ImplementationPair, criterion: Criterion, region: Region
             notes.append(
                 f"{role}: its input set is not a box of the harness generator's (no stability proof)"
             )
-            return None
+            return None, True
         budget = share * (deadline - time.perf_counter())
         if budget < MIN_PAIR_S:
-            return None
+            return None, True
         proof = prove_side(side, role, box, unsafe, what, settings.backend, budget, region.lo, region.hi,
                            folder / f"stability-{role}")  # fmt: skip
         notes.append(f"stability: {proof.describe()}")
@@ -560,13 +564,12 @@ def _by_stability(pair: ImplementationPair, criterion: Criterion, region: Region
             if point is not None:
                 found = confirm(point, f"the {role}'s stability counterexample", "stability")
                 if found.status == "UNSAFE":
-                    return found
+                    return found, False
         if proof.status != "SAFE":
-            return None
+            return None, not (role == "candidate" and criterion.kind == "top1")
         proofs.append(proof)
-    return replace(
-        verdict("SAFE", f"{claim} ({'; '.join(p.describe() for p in proofs)})"), method="stability"
-    )
+    safe = verdict("SAFE", f"{claim} ({'; '.join(p.describe() for p in proofs)})")
+    return replace(safe, method="stability"), False
 
 
 def _confirm(pair: ImplementationPair, criterion: Criterion, source: SeedSource, region: Region, harness: Path,
