@@ -543,7 +543,7 @@ def _by_stability(pair: ImplementationPair, criterion: Criterion, region: Region
         plan = [(pair.reference, "reference", unsafe, f"class-{label}"), (pair.candidate, "candidate", unsafe, f"class-{label}")]  # fmt: skip
         # once the reference is proved to keep c, "the pair disagrees" is "the candidate leaves c":
         # the two-network harness would ask the same question, harder, so the candidate gets all the time
-        shares = (0.4, 1.0)
+        shares = (0.4, 0.95)  # (the margin: the pipeline around the engine, replay included)
         claim = f"both implementations predict class {label} everywhere in the region"
     proofs = []
     for (side, role, unsafe, what), share in zip(plan, shares):
