@@ -22,7 +22,7 @@ from qverify.io import load_network
 from qverify.network import Network
 from qverify.network.model import Activation, Dense
 from tests.conftest import ROOT
-from tests.test_assurance_diff import BOUNDARY, boundary_pair
+from tests.test_assurance_diff import BOUNDARY, boundary_pair, prove
 from tests.test_assurance_diff_int8 import boundary_net, int8_pair
 
 ACAS = ROOT / "benchmarks" / "acasxu" / "nnet" / "ACASXU_run2a_1_1_batch_2000.nnet"
@@ -79,9 +79,7 @@ def _small_relu(seed: int) -> Network:
     rng = np.random.default_rng(seed)
     w1, b1 = rng.normal(0, 1, (6, 2)), rng.normal(0, 0.3, 6)
     w2, b2 = rng.normal(0, 0.7, (3, 6)), rng.normal(0, 0.3, 3)
-    return Network(
-        (Dense(w1, b1, Activation.RELU), Dense(w2, b2, Activation.IDENTITY)), name=f"small{seed}"
-    )
+    return Network((Dense(w1, b1, Activation.RELU), Dense(w2, b2, Activation.IDENTITY)), name=f"small{seed}")
 
 
 def _brute_force_disagrees(pair: ImplementationPair, lo: np.ndarray, hi: np.ndarray) -> bool:
@@ -121,7 +119,9 @@ def _cross_check(candidate: str, networks: range, tmp_path) -> None:
             if verdict.status == "UNSAFE":
                 assert np.all((verdict.x >= lo) & (verdict.x <= hi))
                 assert np.argmax(verdict.reference) != np.argmax(verdict.candidate)
-            decided_without_harness += verdict.status in ("SAFE", "UNSAFE") and verdict.method != "pair harness"
+            decided_without_harness += (
+                verdict.status in ("SAFE", "UNSAFE") and verdict.method != "pair harness"
+            )
     assert decided_without_harness >= total // 2
 
 
@@ -170,3 +170,22 @@ def test_acas_region_decided_by_stability(tmp_path):
     for verdict in prove_regions(pair, Criterion(), source, seeds, settings, tmp_path, False):
         assert verdict.status == "SAFE" and verdict.method == "stability", verdict.reason
         assert "both implementations predict class" in verdict.reason and "netlevel" in verdict.reason
+
+
+def test_two_fixed_point_formats_are_decided_without_a_shared_program(tmp_path):
+    """<6,4> against <8,8> on y0 = 0.29, y1 = x: one C program cannot hold both formats, so the region
+    goes through sampling, bisection and the stability proofs only, and an UNSAFE is confirmed in both
+    compiled networks and simulators. They disagree exactly for x in [0.291015625, 0.34375): <8,8>
+    says 1 from x = 74.5/256 on, <6,4> from 5.5/16 on."""
+    net = boundary_pair().reference.network
+    pair = ImplementationPair(make_implementation(net, "6.4"), make_implementation(net, "8.8"))
+    unsafe = prove(pair, 0.3, tmp_path=tmp_path / "u", stability=True, radius=0.05)
+    assert unsafe.status == "UNSAFE" and unsafe.method == "stability", unsafe.reason
+    assert 0.291015625 <= unsafe.x[0] < 0.34375
+    assert not (tmp_path / "u" / "region000" / "diff_harness.c").exists()
+    safe = prove(pair, 0.1, tmp_path=tmp_path / "s", stability=True, radius=0.1)
+    assert safe.status == "SAFE" and safe.method == "stability", safe.reason
+    sampled = prove(pair, 0.3, tmp_path=tmp_path / "p", sample=True, stability=True, radius=0.05)
+    assert sampled.status == "UNSAFE" and sampled.method == "sampling"
+    alone = prove(pair, 0.3, tmp_path=tmp_path / "a", radius=0.05)  # the harness alone: there is none
+    assert alone.status == "UNKNOWN" and "no two-network harness" in alone.reason

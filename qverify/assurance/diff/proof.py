@@ -134,18 +134,24 @@ def prefixed_network(implementation: Implementation, prefix: str) -> str:
 
 
 def check_provable(pair: ImplementationPair) -> None:
-    """A clear error for a pair proof mode cannot state in C."""
-    fixed = []
+    """A clear error for a pair proof mode cannot decide: a side without C."""
     for implementation in (pair.reference, pair.candidate):
-        qnet = implementation.qnet
-        if qnet is None:
+        if implementation.qnet is None:
             raise InputError(f"proof mode needs C for both sides: {implementation.label} (the float64 network) has "
                              "none; use --reference float or double")  # fmt: skip
-        if qnet.is_fixed:
-            fixed.append(qnet.number)
+
+
+def shared_program_obstacle(pair: ImplementationPair) -> str | None:
+    """Why the two sides cannot live in one C program, or None: two different fixed-point formats
+    (fxp.h is compiled for one). Such a pair is decided without the two-network harness."""
+    fixed = [
+        side.qnet.number
+        for side in (pair.reference, pair.candidate)
+        if side.qnet is not None and side.qnet.is_fixed
+    ]
     if len(fixed) == 2 and fixed[0] != fixed[1]:
-        raise InputError(f"proof mode holds one fixed-point format per program (fxp.h is compiled for one): "
-                         f"{fixed[0]} and {fixed[1]}; compare each with a float reference")  # fmt: skip
+        return f"one C program holds one fixed-point format (fxp.h is compiled for one): {fixed[0]} and {fixed[1]}"
+    return None
 
 
 def _conversion(
@@ -297,6 +303,9 @@ def render_diff_harness(pair: ImplementationPair, criterion: Criterion, region: 
                         region_text: str) -> CProgram:  # fmt: skip
     """The two-implementation harness of one region."""
     check_provable(pair)
+    obstacle = shared_program_obstacle(pair)
+    if obstacle is not None:
+        raise InputError(f"no two-network harness: {obstacle}")
     sides = (pair.reference, pair.candidate)
     n = pair.reference.n_inputs
     declarations = [
@@ -456,16 +465,21 @@ def prove_region(pair: ImplementationPair, criterion: Criterion, source: SeedSou
                              round(time.perf_counter() - started, 3), reason, **found)  # fmt: skip
 
     try:
-        program = render_diff_harness(pair, criterion, region, source, text)
+        obstacle = shared_program_obstacle(pair)
+        program = None if obstacle else render_diff_harness(pair, criterion, region, source, text)
         journal = folder / JOURNAL_FILE
-        key = {"harness_sha256": hashlib.sha256(program.text.encode()).hexdigest(), "backend": settings.backend,
+        what = program.text if program is not None else _pair_text(pair, criterion, region)
+        key = {"harness_sha256": hashlib.sha256(what.encode()).hexdigest(), "backend": settings.backend,
                "timeout_s": settings.timeout_s, "sample": settings.sample, "stability": settings.stability,
                "strategy": STRATEGY}  # fmt: skip
         done = _journalled(journal)
         if done.get("key") == key:  # the same harness decided before with the same back end and limit
             return RegionVerdict.from_json(done["verdict"])
-        harness = program.write(folder)
-        found = _decide(pair, criterion, source, region, settings, harness, replayer, verdict)
+        folder.mkdir(parents=True, exist_ok=True)
+        harness = program.write(folder) if program is not None else None
+        found = _decide(
+            pair, criterion, source, region, settings, folder, harness, obstacle, replayer, verdict
+        )
         partial = journal.with_suffix(".part")  # whole or not at all: a crash mid-write leaves no verdict
         partial.write_text(json.dumps({"key": key, "verdict": found.to_json()}) + "\n")
         os.replace(partial, journal)
@@ -474,10 +488,23 @@ def prove_region(pair: ImplementationPair, criterion: Criterion, source: SeedSou
         return verdict("ERROR", str(error))
 
 
+def _pair_text(pair: ImplementationPair, criterion: Criterion, region: Region) -> str:
+    """What a region's verdict depends on when there is no two-network harness to key it by: both
+    networks' C, the region and the criterion."""
+    parts = [
+        prefixed_network(side, prefix) for side, prefix in zip((pair.reference, pair.candidate), PREFIXES)
+    ]
+    parts += [" ".join(literal(v) for v in region.lo), " ".join(literal(v) for v in region.hi)]
+    parts += [repr(region.brightness), repr(region.contrast), criterion.describe()]
+    return "\n".join(parts)
+
+
 def _decide(pair: ImplementationPair, criterion: Criterion, source: SeedSource, region: Region,
-            settings: ProofSettings, harness: Path, replayer: Replayer, verdict) -> RegionVerdict:  # fmt: skip
+            settings: ProofSettings, folder: Path, harness: Path | None, obstacle: str | None, replayer: Replayer,
+            verdict) -> RegionVerdict:  # fmt: skip
     """Cheapest first, each answer replayed before it counts (module docstring): sampling, bisection
-    between differently classified points, the two stability proofs, the two-network harness."""
+    between differently classified points, the two stability proofs, the two-network harness (none
+    when the sides cannot share one program: `obstacle`)."""
     deadline = time.perf_counter() + settings.timeout_s
     n_doubles = 2 if settings.distorted else pair.reference.n_inputs
 
@@ -503,12 +530,15 @@ def _decide(pair: ImplementationPair, criterion: Criterion, source: SeedSource, 
                     return found
     notes: list[str] = []
     if settings.stability and criterion.kind != "distance":
-        decided, harness_needed = _by_stability(pair, criterion, region, settings, harness.parent, to_inputs,
+        decided, harness_needed = _by_stability(pair, criterion, region, settings, folder, to_inputs,
                                                 anchor, deadline, confirm, verdict, notes)  # fmt: skip
         if decided is not None:
             return decided
         if not harness_needed:
             return replace(verdict("UNKNOWN", "; ".join(notes)), method="stability")
+    if harness is None:
+        return replace(verdict("UNKNOWN", "; ".join([*notes, f"no two-network harness: {obstacle}"])),
+                       method="stability" if notes else "")  # fmt: skip
     remaining = deadline - time.perf_counter()
     if remaining < MIN_PAIR_S:
         return replace(verdict("UNKNOWN", "; ".join(notes) or "timeout"), method="stability" if notes else "")
@@ -572,17 +602,19 @@ def _by_stability(pair: ImplementationPair, criterion: Criterion, region: Region
     return replace(safe, method="stability"), False
 
 
-def _confirm(pair: ImplementationPair, criterion: Criterion, source: SeedSource, region: Region, harness: Path,
-             replayer: Replayer, values: Sequence[float], n_doubles: int, origin: str, verdict) -> RegionVerdict:  # fmt: skip
-    """UNSAFE if the nondet values replay: VIOLATED in the harness, a disagreement of the compiled
-    networks, the simulators bit-exact with them. A counterexample that does not replay leaves the region
-    UNKNOWN, saying why (never UNSAFE); C and simulator differing on it is an ERROR."""
+def _confirm(pair: ImplementationPair, criterion: Criterion, source: SeedSource, region: Region,
+             harness: Path | None, replayer: Replayer, values: Sequence[float], n_doubles: int, origin: str,
+             verdict) -> RegionVerdict:  # fmt: skip
+    """UNSAFE if the nondet values replay: VIOLATED in the harness (when there is one), a disagreement
+    of the compiled networks, the simulators bit-exact with them. A counterexample that does not replay
+    leaves the region UNKNOWN, saying why (never UNSAFE); C and simulator differing on it is an ERROR."""
     x, x_norm = _x_from_values(region, source, values, pair.reference.n_inputs)
-    replayed = run_lines(compile_replay(harness), [_harness_line(pair, x_norm, values, n_doubles)])
-    if not replayed[0].startswith("VIOLATED"):
-        return verdict(
-            "UNKNOWN", f"the counterexample of {origin} does not replay in the harness: {replayed[0]}"
-        )
+    if harness is not None:
+        replayed = run_lines(compile_replay(harness), [_harness_line(pair, x_norm, values, n_doubles)])
+        if not replayed[0].startswith("VIOLATED"):
+            return verdict(
+                "UNKNOWN", f"the counterexample of {origin} does not replay in the harness: {replayed[0]}"
+            )
     reference, candidate = replayer.outputs(x_norm)
     if not criterion.disagrees(reference[None, :], candidate[None, :])[0]:
         return verdict(
