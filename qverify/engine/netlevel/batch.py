@@ -115,17 +115,7 @@ def batch_bounds(
         result.pre_lo.append(lo)
         result.pre_hi.append(hi)
         if k > 0 and layer.relu and k < n_layers - 1:
-            refine = (lo < 0) & (hi > 0)
-            rows = np.flatnonzero(refine.any(axis=0))  # neurons open in some box
-            if rows.size:
-                eye = np.zeros((2 * len(rows), layer.n_out))
-                eye[np.arange(len(rows)), rows] = 1.0
-                eye[len(rows) + np.arange(len(rows)), rows] = -1.0
-                found = batch_backsubstitute(model, result, eye, k, False, xl, xu).lower
-                lo, hi = lo.copy(), hi.copy()
-                chosen = refine[:, rows]
-                lo[:, rows] = np.where(chosen, np.maximum(lo[:, rows], found[:, : len(rows)]), lo[:, rows])
-                hi[:, rows] = np.where(chosen, np.minimum(hi[:, rows], -found[:, len(rows) :]), hi[:, rows])
+            lo, hi = _refine(model, result, k, lo, hi, xl, xu)
         if invariants is not None and not model.real:
             scale = model.unit if model.is_fixed else 1.0
             lo = np.maximum(lo, invariants[k].pre_lo.astype(np.float64) * scale)
@@ -139,6 +129,26 @@ def batch_bounds(
     return result
 
 
+def _refine(model, bounds: BatchBounds, k, lo, hi, xl, xu) -> tuple[np.ndarray, np.ndarray]:
+    """Layer k's open neurons re-bounded by back-substitution: each box's own open neurons, as
+    rows e_j and -e_j (boxes with fewer open neurons than the most are padded with zero rows)."""
+    refine = (lo < 0) & (hi > 0)
+    counts = refine.sum(axis=1)
+    width = int(counts.max(initial=0))
+    if width == 0:
+        return lo, hi
+    boxes, neurons = np.nonzero(refine)  # row-major: each box's neurons in order
+    slots = np.arange(len(boxes)) - np.repeat(np.cumsum(counts) - counts, counts)
+    coefficients = np.zeros((len(lo), 2 * width, lo.shape[1]))
+    coefficients[boxes, slots, neurons] = 1.0
+    coefficients[boxes, width + slots, neurons] = -1.0
+    found = batch_backsubstitute(model, bounds, coefficients, k, False, xl, xu).lower
+    lo, hi = lo.copy(), hi.copy()
+    lo[boxes, neurons] = np.maximum(lo[boxes, neurons], found[boxes, slots])
+    hi[boxes, neurons] = np.minimum(hi[boxes, neurons], -found[boxes, width + slots])
+    return lo, hi
+
+
 def batch_backsubstitute(
     model: NetModel,
     bounds: BatchBounds,
@@ -149,10 +159,13 @@ def batch_backsubstitute(
     xu: np.ndarray,
     keep: bool = False,
 ) -> BatchLinearBound:
-    """`bounds.backsubstitute` per box: sound lower bounds of coefficients (R, n) @ v over every box,
-    v layer `index`'s pre-activation (or post-activation with `post`) values."""
+    """`bounds.backsubstitute` per box: sound lower bounds of coefficients (R, n), or (B, R, n) one
+    set per box, @ v over every box, v layer `index`'s pre-activation (or post-activation with
+    `post`) values."""
     batch = xl.shape[0]
-    lam = np.broadcast_to(np.asarray(coefficients, dtype=np.float64), (batch, *np.shape(coefficients)))
+    lam = np.asarray(coefficients, dtype=np.float64)
+    if lam.ndim == 2:
+        lam = np.broadcast_to(lam, (batch, *lam.shape))
     rows = lam.shape[1]
     const = np.zeros((batch, rows))
     slack = np.zeros((batch, rows))

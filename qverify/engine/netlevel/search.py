@@ -57,7 +57,7 @@ from qverify.engine.netlevel.bounds import (
     optimised_bound,
     with_phase,
 )
-from qverify.engine.netlevel.lp import solve_node
+from qverify.engine.netlevel.lp import NodeSolution, solve_node
 from qverify.engine.netlevel.model import U64, NetModel, build_model, gamma, unsupported_reason
 from qverify.engine.netlevel.splitting import input_split_scores
 from qverify.engine.netquery import Arithmetic, NetworkQuery
@@ -281,6 +281,16 @@ class Search:
                 bounds = batch_bounds(model, xl, xu, parent_lo, parent_hi, self.invariants)
                 lower, lam_input, lam_post, offset = self.batch_atom_bounds(bounds, xl, xu)
                 refuted = self.refuted_clauses(lower, lam_input, offset, xl, xu)
+            with self.rec.timer("netlevel.split_scores"):
+                # each open clause's bottleneck atom (the one furthest from refuted), as in `conclude`
+                atoms = np.zeros(lower.shape)
+                for clause, rows in enumerate(self.clause_rows):
+                    if rows:
+                        bottleneck = np.array(rows)[np.argmax(lower[:, rows], axis=1)]
+                        atoms[np.arange(len(lower)), bottleneck] = ~refuted[:, clause]
+                scores = input_split_scores(
+                    model, bounds.pre_lo, bounds.pre_hi, nodes[0].phases, lam_input, lam_post, atoms, xu - xl
+                )
             for b, position in enumerate(batched):
                 if bounds.fallback[b]:
                     verdicts[position] = self.process(nodes[position])
@@ -296,6 +306,7 @@ class Search:
                         lam_input[b],
                         {k: v[b] for k, v in lam_post.items()},
                         refuted[b],
+                        scores[b],
                     )
         return [verdicts[position] for position in range(len(nodes))]
 
@@ -318,7 +329,7 @@ class Search:
             refuted[:, clause] = single
         return refuted
 
-    def conclude(self, node, bounds, xl, xu, lower, lam_input, lam_post, refuted) -> NodeVerdict:
+    def conclude(self, node, bounds, xl, xu, lower, lam_input, lam_post, refuted, scores=None) -> NodeVerdict:
         """The node's verdict from its bounds: closed, a counterexample among its candidate points,
         by LP/MILP, or its children."""
         model = self.model
@@ -359,7 +370,7 @@ class Search:
             verdict, open_clauses = self.by_lp(bounds, xl, xu, open_clauses, region, open_relus, milp)
             if verdict is not None:
                 return verdict
-        return self.branch(node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority)
+        return self.branch(node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority, scores)
 
     def confirmer_all(self, node: Node) -> Counterexample | None:
         """Every input of the (small) box, exactly: the first violation, or None (node closed)."""
@@ -428,34 +439,35 @@ class Search:
         with self.rec.timer("netlevel.lp"):
             for clause, atom in open_clauses:
                 forms = self.by_clause[clause]
-                lp_deadline = min(
-                    self.deadline, time.monotonic() + LP_SHARE * (self.deadline - time.monotonic())
-                )
-                solution = solve_node(self.model, bounds, xl, xu, forms, False, lp_deadline)
-                self.rec.add("netlevel.lp", 1)
-                if (
-                    solution.status is CheckStatus.SAT
-                    and solution.x is not None
-                    and self.options.enabled("attack")
-                ):
-                    # a point of the relaxation: often next to a real counterexample
-                    found = gradient_attack(
-                        self.model,
-                        self.confirmer,
-                        region,
-                        forms,
-                        self.rng,
-                        time.monotonic() + 1.0,
-                        start=solution.x,
+                use_milp = milp and open_relus > 0 and len(open_clauses) == 1
+                # low dimensions: a MILP with at most LP_OPEN_RELUS binaries costs about what its
+                # LP relaxation does (and closed every node the LP left open on ACAS Xu phi2, 3_3):
+                # the LP first only pays where the MILP is dear or not tried
+                solution = NodeSolution(CheckStatus.UNKNOWN, None)
+                if not use_milp or self.model.n_inputs > INPUT_SPLIT_DIMENSIONS:
+                    lp_deadline = min(
+                        self.deadline, time.monotonic() + LP_SHARE * (self.deadline - time.monotonic())
                     )
-                    if found is not None:
-                        return NodeVerdict(counterexample=found), []
-                if (
-                    solution.status is not CheckStatus.UNSAT
-                    and milp
-                    and open_relus > 0
-                    and len(open_clauses) == 1
-                ):
+                    solution = solve_node(self.model, bounds, xl, xu, forms, False, lp_deadline)
+                    self.rec.add("netlevel.lp", 1)
+                    if (
+                        solution.status is CheckStatus.SAT
+                        and solution.x is not None
+                        and self.options.enabled("attack")
+                    ):
+                        # a point of the relaxation: often next to a real counterexample
+                        found = gradient_attack(
+                            self.model,
+                            self.confirmer,
+                            region,
+                            forms,
+                            self.rng,
+                            time.monotonic() + 1.0,
+                            start=solution.x,
+                        )
+                        if found is not None:
+                            return NodeVerdict(counterexample=found), []
+                if solution.status is not CheckStatus.UNSAT and use_milp:
                     budget = MILP_SHARE * (self.deadline - time.monotonic())
                     solution = solve_node(
                         self.model, bounds, xl, xu, forms, True, min(self.deadline, time.monotonic() + budget)
@@ -472,7 +484,11 @@ class Search:
             return NodeVerdict(closed=True), []
         return None, still_open
 
-    def branch(self, node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority) -> NodeVerdict:
+    def branch(
+        self, node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority, scores=None
+    ) -> NodeVerdict:
+        """The node's children: input halves (low dimensions; `scores` the inputs' split scores when
+        the batch computed them) or the two phases of one ReLU."""
         model, qnet = self.model, self.query.qnet
         if not self.options.enabled("split"):
             return NodeVerdict(
@@ -480,9 +496,20 @@ class Search:
             )
         atoms = [a for _, a in open_clauses if a is not None]
         if model.n_inputs <= INPUT_SPLIT_DIMENSIONS or not atoms:
-            score = input_split_scores(
-                model, bounds.pre_lo, bounds.pre_hi, node.phases, lam_input, lam_post, atoms, xu - xl
-            ) + 1e-12 * (xu - xl)
+            if scores is None:
+                chosen = np.zeros((1, len(lam_input)))
+                chosen[0, atoms] = 1.0
+                scores = input_split_scores(
+                    model,
+                    [lo[None] for lo in bounds.pre_lo],
+                    [hi[None] for hi in bounds.pre_hi],
+                    node.phases,
+                    lam_input[None],
+                    {k: v[None] for k, v in lam_post.items()},
+                    chosen,
+                    (xu - xl)[None],
+                )[0]
+            score = scores + 1e-12 * (xu - xl)
             for dimension in np.argsort(-score):
                 halves = points.split_at_value(
                     qnet,
