@@ -291,6 +291,9 @@ class Search:
                 scores = input_split_scores(
                     model, bounds.pre_lo, bounds.pre_hi, nodes[0].phases, lam_input, lam_post, atoms, xu - xl
                 )
+            found = self.batch_candidates(members, bounds, refuted, atoms, lam_input, xl, xu)
+            if found is not None:
+                return [NodeVerdict(counterexample=found)]
             for b, position in enumerate(batched):
                 if bounds.fallback[b]:
                     verdicts[position] = self.process(nodes[position])
@@ -309,6 +312,23 @@ class Search:
                         scores[b],
                     )
         return [verdicts[position] for position in range(len(nodes))]
+
+    def batch_candidates(self, members, bounds, refuted, atoms, lam_input, xl, xu) -> Counterexample | None:
+        """`conclude`'s candidate points (the centre and each open clause's bottleneck vertex) of
+        every open box of the batch, confirmed in one call per region."""
+        live = ~bounds.fallback & ~bounds.empty & ~refuted.all(axis=1)
+        boxes, rows = np.nonzero(atoms * live[:, None])
+        vertices = np.where(lam_input[boxes, rows] > 0, xl[boxes], xu[boxes])
+        centres = np.flatnonzero(live)
+        points = np.vstack([(xl[centres] + xu[centres]) / 2, vertices])
+        owners = np.concatenate([centres, boxes])
+        regions = np.array([node.region for node in members])[owners]
+        for index in np.unique(regions):
+            chosen = points[regions == index]
+            found = self.confirmer.first(to_implementation(self.model, self.query.regions[index], chosen))
+            if found is not None:
+                return found
+        return None
 
     def refuted_clauses(self, lower, lam_input, offset, xl, xu) -> np.ndarray:
         """(B, clauses): which clauses each box's atom bounds refute (one atom's lower bound on
@@ -341,14 +361,15 @@ class Search:
                 open_clauses.append((clause, bottleneck))
         if not open_clauses and not bounds.overflow_possible:
             return NodeVerdict(closed=True)
-        # candidates: each bottleneck bound's minimising vertex, and the centre
-        candidates = [(xl + xu) / 2]
-        for _, atom in open_clauses:
-            if atom is not None:
-                candidates.append(np.where(lam_input[atom] > 0, xl, xu))
-        found = self.confirmer.first(to_implementation(model, region, np.array(candidates)))
-        if found is not None:
-            return NodeVerdict(counterexample=found)
+        if scores is None:  # (a batch tries its boxes' candidates together: `batch_candidates`)
+            # candidates: each bottleneck bound's minimising vertex, and the centre
+            candidates = [(xl + xu) / 2]
+            for _, atom in open_clauses:
+                if atom is not None:
+                    candidates.append(np.where(lam_input[atom] > 0, xl, xu))
+            found = self.confirmer.first(to_implementation(model, region, np.array(candidates)))
+            if found is not None:
+                return NodeVerdict(counterexample=found)
         priority = (
             max((-lower[a] if a is not None else np.inf) for _, a in open_clauses) if open_clauses else 0.0
         )
