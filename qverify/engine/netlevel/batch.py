@@ -28,6 +28,7 @@ import numpy as np
 from qverify.engine.netlevel.bounds import (
     Bounds,
     affine_charge,
+    alpha_gradients,
     interval_layer,
     linear_minimum,
     matvec,
@@ -158,6 +159,7 @@ def batch_backsubstitute(
     xl: np.ndarray,
     xu: np.ndarray,
     keep: bool = False,
+    alphas: dict[int, np.ndarray] | None = None,
 ) -> BatchLinearBound:
     """`bounds.backsubstitute` per box: sound lower bounds of coefficients (R, n), or (B, R, n) one
     set per box, @ v over every box, v layer `index`'s pre-activation (or post-activation with
@@ -171,7 +173,7 @@ def batch_backsubstitute(
     slack = np.zeros((batch, rows))
     lam_post: dict[int, np.ndarray] = {}
     if post and model.layers[index].relu:
-        lam, const, slack = _through_relu(model, bounds, index, lam, const, slack)
+        lam, const, slack = _through_relu(model, bounds, index, lam, const, slack, alphas)
     for j in range(index, -1, -1):
         center, charge = bounds.affine[j]
         const = const + matvec(lam, center)
@@ -181,18 +183,61 @@ def batch_backsubstitute(
             break
         if keep:
             lam_post[j - 1] = lam
-        lam, const, slack = _through_relu(model, bounds, j - 1, lam, const, slack)
+        lam, const, slack = _through_relu(model, bounds, j - 1, lam, const, slack, alphas)
     offset = const - (slack + 4 * U64 * np.abs(const)) * (1 + 1e-6)  # the additions that built const
     return BatchLinearBound(linear_minimum(lam, offset, xl, xu), lam, lam_post, offset)
 
 
-def _through_relu(model, bounds: BatchBounds, j, lam, const, slack):
-    """`bounds._through_relu` per box (slopes and intercepts of box b apply to lam[b])."""
+def _through_relu(model, bounds: BatchBounds, j, lam, const, slack, alphas=None):
+    """`bounds._through_relu` per box (slopes and intercepts of box b apply to lam[b]; `alphas`:
+    lower slopes per box and row, (B, R, n_j))."""
     if not model.layers[j].relu:
         return lam, const, slack
     a, s, t, z_max = bounds.relaxations[j]
+    a = a[:, None, :]
+    if alphas is not None and j in alphas:
+        a = relu_relaxation(bounds.pre_lo[j][:, None, :], bounds.pre_hi[j][:, None, :], alphas[j])[0]
     negative = np.minimum(lam, 0.0)
     const = const + matvec(negative, t) * (1 + gamma(t.shape[-1] + 2))
-    lam = np.maximum(lam, 0.0) * a[:, None, :] + negative * s[:, None, :]
+    lam = np.maximum(lam, 0.0) * a + negative * s[:, None, :]
     slack = slack + 2 * U64 * matvec(np.abs(lam), z_max) + TINY
     return lam, const, slack
+
+
+def batch_optimised_bound(
+    model: NetModel,
+    bounds: BatchBounds,
+    coefficients: np.ndarray,
+    xl: np.ndarray,
+    xu: np.ndarray,
+    steps: int,
+    start: BatchLinearBound,
+) -> BatchLinearBound:
+    """`bounds.optimised_bound` per box: alpha-CROWN on the rows (lower ReLU slopes per box and
+    row, projected sign-gradient ascent, `bounds.alpha_gradients`); every bound returned is a
+    back-substitution result, sound for any slopes in [0, 1], and per box and row the best seen
+    wins. Intermediate bounds stay DeepPoly's."""
+    last = len(model.layers) - 1
+    rows = start.lower.shape[1]
+    alphas = {}
+    for k in range(last):
+        if model.layers[k].relu and k in bounds.relaxations:
+            default = bounds.relaxations[k][0]  # DeepPoly's slopes (exact on stable neurons)
+            alphas[k] = np.repeat(default[:, None, :], rows, axis=1)
+    best = current = start
+    step_size = 0.5
+    for _ in range(steps):
+        gradients = alpha_gradients(model, bounds, current, alphas, xl, xu)
+        for k, gradient in gradients.items():
+            alphas[k] = np.clip(alphas[k] + step_size * np.sign(gradient), 0.0, 1.0)
+        step_size *= 0.7
+        current = batch_backsubstitute(model, bounds, coefficients, last, True, xl, xu, True, alphas)
+        better = current.lower > best.lower
+        if better.any():
+            best = BatchLinearBound(
+                np.where(better, current.lower, best.lower),
+                np.where(better[..., None], current.lam_input, best.lam_input),
+                {k: np.where(better[..., None], current.lam_post[k], v) for k, v in best.lam_post.items()},
+                np.where(better, current.offset, best.offset),
+            )
+    return best

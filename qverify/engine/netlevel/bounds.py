@@ -360,7 +360,7 @@ def optimised_bound(
     current = best
     step_size = 0.5
     for _ in range(steps):
-        gradients = _alpha_gradients(model, bounds, current, alphas, xl, xu, hidden)
+        gradients = alpha_gradients(model, bounds, current, alphas, xl, xu)
         for k in hidden:
             alphas[k] = np.clip(alphas[k] + step_size * np.sign(gradients[k]), 0.0, 1.0)
         step_size *= 0.7
@@ -376,9 +376,10 @@ def optimised_bound(
     return best
 
 
-def _alpha_gradients(model, bounds, linear: LinearBound, alphas, xl, xu, hidden):
-    """d (row bound) / d alpha per hidden layer, with the relaxation choices of `linear` held."""
-    x = np.where(linear.lam_input > 0, xl[None, :], xu[None, :])
+def alpha_gradients(model, bounds, linear, alphas, xl, xu):
+    """d (row bound) / d alpha per hidden layer, with the relaxation choices of `linear` held (per
+    box with a leading batch axis on the bounds, `linear`'s arrays, the alphas and the box)."""
+    x = np.where(linear.lam_input > 0, xl[..., None, :], xu[..., None, :])
     values = x
     gradients = {}
     for k in range(len(model.layers) - 1):
@@ -387,7 +388,7 @@ def _alpha_gradients(model, bounds, linear: LinearBound, alphas, xl, xu, hidden)
         if not layer.relu:
             values = z
             continue
-        lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
+        lo, hi = bounds.pre_lo[k][..., None, :], bounds.pre_hi[k][..., None, :]
         lam = linear.lam_post.get(k)
         if lam is None:
             values = np.maximum(z, 0.0)

@@ -46,7 +46,12 @@ from qverify.engine.netlevel.attack import (
     sample_attack,
     to_implementation,
 )
-from qverify.engine.netlevel.batch import BatchBounds, batch_backsubstitute, batch_bounds
+from qverify.engine.netlevel.batch import (
+    BatchBounds,
+    batch_backsubstitute,
+    batch_bounds,
+    batch_optimised_bound,
+)
 from qverify.engine.netlevel.bounds import (
     Bounds,
     Undecidable,
@@ -79,6 +84,7 @@ ALPHA_STEPS = 6  # alpha-CROWN steps on the atoms' bounds of a node they do not 
 ALPHA_REACH = 0.25
 COMBINATION_STEPS = 12  # supergradient steps choosing the weights of a clause's atoms
 BATCH_NODES = 64  # input splitting: open nodes bounded in one batch (batch.py)
+BATCH_ALPHA_STEPS = 0  # alpha-CROWN steps on a batch's atom bounds
 
 
 @dataclass(slots=True, eq=False)
@@ -128,6 +134,7 @@ class Search:
         # input splitting shrinks boxes quickly enough that DeepPoly's slopes do (measured on ACAS
         # Xu: alpha steps cost more time than the nodes they save); ReLU splitting needs them
         self.alpha_steps = 0 if self.model.n_inputs <= INPUT_SPLIT_DIMENSIONS else ALPHA_STEPS
+        self.batch_alpha_steps = BATCH_ALPHA_STEPS
 
     # ------------------------------------------------------------------ results
 
@@ -443,6 +450,14 @@ class Search:
         """`atom_bounds` of a batch of boxes (DeepPoly slopes: input splitting runs no alpha steps)."""
         last = len(self.model.layers) - 1
         linear = batch_backsubstitute(self.model, bounds, self.atom_matrix, last, True, xl, xu, keep=True)
+        if self.batch_alpha_steps:
+            # as in `atom_bounds`: where a row is open but within reach
+            gap = -(linear.lower + self.atom_constants)
+            reach = (np.abs(linear.lam_input) * (xu - xl)[:, None, :]).sum(axis=2)
+            if np.any((gap >= 0) & (gap < ALPHA_REACH * reach)):
+                linear = batch_optimised_bound(
+                    self.model, bounds, self.atom_matrix, xl, xu, self.batch_alpha_steps, linear
+                )
         shift = self.atom_shift(*bounds.post(self.model, last))
         return linear.lower + shift, linear.lam_input, linear.lam_post, linear.offset + shift
 
