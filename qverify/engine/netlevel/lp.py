@@ -59,13 +59,13 @@ class _Rows:
         self.value: list[np.ndarray] = []
 
     def add(self, columns: np.ndarray, values: np.ndarray, lo, hi) -> None:
-        columns = np.broadcast_to(columns, values.shape)
+        """Rows values[r] . (columns[r] or columns) in [lo, hi] (arrays, or one bound for all)."""
         keep = values != 0
-        self.index.append(columns[keep])
+        self.index.append(columns[keep] if columns.ndim == 2 else np.tile(columns, len(values))[keep.ravel()])
         self.value.append(values[keep])
-        self.counts.append(keep.sum(axis=1))
-        self.lo.append(np.broadcast_to(np.asarray(lo, dtype=np.float64), (len(values),)))
-        self.hi.append(np.broadcast_to(np.asarray(hi, dtype=np.float64), (len(values),)))
+        self.counts.append(np.count_nonzero(keep, axis=1))
+        self.lo.append(lo if isinstance(lo, np.ndarray) else np.full(len(values), lo))
+        self.hi.append(hi if isinstance(hi, np.ndarray) else np.full(len(values), hi))
 
     def arrays(self) -> dict[str, np.ndarray]:
         counts = np.concatenate(self.counts) if self.counts else np.zeros(0, np.int64)
@@ -123,8 +123,11 @@ def solve_node(
         own[kept] = columns.add(lo[kept], hi[kept])
         linear = kept & related
         if linear.any():
-            block = np.column_stack([np.ones(int(linear.sum())), -weights[linear]])
-            cols = np.column_stack([own[linear], np.broadcast_to(inputs, (int(linear.sum()), len(inputs)))])
+            count = int(linear.sum())
+            block = np.empty((count, 1 + len(inputs)))
+            block[:, 0], block[:, 1:] = 1.0, -weights[linear]
+            cols = np.empty((count, 1 + len(inputs)), dtype=np.int64)
+            cols[:, 0], cols[:, 1:] = own[linear], inputs
             rows.add(cols, block, base_lo[linear], base_hi[linear])
         folded = inactive & related
         if folded.any():
