@@ -14,13 +14,17 @@ graph, cheapest step first:
    dimension with the largest |coefficient| x width in the bottleneck atom's bound), ReLU phase
    splitting otherwise (BaBSR-like score: |coefficient| x the triangle relaxation's intercept; a
    child keeps its parent's intermediate bounds and re-bounds its outputs, with alpha-CROWN).
-   Every node tries its bound's minimising vertex and its centre as counterexamples.
+   Every node tries its bound's minimising vertex and its centre as counterexamples. Input
+   splitting takes the best `BATCH_NODES` open nodes at a time and bounds them as one batch
+   (`batch.py`: at ACAS Xu size Python's overhead per numpy call, not arithmetic, was the cost of
+   a node); the rest of a node's conclusion (LP/MILP, children) stays per node.
 4. exact last words on small sub-problems: a box with at most `ENUMERATION_LIMIT` inputs is
    enumerated through `simulate` (implementation arithmetic: exact, words or float values one by
-   one; REAL: `REAL_ENUMERATION_LIMIT` points in exact rationals); LP then MILP over HiGHS per open
-   clause (low dimensions: nodes with at most `LP_OPEN_RELUS` open ReLUs; high dimensions: the LP
-   at every node, the MILP for the last open clause up to `MILP_OPEN_RELUS`; see `lp` for the
-   tolerances). A node nothing above can close is abandoned and the answer is UNKNOWN.
+   one; REAL: `REAL_ENUMERATION_LIMIT` points in exact rationals); MILP (low dimensions: nodes with
+   at most `LP_OPEN_RELUS` open ReLUs and one open clause, else the LP) or LP then MILP (high
+   dimensions: the LP at every node, the MILP for the last open clause up to `MILP_OPEN_RELUS`)
+   over HiGHS per open clause; see `lp` for the tolerances. A node nothing above can close is
+   abandoned and the answer is UNKNOWN.
 
 SAFE needs every node closed; UNSAFE needs one confirmed point. Scope: dense ReLU/identity networks
 in fixed point, float, double and half (`model.unsupported_reason` names what falls back).
@@ -73,7 +77,7 @@ from qverify.engine.strategy import Recorder
 INPUT_SPLIT_DIMENSIONS = 8
 ENUMERATION_LIMIT = 1024  # inputs of a box enumerated through the simulator (implementation)
 REAL_ENUMERATION_LIMIT = 16  # inputs checked one by one in exact rationals (REAL)
-LP_OPEN_RELUS = 12  # low dimensions: a node with at most this many open ReLUs is tried as an LP / MILP
+LP_OPEN_RELUS = 24  # low dimensions: a node with at most this many open ReLUs is tried as a MILP
 MILP_OPEN_RELUS = 400  # high dimensions: the MILP's binaries at most (every node tries the LP)
 MILP_SHARE = 0.3  # of the remaining time for one MILP
 LP_SHARE = 0.05  # of the remaining time for one LP (a 784-256x6 network's LP: 1-30 s)
@@ -476,9 +480,9 @@ class Search:
             for clause, atom in open_clauses:
                 forms = self.by_clause[clause]
                 use_milp = milp and open_relus > 0 and len(open_clauses) == 1
-                # low dimensions: a MILP with at most LP_OPEN_RELUS binaries costs about what its
-                # LP relaxation does (and closed every node the LP left open on ACAS Xu phi2, 3_3):
-                # the LP first only pays where the MILP is dear or not tried
+                # low dimensions: HiGHS's MILP on a few dozen binaries mostly ends at its root
+                # (probing), at about three times its LP's cost, and closed every node its LP left
+                # open on ACAS Xu phi2 (3_3, 4_2): the LP first only pays where the MILP is dear
                 solution = NodeSolution(CheckStatus.UNKNOWN, None)
                 if not use_milp or self.model.n_inputs > INPUT_SPLIT_DIMENSIONS:
                     lp_deadline = min(
