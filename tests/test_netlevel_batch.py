@@ -145,7 +145,17 @@ def test_batch_bounds_equal_per_node_bounds_and_hold_every_execution(options, ar
                     assert single is None and batch.empty[b]
                     assert not fine.any()  # no execution at all in an empty box
                     continue
+                one = batch.box(b)  # the per-node record the LP/MILP and the children read
                 for k in range(len(model.layers)):
+                    for mine, theirs in (
+                        (one.pre_lo, single.pre_lo),
+                        (one.pre_hi, single.pre_hi),
+                        (one.err_lo, single.err_lo),
+                        (one.err_hi, single.err_hi),
+                        (one.free, single.free),
+                    ):
+                        assert mine[k].shape == theirs[k].shape
+                        np.testing.assert_allclose(mine[k], theirs[k], rtol=1e-12, atol=1e-12)
                     np.testing.assert_allclose(batch.pre_lo[k][b], single.pre_lo[k], rtol=1e-12, atol=1e-12)
                     np.testing.assert_allclose(batch.pre_hi[k][b], single.pre_hi[k], rtol=1e-12, atol=1e-12)
                     assert np.all(pres[k][fine] >= batch.pre_lo[k][b] - tolerance)

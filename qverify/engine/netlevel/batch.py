@@ -103,7 +103,12 @@ def batch_bounds(
         h_lo, h_hi = result.post(model, k - 1) if k > 0 else (xl, xu)
         h_max = np.maximum(np.abs(h_lo), np.abs(h_hi))
         err_lo, err_hi, related = model.error_terms(k, h_max)
-        free = ~related
+        # fixed point's rounding terms do not depend on the box: one row per box all the same
+        err_lo, err_hi = (
+            np.broadcast_to(err_lo, (batch, layer.n_out)),
+            np.broadcast_to(err_hi, (batch, layer.n_out)),
+        )
+        free = ~np.broadcast_to(related, (batch, layer.n_out))
         if free.any():  # these boxes need the implementation's own intervals: per node
             result.fallback |= free.any(axis=1)
             err_lo, err_hi = np.where(free, 0.0, err_lo), np.where(free, 0.0, err_hi)
