@@ -88,7 +88,9 @@ ALPHA_STEPS = 6  # alpha-CROWN steps on the atoms' bounds of a node they do not 
 ALPHA_REACH = 0.25
 COMBINATION_STEPS = 12  # supergradient steps choosing the weights of a clause's atoms
 BATCH_NODES = 64  # input splitting: open nodes bounded in one batch (batch.py)
-BATCH_ALPHA_STEPS = 0  # alpha-CROWN steps on a batch's atom bounds: 6 steps cost more than they saved (ACAS Xu phi2 real, CPU s: 3_3 61.0 -> 71.6, 4_2 74.9 -> 86.9)
+# alpha-CROWN steps on a batch's atom bounds: off, 6 steps cost more than they saved (ACAS Xu phi2
+# in real arithmetic, CPU seconds to decide: 3_3 61.0 -> 71.6, 4_2 74.9 -> 86.9)
+BATCH_ALPHA_STEPS = 0
 
 
 @dataclass(slots=True, eq=False)
