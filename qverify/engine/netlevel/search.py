@@ -20,11 +20,11 @@ graph, cheapest step first:
    a node); the rest of a node's conclusion (LP/MILP, children) stays per node.
 4. exact last words on small sub-problems: a box with at most `ENUMERATION_LIMIT` inputs is
    enumerated through `simulate` (implementation arithmetic: exact, words or float values one by
-   one; REAL: `REAL_ENUMERATION_LIMIT` points in exact rationals); MILP (low dimensions: nodes with
-   at most `LP_OPEN_RELUS` open ReLUs and one open clause, else the LP) or LP then MILP (high
-   dimensions: the LP at every node, the MILP for the last open clause up to `MILP_OPEN_RELUS`)
-   over HiGHS per open clause; see `lp` for the tolerances. A node nothing above can close is
-   abandoned and the answer is UNKNOWN.
+   one; REAL: `REAL_ENUMERATION_LIMIT` points in exact rationals); LP then MILP over HiGHS per open
+   clause (low dimensions: nodes with at most `LP_OPEN_RELUS` open ReLUs, in REAL arithmetic the
+   MILP alone up to `REAL_MILP_OPEN_RELUS`; high dimensions: the LP at every node, the MILP for the
+   last open clause up to `MILP_OPEN_RELUS`); see `lp` for the tolerances. A node nothing above
+   can close is abandoned and the answer is UNKNOWN.
 
 SAFE needs every node closed; UNSAFE needs one confirmed point. Scope: dense ReLU/identity networks
 in fixed point, float, double and half (`model.unsupported_reason` names what falls back).
@@ -77,7 +77,10 @@ from qverify.engine.strategy import Recorder
 INPUT_SPLIT_DIMENSIONS = 8
 ENUMERATION_LIMIT = 1024  # inputs of a box enumerated through the simulator (implementation)
 REAL_ENUMERATION_LIMIT = 16  # inputs checked one by one in exact rationals (REAL)
-LP_OPEN_RELUS = 24  # low dimensions: a node with at most this many open ReLUs is tried as a MILP
+LP_OPEN_RELUS = 12  # low dimensions: a node with at most this many open ReLUs is tried as an LP / MILP
+# REAL arithmetic, low dimensions: the MILP straight away, up to this many open ReLUs (the
+# implementation's MILP, with rounding intervals on every row, took 5-10 times as long on ACAS Xu)
+REAL_MILP_OPEN_RELUS = 24
 MILP_OPEN_RELUS = 400  # high dimensions: the MILP's binaries at most (every node tries the LP)
 MILP_SHARE = 0.3  # of the remaining time for one MILP
 LP_SHARE = 0.05  # of the remaining time for one LP (a 784-256x6 network's LP: 1-30 s)
@@ -141,6 +144,7 @@ class Search:
         # Xu: alpha steps cost more time than the nodes they save); ReLU splitting needs them
         self.alpha_steps = 0 if self.model.n_inputs <= INPUT_SPLIT_DIMENSIONS else ALPHA_STEPS
         self.batch_alpha_steps = BATCH_ALPHA_STEPS
+        self.milp_open_relus = REAL_MILP_OPEN_RELUS if self.real else LP_OPEN_RELUS
 
     # ------------------------------------------------------------------ results
 
@@ -395,12 +399,12 @@ class Search:
         if (
             open_clauses
             and not bounds.overflow_possible
-            and (high_dimensional or open_relus <= LP_OPEN_RELUS)
+            and (high_dimensional or open_relus <= self.milp_open_relus)
             and self.options.enabled("milp")
         ):
             # low dimensions: nodes are cheap, the LP and MILP pay only with few open ReLUs; high
             # dimensions: every node tries the LP, and the MILP while its binaries are affordable
-            milp = open_relus <= (MILP_OPEN_RELUS if high_dimensional else LP_OPEN_RELUS)
+            milp = open_relus <= (MILP_OPEN_RELUS if high_dimensional else self.milp_open_relus)
             verdict, open_clauses = self.by_lp(bounds, xl, xu, open_clauses, region, open_relus, milp)
             if verdict is not None:
                 return verdict
@@ -482,11 +486,11 @@ class Search:
             for clause, atom in open_clauses:
                 forms = self.by_clause[clause]
                 use_milp = milp and open_relus > 0 and len(open_clauses) == 1
-                # low dimensions: HiGHS's MILP on a few dozen binaries mostly ends at its root
-                # (probing), at about three times its LP's cost, and closed every node its LP left
-                # open on ACAS Xu phi2 (3_3, 4_2): the LP first only pays where the MILP is dear
+                # REAL, low dimensions: HiGHS's MILP on a few dozen binaries mostly ends at its
+                # root (probing), at about three times its LP's cost, and closed every node its LP
+                # left open on ACAS Xu phi2 (3_3, 4_2): the LP first only pays where the MILP is dear
                 solution = NodeSolution(CheckStatus.UNKNOWN, None)
-                if not use_milp or self.model.n_inputs > INPUT_SPLIT_DIMENSIONS:
+                if not (use_milp and self.real and self.model.n_inputs <= INPUT_SPLIT_DIMENSIONS):
                     lp_deadline = min(
                         self.deadline, time.monotonic() + LP_SHARE * (self.deadline - time.monotonic())
                     )
