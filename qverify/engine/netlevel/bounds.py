@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qverify.engine.netlevel.model import TINY, U64, NetModel, gamma
+from qverify.engine.netlevel.model import TINY, U64, DenseLayer, NetModel, gamma
 from qverify.quant import LayerBounds, implementation_bounds
 
 SLOPE_UP = 1.0 + 8 * U64  # rounds a computed slope or intercept past two roundings
@@ -72,21 +72,8 @@ class Bounds:
         lam . z >= (lam @ W) . h + lam . center - |lam| . charge holds for the stored floats."""
         cached = self.affine.get(j)
         if cached is None:
-            layer = model.layers[j]
-            err_lo, err_hi = self.err_lo[j], self.err_hi[j]
-            middle = (err_lo + err_hi) / 2
-            center = layer.bias + middle
             h_lo, h_hi = self.post(model, j - 1) if j > 0 else (xl, xu)
-            h_max = np.maximum(np.abs(h_lo), np.abs(h_hi))
-            magnitude = (
-                np.abs(center)
-                + np.abs(layer.bias)
-                + np.maximum(np.abs(err_lo), np.abs(err_hi))
-                + layer.abs_weights @ h_max
-            )
-            charge = (err_hi - err_lo) / 2 * (1 + 4 * U64) + 4 * U64 * (np.abs(center) + np.abs(middle))
-            charge = (charge + gamma(layer.n_out + 3) * magnitude) * (1 + 1e-9) + TINY
-            cached = (center, charge)
+            cached = affine_charge(model.layers[j], self.err_lo[j], self.err_hi[j], h_lo, h_hi)
             self.affine[j] = cached
         return cached
 
@@ -100,6 +87,30 @@ class Bounds:
         if not model.layers[index].relu:
             return np.zeros(len(self.pre_lo[index]), dtype=bool)
         return (self.pre_lo[index] < 0) & (self.pre_hi[index] > 0)
+
+
+def affine_charge(
+    layer: DenseLayer, err_lo: np.ndarray, err_hi: np.ndarray, h_lo: np.ndarray, h_hi: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(center, charge) of `Bounds.affine_terms` from the layer's error terms and input bounds
+    (elementwise: the arrays may carry a leading batch axis, one row per box)."""
+    middle = (err_lo + err_hi) / 2
+    center = layer.bias + middle
+    h_max = np.maximum(np.abs(h_lo), np.abs(h_hi))
+    magnitude = (
+        np.abs(center)
+        + np.abs(layer.bias)
+        + np.maximum(np.abs(err_lo), np.abs(err_hi))
+        + h_max @ layer.abs_weights.T
+    )
+    charge = (err_hi - err_lo) / 2 * (1 + 4 * U64) + 4 * U64 * (np.abs(center) + np.abs(middle))
+    charge = (charge + gamma(layer.n_out + 3) * magnitude) * (1 + 1e-9) + TINY
+    return center, charge
+
+
+def matvec(lam: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """lam @ v row by row: (R, n) @ (n,) -> (R,), or per box (B, R, n) @ (B, n) -> (B, R)."""
+    return (lam @ v[..., None])[..., 0]
 
 
 @dataclass(slots=True, eq=False)
@@ -178,11 +189,12 @@ def backsubstitute(
 
 
 def linear_minimum(lam: np.ndarray, offset: np.ndarray, xl: np.ndarray, xu: np.ndarray) -> np.ndarray:
-    """Sound lower bounds of lam[r] . x + offset[r] over the box [xl, xu] (float64 error charged)."""
+    """Sound lower bounds of lam[r] . x + offset[r] over the box [xl, xu] (float64 error charged;
+    with a leading batch axis on every argument, per box)."""
     positive, negative = np.maximum(lam, 0.0), np.minimum(lam, 0.0)
-    value = positive @ xl + negative @ xu + offset
+    value = matvec(positive, xl) + matvec(negative, xu) + offset
     x_max = np.maximum(np.abs(xl), np.abs(xu))
-    slack = gamma(len(xl) + 3) * (np.abs(lam) @ x_max + np.abs(offset)) + TINY
+    slack = gamma(xl.shape[-1] + 3) * (matvec(np.abs(lam), x_max) + np.abs(offset)) + TINY
     return value - slack
 
 
@@ -198,15 +210,16 @@ def _through_relu(model, bounds, j, lam, const, slack, alphas):
     return lam, const, slack
 
 
-def _interval_layer(model, index, h_lo, h_hi, err_lo, err_hi):
+def interval_layer(model, index, h_lo, h_hi, err_lo, err_hi):
+    """Interval propagation through layer `index` (per box with a leading batch axis)."""
     layer = model.layers[index]
-    positive, negative = np.maximum(layer.weights, 0.0), np.minimum(layer.weights, 0.0)
-    lo = positive @ h_lo + negative @ h_hi + layer.bias + err_lo
-    hi = positive @ h_hi + negative @ h_lo + layer.bias + err_hi
+    positive, negative = np.maximum(layer.weights, 0.0).T, np.minimum(layer.weights, 0.0).T
+    lo = h_lo @ positive + h_hi @ negative + layer.bias + err_lo
+    hi = h_hi @ positive + h_lo @ negative + layer.bias + err_hi
     h_max = np.maximum(np.abs(h_lo), np.abs(h_hi))
     margin = (
         gamma(layer.n_in + 3)
-        * (layer.abs_weights @ h_max + np.abs(layer.bias) + np.maximum(np.abs(err_lo), np.abs(err_hi)))
+        * (h_max @ layer.abs_weights.T + np.abs(layer.bias) + np.maximum(np.abs(err_lo), np.abs(err_hi)))
         + TINY
     )
     return lo - margin, hi + margin
@@ -272,7 +285,7 @@ def node_bounds(
         if free.any() and not model.is_fixed:
             raise Undecidable(f"netlevel: float overflow possible in layer {k + 1}")
         err_lo, err_hi = np.where(free, 0.0, err_lo), np.where(free, 0.0, err_hi)
-        lo, hi = _interval_layer(model, k, h_lo, h_hi, err_lo, err_hi)
+        lo, hi = interval_layer(model, k, h_lo, h_hi, err_lo, err_hi)
         if free.any():
             free_lo, free_hi, may_overflow = _free_interval(model, k, h_lo, h_hi, region_words)
             lo, hi = np.where(free, free_lo, lo), np.where(free, free_hi, hi)
@@ -347,7 +360,7 @@ def optimised_bound(
     current = best
     step_size = 0.5
     for _ in range(steps):
-        gradients = _alpha_gradients(model, bounds, current, alphas, xl, xu, hidden)
+        gradients = alpha_gradients(model, bounds, current, alphas, xl, xu)
         for k in hidden:
             alphas[k] = np.clip(alphas[k] + step_size * np.sign(gradients[k]), 0.0, 1.0)
         step_size *= 0.7
@@ -363,9 +376,10 @@ def optimised_bound(
     return best
 
 
-def _alpha_gradients(model, bounds, linear: LinearBound, alphas, xl, xu, hidden):
-    """d (row bound) / d alpha per hidden layer, with the relaxation choices of `linear` held."""
-    x = np.where(linear.lam_input > 0, xl[None, :], xu[None, :])
+def alpha_gradients(model, bounds, linear, alphas, xl, xu):
+    """d (row bound) / d alpha per hidden layer, with the relaxation choices of `linear` held (per
+    box with a leading batch axis on the bounds, `linear`'s arrays, the alphas and the box)."""
+    x = np.where(linear.lam_input > 0, xl[..., None, :], xu[..., None, :])
     values = x
     gradients = {}
     for k in range(len(model.layers) - 1):
@@ -374,7 +388,7 @@ def _alpha_gradients(model, bounds, linear: LinearBound, alphas, xl, xu, hidden)
         if not layer.relu:
             values = z
             continue
-        lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
+        lo, hi = bounds.pre_lo[k][..., None, :], bounds.pre_hi[k][..., None, :]
         lam = linear.lam_post.get(k)
         if lam is None:
             values = np.maximum(z, 0.0)

@@ -1,10 +1,15 @@
 """One node of the branch and bound as an LP or MILP over HiGHS (`qverify.engine.solvers.highs`).
 
-Columns: the inputs x, every layer's pre-activation z and, for ReLU layers, post-activation h.
-Rows: z - W h_prev in [b + err_lo, b + err_hi] for neurons with the linear statement of
-`NetModel` (free neurons keep only their column bounds); ReLU exact where the node fixes the phase
-or the bounds make it stable; elsewhere the triangle (LP) or the big-M encoding with one binary
-(MILP), both with the node's bounds; one unsafe clause's atoms on the outputs.
+Columns: the inputs x; per neuron with the linear statement of `NetModel` one row
+z - W h_prev in [b + err_lo, b + err_hi] (free neurons keep only their column bounds), with the
+node's bounds [lo, hi] on z. The ReLU is exact where the node fixes the phase or the bounds make it
+stable, and stable neurons are folded into the rows rather than given columns of their own (what
+HiGHS's presolve would otherwise spend most of a small MILP's time on, measured on ACAS Xu: 18 of
+32 ms): an active neuron's h is its z (one column), an inactive one has no column (h = 0) and its
+row bounds W h_prev alone, in [lo - b - err_hi, hi - b - err_lo] (widened by the float64 rounding
+of those differences). An unstable neuron has z and h columns with the triangle (LP) or the big-M
+encoding with one binary (MILP), both with the node's bounds; one unsafe clause's atoms on the
+outputs. The rows are built as whole blocks (numpy), not row by row.
 
 The MILP is exact for REAL arithmetic; for the implementation it is the same sound relaxation as the
 bounds (rounding as bounded terms, not as integer quotients: the scalar path's
@@ -28,7 +33,7 @@ import numpy as np
 
 from qverify.engine.netlevel.attack import AtomForm
 from qverify.engine.netlevel.bounds import Bounds, relu_relaxation
-from qverify.engine.netlevel.model import NetModel
+from qverify.engine.netlevel.model import U64, NetModel
 from qverify.engine.solvers.base import CheckStatus
 from qverify.engine.solvers.highs import HighsSolver
 
@@ -43,22 +48,52 @@ class NodeSolution:
 
 
 class _Rows:
+    """Rows in compressed row form, appended as blocks: row r of a block holds columns[r, i] with
+    values[r, i] where keep[r, i]."""
+
     def __init__(self) -> None:
-        self.lo: list[float] = []
-        self.hi: list[float] = []
-        self.start = [0]
+        self.lo: list[np.ndarray] = []
+        self.hi: list[np.ndarray] = []
+        self.counts: list[np.ndarray] = []
         self.index: list[np.ndarray] = []
         self.value: list[np.ndarray] = []
-        self.size = 0
 
-    def add(self, columns: np.ndarray, values: np.ndarray, lo: float, hi: float) -> None:
+    def add(self, columns: np.ndarray, values: np.ndarray, lo, hi) -> None:
+        """Rows values[r] . (columns[r] or columns) in [lo, hi] (arrays, or one bound for all)."""
         keep = values != 0
-        self.index.append(np.asarray(columns)[keep])
-        self.value.append(np.asarray(values, dtype=np.float64)[keep])
-        self.size += int(keep.sum())
-        self.start.append(self.size)
+        self.index.append(columns[keep] if columns.ndim == 2 else np.tile(columns, len(values))[keep.ravel()])
+        self.value.append(values[keep])
+        self.counts.append(np.count_nonzero(keep, axis=1))
+        self.lo.append(lo if isinstance(lo, np.ndarray) else np.full(len(values), lo))
+        self.hi.append(hi if isinstance(hi, np.ndarray) else np.full(len(values), hi))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        counts = np.concatenate(self.counts) if self.counts else np.zeros(0, np.int64)
+        return {
+            "row_lo": np.concatenate(self.lo) if self.lo else np.zeros(0),
+            "row_hi": np.concatenate(self.hi) if self.hi else np.zeros(0),
+            "start": np.concatenate(([0], np.cumsum(counts))).astype(np.int64),
+            "index": np.concatenate(self.index).astype(np.int64) if self.index else np.zeros(0, np.int64),
+            "value": np.concatenate(self.value).astype(np.float64) if self.value else np.zeros(0),
+        }
+
+
+class _Columns:
+    def __init__(self) -> None:
+        self.lo: list[np.ndarray] = []
+        self.hi: list[np.ndarray] = []
+        self.integer: list[np.ndarray] = []
+        self.count = 0
+
+    def add(self, lo: np.ndarray, hi: np.ndarray, integer: bool = False) -> np.ndarray:
+        """New columns with these bounds; their indices."""
+        lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
         self.lo.append(lo)
         self.hi.append(hi)
+        self.integer.append(np.full(len(lo), integer))
+        indices = self.count + np.arange(len(lo))
+        self.count += len(lo)
+        return indices
 
 
 def solve_node(
@@ -71,66 +106,83 @@ def solve_node(
     deadline: float,
 ) -> NodeSolution:
     """Is some execution of the node in the clause? (LP relaxation, or exact MILP with `integer`)."""
-    col_lo: list[np.ndarray] = [xl]
-    col_hi: list[np.ndarray] = [xu]
-    kinds: list[np.ndarray] = [np.zeros(len(xl), dtype=bool)]
-    n_cols = len(xl)
-    previous = np.arange(len(xl))
+    columns = _Columns()
     rows = _Rows()
+    previous = columns.add(xl, xu)  # the columns of the previous layer's values; -1: the value is 0
     for k, layer in enumerate(model.layers):
         lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
-        z = n_cols + np.arange(layer.n_out)
-        n_cols += layer.n_out
-        col_lo.append(lo)
-        col_hi.append(hi)
-        kinds.append(np.zeros(layer.n_out, dtype=bool))
-        free = bounds.free[k]
-        for j in np.flatnonzero(~free):
-            columns = np.concatenate(([z[j]], previous))
-            values = np.concatenate(([1.0], -layer.weights[j]))
-            rows.add(
-                columns, values, layer.bias[j] + bounds.err_lo[k][j], layer.bias[j] + bounds.err_hi[k][j]
+        live = previous >= 0
+        weights, inputs = layer.weights[:, live], previous[live]
+        related = ~bounds.free[k]
+        base_lo, base_hi = layer.bias + bounds.err_lo[k], layer.bias + bounds.err_hi[k]
+        relu = layer.relu
+        inactive = relu & (hi <= 0) & (lo < 0)
+        unstable = relu & (lo < 0) & (hi > 0)
+        own = np.full(layer.n_out, -1)
+        kept = ~inactive  # neurons with a z column (h itself where stable)
+        own[kept] = columns.add(lo[kept], hi[kept])
+        linear = kept & related
+        if linear.any():
+            count = int(linear.sum())
+            block = np.empty((count, 1 + len(inputs)))
+            block[:, 0], block[:, 1:] = 1.0, -weights[linear]
+            cols = np.empty((count, 1 + len(inputs)), dtype=np.int64)
+            cols[:, 0], cols[:, 1:] = own[linear], inputs
+            rows.add(cols, block, base_lo[linear], base_hi[linear])
+        folded = inactive & related
+        if folded.any():
+            low = lo[folded] - base_hi[folded]
+            high = hi[folded] - base_lo[folded]
+            widen = (
+                4
+                * U64
+                * (
+                    np.abs(lo[folded])
+                    + np.abs(hi[folded])
+                    + np.abs(base_lo[folded])
+                    + np.abs(base_hi[folded])
+                )
             )
-        if not layer.relu:
-            previous = z
+            rows.add(inputs, weights[folded], low - widen, high + widen)
+        if not relu:
+            previous = own
             continue
-        h = n_cols + np.arange(layer.n_out)
-        n_cols += layer.n_out
-        post_lo, post_hi = np.maximum(lo, 0.0), np.maximum(hi, 0.0)
-        col_lo.append(post_lo)
-        col_hi.append(post_hi)
-        kinds.append(np.zeros(layer.n_out, dtype=bool))
-        _, s, t = relu_relaxation(lo, hi)
-        unstable = (lo < 0) & (hi > 0)
-        for j in range(layer.n_out):
-            if lo[j] >= 0:
-                rows.add(np.array([h[j], z[j]]), np.array([1.0, -1.0]), 0.0, 0.0)
-            elif unstable[j]:
-                rows.add(np.array([h[j], z[j]]), np.array([1.0, -1.0]), 0.0, np.inf)
-                if integer:
-                    d = n_cols
-                    n_cols += 1
-                    col_lo.append(np.zeros(1))
-                    col_hi.append(np.ones(1))
-                    kinds.append(np.ones(1, dtype=bool))
-                    rows.add(np.array([h[j], z[j], d]), np.array([1.0, -1.0, -lo[j]]), -np.inf, -lo[j])
-                    rows.add(np.array([h[j], d]), np.array([1.0, -hi[j]]), -np.inf, 0.0)
-                else:
-                    rows.add(np.array([h[j], z[j]]), np.array([1.0, -s[j]]), -np.inf, t[j])
-        previous = h
+        post = own.copy()  # stable active: h = z; inactive: -1 (h = 0)
+        if unstable.any():
+            z = own[unstable]
+            u_lo, u_hi = lo[unstable], hi[unstable]
+            h = columns.add(np.zeros(len(z)), u_hi)
+            post[unstable] = h
+            pair = np.column_stack([h, z])
+            rows.add(pair, np.column_stack([np.ones(len(z)), -np.ones(len(z))]), 0.0, np.inf)
+            if integer:
+                d = columns.add(np.zeros(len(z)), np.ones(len(z)), integer=True)
+                rows.add(
+                    np.column_stack([h, z, d]),
+                    np.column_stack([np.ones(len(z)), -np.ones(len(z)), -u_lo]),
+                    -np.inf,
+                    -u_lo,
+                )
+                rows.add(np.column_stack([h, d]), np.column_stack([np.ones(len(z)), -u_hi]), -np.inf, 0.0)
+            else:
+                _, s, t = relu_relaxation(u_lo, u_hi)
+                rows.add(pair, np.column_stack([np.ones(len(z)), -s]), -np.inf, t)
+        previous = post
+    live = previous >= 0
     for form in clause_forms:
         magnitude = 1.0 + abs(form.constant) + np.abs(form.coefficients).sum()
-        rows.add(previous, form.coefficients, -np.inf, -form.constant + ATOM_SLACK * magnitude)
+        rows.add(
+            previous[live][None, :],
+            form.coefficients[live][None, :],
+            -np.inf,
+            -form.constant + ATOM_SLACK * magnitude,
+        )
     arrays = {
-        "cost": np.zeros(n_cols),
-        "col_lo": np.concatenate(col_lo),
-        "col_hi": np.concatenate(col_hi),
-        "integer": np.concatenate(kinds),
-        "row_lo": np.array(rows.lo, dtype=np.float64),
-        "row_hi": np.array(rows.hi, dtype=np.float64),
-        "start": np.array(rows.start, dtype=np.int64),
-        "index": np.concatenate(rows.index).astype(np.int64) if rows.index else np.zeros(0, np.int64),
-        "value": np.concatenate(rows.value) if rows.value else np.zeros(0),
+        "cost": np.zeros(columns.count),
+        "col_lo": np.concatenate(columns.lo),
+        "col_hi": np.concatenate(columns.hi),
+        "integer": np.concatenate(columns.integer),
+        **rows.arrays(),
     }
     inputs = {i: i for i in range(len(xl))}
     result = HighsSolver().solve(arrays, inputs, True, deadline)

@@ -116,15 +116,17 @@ class NetModel:
         return np.asarray(x, dtype=np.float64)
 
     def error_terms(self, index: int, hmax: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(err_lo, err_hi, related) of layer `index` given max |h| of its inputs: the rounding term
+        """(err_lo, err_hi, related) of layer `index` given max |h| of its inputs (one row per box with
+        a leading batch axis): the rounding term
         of every neuron, and which neurons have the linear relation at all (the others may overflow:
         they are free values in their interval)."""
         layer = self.layers[index]
         n = layer.n_out
         if self.real:
-            zeros = np.zeros(n)
-            return zeros, zeros, np.ones(n, dtype=bool)
-        magnitude = (np.abs(layer.bias) + layer.abs_weights @ hmax) * (1 + gamma(layer.n_in + 2)) + TINY
+            zeros = np.zeros(hmax.shape[:-1] + (n,))
+            return zeros, zeros, np.ones(zeros.shape, dtype=bool)
+        # hmax may carry a leading batch axis (`batch`): one row of max |h| per box
+        magnitude = (np.abs(layer.bias) + hmax @ layer.abs_weights.T) * (1 + gamma(layer.n_in + 2)) + TINY
         if self.is_fixed:
             count = np.ones(n) if self.wide else layer.nonzero.astype(np.float64)
             reach = magnitude + count * self.unit

@@ -14,13 +14,17 @@ graph, cheapest step first:
    dimension with the largest |coefficient| x width in the bottleneck atom's bound), ReLU phase
    splitting otherwise (BaBSR-like score: |coefficient| x the triangle relaxation's intercept; a
    child keeps its parent's intermediate bounds and re-bounds its outputs, with alpha-CROWN).
-   Every node tries its bound's minimising vertex and its centre as counterexamples.
+   Every node tries its bound's minimising vertex and its centre as counterexamples. Input
+   splitting takes the best `BATCH_NODES` open nodes at a time and bounds them as one batch
+   (`batch.py`: at ACAS Xu size Python's overhead per numpy call, not arithmetic, was the cost of
+   a node); the rest of a node's conclusion (LP/MILP, children) stays per node.
 4. exact last words on small sub-problems: a box with at most `ENUMERATION_LIMIT` inputs is
    enumerated through `simulate` (implementation arithmetic: exact, words or float values one by
    one; REAL: `REAL_ENUMERATION_LIMIT` points in exact rationals); LP then MILP over HiGHS per open
-   clause (low dimensions: nodes with at most `LP_OPEN_RELUS` open ReLUs; high dimensions: the LP
-   at every node, the MILP for the last open clause up to `MILP_OPEN_RELUS`; see `lp` for the
-   tolerances). A node nothing above can close is abandoned and the answer is UNKNOWN.
+   clause (low dimensions: nodes with at most `LP_OPEN_RELUS` open ReLUs, in REAL arithmetic the
+   MILP alone up to `REAL_MILP_OPEN_RELUS`; high dimensions: the LP at every node, the MILP for the
+   last open clause up to `MILP_OPEN_RELUS`); see `lp` for the tolerances. A node nothing above
+   can close is abandoned and the answer is UNKNOWN.
 
 SAFE needs every node closed; UNSAFE needs one confirmed point. Scope: dense ReLU/identity networks
 in fixed point, float, double and half (`model.unsupported_reason` names what falls back).
@@ -46,16 +50,23 @@ from qverify.engine.netlevel.attack import (
     sample_attack,
     to_implementation,
 )
+from qverify.engine.netlevel.batch import (
+    BatchBounds,
+    batch_backsubstitute,
+    batch_bounds,
+    batch_optimised_bound,
+)
 from qverify.engine.netlevel.bounds import (
     Bounds,
     Undecidable,
     backsubstitute,
     linear_minimum,
+    matvec,
     node_bounds,
     optimised_bound,
     with_phase,
 )
-from qverify.engine.netlevel.lp import solve_node
+from qverify.engine.netlevel.lp import NodeSolution, solve_node
 from qverify.engine.netlevel.model import U64, NetModel, build_model, gamma, unsupported_reason
 from qverify.engine.netlevel.splitting import input_split_scores
 from qverify.engine.netquery import Arithmetic, NetworkQuery
@@ -67,6 +78,9 @@ INPUT_SPLIT_DIMENSIONS = 8
 ENUMERATION_LIMIT = 1024  # inputs of a box enumerated through the simulator (implementation)
 REAL_ENUMERATION_LIMIT = 16  # inputs checked one by one in exact rationals (REAL)
 LP_OPEN_RELUS = 12  # low dimensions: a node with at most this many open ReLUs is tried as an LP / MILP
+# REAL arithmetic, low dimensions: the MILP straight away, up to this many open ReLUs (the
+# implementation's MILP, with rounding intervals on every row, took 5-10 times as long on ACAS Xu)
+REAL_MILP_OPEN_RELUS = 24
 MILP_OPEN_RELUS = 400  # high dimensions: the MILP's binaries at most (every node tries the LP)
 MILP_SHARE = 0.3  # of the remaining time for one MILP
 LP_SHARE = 0.05  # of the remaining time for one LP (a 784-256x6 network's LP: 1-30 s)
@@ -76,6 +90,10 @@ ATTACK_SECONDS_HIGH = 6.0  # high dimensions: branch and bound nodes are few and
 ALPHA_STEPS = 6  # alpha-CROWN steps on the atoms' bounds of a node they do not already refute
 ALPHA_REACH = 0.25
 COMBINATION_STEPS = 12  # supergradient steps choosing the weights of a clause's atoms
+BATCH_NODES = 64  # input splitting: open nodes bounded in one batch (batch.py)
+# alpha-CROWN steps on a batch's atom bounds: off, 6 steps cost more than they saved (ACAS Xu phi2
+# in real arithmetic, CPU seconds to decide: 3_3 61.0 -> 71.6, 4_2 74.9 -> 86.9)
+BATCH_ALPHA_STEPS = 0
 
 
 @dataclass(slots=True, eq=False)
@@ -114,11 +132,19 @@ class Search:
         self.confirmer = Confirmer(query, self.model, self.forms)
         self.rng = np.random.default_rng(options.seed)
         self.by_clause = [[f for f in self.forms if f.clause == c] for c in range(len(query.unsafe.clauses))]
+        self.clause_rows = [
+            [i for i, f in enumerate(self.forms) if f.clause == c] for c in range(len(query.unsafe.clauses))
+        ]
         self.real = query.arithmetic is Arithmetic.REAL
+        n_outputs = self.model.layers[-1].n_out
+        self.atom_matrix = np.array([f.coefficients for f in self.forms]).reshape(len(self.forms), n_outputs)
+        self.atom_constants = np.array([f.constant for f in self.forms])
         self.invariants = None if self.real else query.invariants
         # input splitting shrinks boxes quickly enough that DeepPoly's slopes do (measured on ACAS
         # Xu: alpha steps cost more time than the nodes they save); ReLU splitting needs them
         self.alpha_steps = 0 if self.model.n_inputs <= INPUT_SPLIT_DIMENSIONS else ALPHA_STEPS
+        self.batch_alpha_steps = BATCH_ALPHA_STEPS
+        self.milp_open_relus = REAL_MILP_OPEN_RELUS if self.real else LP_OPEN_RELUS
 
     # ------------------------------------------------------------------ results
 
@@ -178,6 +204,8 @@ class Search:
             heapq.heappush(heap, (0.0, next(counter), node))
         abandoned = ""
         nodes = 0
+        # input splitting: the best BATCH_NODES open nodes are bounded together (batch.py)
+        batched = self.model.n_inputs <= INPUT_SPLIT_DIMENSIONS and bool(self.forms)
         while heap:
             if time.monotonic() > self.deadline:
                 self.rec.add("netlevel.nodes", nodes)
@@ -185,27 +213,28 @@ class Search:
                     EngineStatus.UNKNOWN,
                     reason=f"netlevel: timeout in branch and bound ({nodes} nodes, {len(heap)} open)",
                 )
-            _, _, node = heapq.heappop(heap)
-            nodes += 1
+            taken = [heapq.heappop(heap)[2] for _ in range(min(len(heap), BATCH_NODES if batched else 1))]
+            nodes += len(taken)
             try:
-                verdict = self.process(node)
+                verdicts = self.process_many(taken) if batched else [self.process(taken[0])]
             except Undecidable as error:
                 self.rec.add("netlevel.nodes", nodes)
                 return self.result(EngineStatus.UNKNOWN, reason=str(error))
-            if verdict.counterexample is not None:
-                self.rec.add("netlevel.nodes", nodes)
-                return self.unsafe(verdict.counterexample, "netlevel branch and bound")
-            if verdict.abandoned:
-                abandoned = verdict.abandoned
-                continue
-            if nodes == 1 and verdict.children and self.model.n_inputs > INPUT_SPLIT_DIMENSIONS:
-                # the root stays open and its children are dear: attack longer first
-                found = self.gradient(ATTACK_SECONDS_HIGH)
-                if found is not None:
+            for verdict in verdicts:
+                if verdict.counterexample is not None:
                     self.rec.add("netlevel.nodes", nodes)
-                    return self.unsafe(found, "netlevel attack")
-            for child in verdict.children:
-                heapq.heappush(heap, (-verdict.priority, next(counter), child))
+                    return self.unsafe(verdict.counterexample, "netlevel branch and bound")
+                if verdict.abandoned:
+                    abandoned = verdict.abandoned
+                    continue
+                if nodes == 1 and verdict.children and self.model.n_inputs > INPUT_SPLIT_DIMENSIONS:
+                    # the root stays open and its children are dear: attack longer first
+                    found = self.gradient(ATTACK_SECONDS_HIGH)
+                    if found is not None:
+                        self.rec.add("netlevel.nodes", nodes)
+                        return self.unsafe(found, "netlevel attack")
+                for child in verdict.children:
+                    heapq.heappush(heap, (-verdict.priority, next(counter), child))
         self.rec.add("netlevel.nodes", nodes)
         self.rec.add("netlevel.exact_checks", self.confirmer.checked)
         if abandoned:
@@ -216,7 +245,6 @@ class Search:
 
     def process(self, node: Node) -> NodeVerdict:
         model, qnet = self.model, self.query.qnet
-        region = self.query.regions[node.region]
         size = points.count(qnet, node.lo, node.hi)
         limit = REAL_ENUMERATION_LIMIT if self.real else ENUMERATION_LIMIT
         if size <= limit:  # the whole box: a superset of the node's executions
@@ -235,25 +263,130 @@ class Search:
             if bounds is None:
                 return NodeVerdict(closed=True)
             lower, lam_input, lam_post, offset = self.atom_bounds(bounds, xl, xu)
+            refuted = self.refuted_clauses(lower[None], lam_input[None], offset[None], xl[None], xu[None])[0]
+        return self.conclude(node, bounds, xl, xu, lower, lam_input, lam_post, refuted)
+
+    def process_many(self, nodes: list[Node]) -> list[NodeVerdict]:
+        """Input splitting: the nodes' bounds in one batch (`batch.batch_bounds`), then each node's
+        conclusion; nodes the batch does not cover (small boxes to enumerate, ReLU splits, boxes
+        that may overflow) go through `process`."""
+        model, qnet = self.model, self.query.qnet
+        limit = REAL_ENUMERATION_LIMIT if self.real else ENUMERATION_LIMIT
+        verdicts: dict[int, NodeVerdict] = {}
+        batched = []
+        for position, node in enumerate(nodes):
+            if node.split is not None or node.start > 0 or points.count(qnet, node.lo, node.hi) <= limit:
+                verdicts[position] = self.process(node)
+            else:
+                batched.append(position)
+        if batched:
+            members = [nodes[p] for p in batched]
+            xl = np.stack([model.input_reals(node.lo) for node in members])
+            xu = np.stack([model.input_reals(node.hi) for node in members])
+            parent_lo = parent_hi = None
+            if any(node.parent is not None for node in members):
+                parent_lo, parent_hi = [], []
+                for k, layer in enumerate(model.layers):
+                    unknown = np.full(layer.n_out, np.inf)
+                    parent_lo.append(
+                        np.stack([-unknown if n.parent is None else n.parent.pre_lo[k] for n in members])
+                    )
+                    parent_hi.append(
+                        np.stack([unknown if n.parent is None else n.parent.pre_hi[k] for n in members])
+                    )
+            with self.rec.timer("netlevel.bounds"):
+                bounds = batch_bounds(model, xl, xu, parent_lo, parent_hi, self.invariants)
+                lower, lam_input, lam_post, offset = self.batch_atom_bounds(bounds, xl, xu)
+                refuted = self.refuted_clauses(lower, lam_input, offset, xl, xu)
+            with self.rec.timer("netlevel.split_scores"):
+                # each open clause's bottleneck atom (the one furthest from refuted), as in `conclude`
+                atoms = np.zeros(lower.shape)
+                for clause, rows in enumerate(self.clause_rows):
+                    if rows:
+                        bottleneck = np.array(rows)[np.argmax(lower[:, rows], axis=1)]
+                        atoms[np.arange(len(lower)), bottleneck] = ~refuted[:, clause]
+                scores = input_split_scores(
+                    model, bounds.pre_lo, bounds.pre_hi, nodes[0].phases, lam_input, lam_post, atoms, xu - xl
+                )
+            found = self.batch_candidates(members, bounds, refuted, atoms, lam_input, xl, xu)
+            if found is not None:
+                return [NodeVerdict(counterexample=found)]
+            for b, position in enumerate(batched):
+                if bounds.fallback[b]:
+                    verdicts[position] = self.process(nodes[position])
+                elif bounds.empty[b] or refuted[b].all():
+                    verdicts[position] = NodeVerdict(closed=True)
+                else:
+                    verdicts[position] = self.conclude(
+                        nodes[position],
+                        bounds.box(b),
+                        xl[b],
+                        xu[b],
+                        lower[b],
+                        lam_input[b],
+                        {k: v[b] for k, v in lam_post.items()},
+                        refuted[b],
+                        scores[b],
+                    )
+        return [verdicts[position] for position in range(len(nodes))]
+
+    def batch_candidates(self, members, bounds, refuted, atoms, lam_input, xl, xu) -> Counterexample | None:
+        """`conclude`'s candidate points (the centre and each open clause's bottleneck vertex) of
+        every open box of the batch, confirmed in one call per region."""
+        live = ~bounds.fallback & ~bounds.empty & ~refuted.all(axis=1)
+        boxes, rows = np.nonzero(atoms * live[:, None])
+        vertices = np.where(lam_input[boxes, rows] > 0, xl[boxes], xu[boxes])
+        centres = np.flatnonzero(live)
+        points = np.vstack([(xl[centres] + xu[centres]) / 2, vertices])
+        owners = np.concatenate([centres, boxes])
+        regions = np.array([node.region for node in members])[owners]
+        for index in np.unique(regions):
+            chosen = points[regions == index]
+            found = self.confirmer.first(to_implementation(self.model, self.query.regions[index], chosen))
+            if found is not None:
+                return found
+        return None
+
+    def refuted_clauses(self, lower, lam_input, offset, xl, xu) -> np.ndarray:
+        """(B, clauses): which clauses each box's atom bounds refute (one atom's lower bound on
+        the safe side, or a convex combination of them: `combination_refutes`). A clause without
+        atoms is never refuted."""
+        refuted = np.zeros((len(lower), len(self.by_clause)), dtype=bool)
+        for clause, rows in enumerate(self.clause_rows):
+            if not rows:
+                continue
+            strict = np.array([self.forms[i].strict for i in rows])
+            bound = lower[:, rows]
+            single = np.where(strict, bound >= 0, bound > 0).any(axis=1)
+            if len(rows) > 1 and not single.all():
+                left = np.flatnonzero(~single)
+                single[left] = combination_refutes(
+                    lam_input[left][:, rows], offset[left][:, rows], xl[left], xu[left]
+                )
+            refuted[:, clause] = single
+        return refuted
+
+    def conclude(self, node, bounds, xl, xu, lower, lam_input, lam_post, refuted, scores=None) -> NodeVerdict:
+        """The node's verdict from its bounds: closed, a counterexample among its candidate points,
+        by LP/MILP, or its children."""
+        model = self.model
+        region = self.query.regions[node.region]
         open_clauses = []
-        for clause, forms in enumerate(self.by_clause):
-            rows = [i for i, f in enumerate(self.forms) if f.clause == clause]
-            refuted = any(lower[i] >= 0 if self.forms[i].strict else lower[i] > 0 for i in rows)
-            if not refuted and len(rows) > 1:
-                refuted = combination_refutes(lam_input[rows], offset[rows], xl, xu)
-            if not refuted:
+        for clause, rows in enumerate(self.clause_rows):
+            if not refuted[clause]:
                 bottleneck = max(rows, key=lambda i: lower[i]) if rows else None
                 open_clauses.append((clause, bottleneck))
         if not open_clauses and not bounds.overflow_possible:
             return NodeVerdict(closed=True)
-        # candidates: each bottleneck bound's minimising vertex, and the centre
-        candidates = [(xl + xu) / 2]
-        for _, atom in open_clauses:
-            if atom is not None:
-                candidates.append(np.where(lam_input[atom] > 0, xl, xu))
-        found = self.confirmer.first(to_implementation(model, region, np.array(candidates)))
-        if found is not None:
-            return NodeVerdict(counterexample=found)
+        if scores is None:  # (a batch tries its boxes' candidates together: `batch_candidates`)
+            # candidates: each bottleneck bound's minimising vertex, and the centre
+            candidates = [(xl + xu) / 2]
+            for _, atom in open_clauses:
+                if atom is not None:
+                    candidates.append(np.where(lam_input[atom] > 0, xl, xu))
+            found = self.confirmer.first(to_implementation(model, region, np.array(candidates)))
+            if found is not None:
+                return NodeVerdict(counterexample=found)
         priority = (
             max((-lower[a] if a is not None else np.inf) for _, a in open_clauses) if open_clauses else 0.0
         )
@@ -266,16 +399,16 @@ class Search:
         if (
             open_clauses
             and not bounds.overflow_possible
-            and (high_dimensional or open_relus <= LP_OPEN_RELUS)
+            and (high_dimensional or open_relus <= self.milp_open_relus)
             and self.options.enabled("milp")
         ):
             # low dimensions: nodes are cheap, the LP and MILP pay only with few open ReLUs; high
             # dimensions: every node tries the LP, and the MILP while its binaries are affordable
-            milp = open_relus <= (MILP_OPEN_RELUS if high_dimensional else LP_OPEN_RELUS)
+            milp = open_relus <= (MILP_OPEN_RELUS if high_dimensional else self.milp_open_relus)
             verdict, open_clauses = self.by_lp(bounds, xl, xu, open_clauses, region, open_relus, milp)
             if verdict is not None:
                 return verdict
-        return self.branch(node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority)
+        return self.branch(node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority, scores)
 
     def confirmer_all(self, node: Node) -> Counterexample | None:
         """Every input of the (small) box, exactly: the first violation, or None (node closed)."""
@@ -311,22 +444,39 @@ class Search:
             return np.zeros(0), np.zeros((0, len(xl))), {}, np.zeros(0)
         model = self.model
         last = len(model.layers) - 1
-        matrix = np.stack([f.coefficients for f in self.forms])
+        matrix = self.atom_matrix
         linear = backsubstitute(model, bounds, matrix, last, True, xl, xu, keep=True)
         if self.alpha_steps:
             # alpha-CROWN where it may pay: rows not refuted, but within reach (the missing margin
             # is at most a quarter of how much the row's linear bound varies over the box)
-            constants = np.array([f.constant for f in self.forms])
-            gap = -(linear.lower + constants)
+            gap = -(linear.lower + self.atom_constants)
             reach = np.abs(linear.lam_input) @ (xu - xl)
             if np.any((gap >= 0) & (gap < ALPHA_REACH * reach)):
                 linear = optimised_bound(model, bounds, matrix, xl, xu, self.alpha_steps, linear)
-        y_lo, y_hi = bounds.post(model, last)
-        y_max = np.maximum(np.abs(y_lo), np.abs(y_hi))
-        constants = np.array([f.constant for f in self.forms])
-        rounding = 4 * U64 * (np.abs(matrix) @ y_max + np.abs(constants)) + 1e-300
-        shift = constants - rounding
+        shift = self.atom_shift(*bounds.post(model, last))
         return linear.lower + shift, linear.lam_input, linear.lam_post, linear.offset + shift
+
+    def batch_atom_bounds(self, bounds: BatchBounds, xl: np.ndarray, xu: np.ndarray):
+        """`atom_bounds` of a batch of boxes (DeepPoly slopes: input splitting runs no alpha steps)."""
+        last = len(self.model.layers) - 1
+        linear = batch_backsubstitute(self.model, bounds, self.atom_matrix, last, True, xl, xu, keep=True)
+        if self.batch_alpha_steps:
+            # as in `atom_bounds`: where a row is open but within reach
+            gap = -(linear.lower + self.atom_constants)
+            reach = (np.abs(linear.lam_input) * (xu - xl)[:, None, :]).sum(axis=2)
+            if np.any((gap >= 0) & (gap < ALPHA_REACH * reach)):
+                linear = batch_optimised_bound(
+                    self.model, bounds, self.atom_matrix, xl, xu, self.batch_alpha_steps, linear
+                )
+        shift = self.atom_shift(*bounds.post(self.model, last))
+        return linear.lower + shift, linear.lam_input, linear.lam_post, linear.offset + shift
+
+    def atom_shift(self, y_lo: np.ndarray, y_hi: np.ndarray) -> np.ndarray:
+        """The atoms' constants minus the float64 rounding of g = coefficients . Y + constant and of
+        the property's rationals (per box with a batch axis)."""
+        y_max = np.maximum(np.abs(y_lo), np.abs(y_hi))
+        rounding = 4 * U64 * (y_max @ np.abs(self.atom_matrix).T + np.abs(self.atom_constants)) + 1e-300
+        return self.atom_constants - rounding
 
     def by_lp(self, bounds, xl, xu, open_clauses, region, open_relus, milp: bool):
         """Close open clauses by LP (then MILP); (a verdict when the node is decided, the clauses
@@ -335,34 +485,35 @@ class Search:
         with self.rec.timer("netlevel.lp"):
             for clause, atom in open_clauses:
                 forms = self.by_clause[clause]
-                lp_deadline = min(
-                    self.deadline, time.monotonic() + LP_SHARE * (self.deadline - time.monotonic())
-                )
-                solution = solve_node(self.model, bounds, xl, xu, forms, False, lp_deadline)
-                self.rec.add("netlevel.lp", 1)
-                if (
-                    solution.status is CheckStatus.SAT
-                    and solution.x is not None
-                    and self.options.enabled("attack")
-                ):
-                    # a point of the relaxation: often next to a real counterexample
-                    found = gradient_attack(
-                        self.model,
-                        self.confirmer,
-                        region,
-                        forms,
-                        self.rng,
-                        time.monotonic() + 1.0,
-                        start=solution.x,
+                use_milp = milp and open_relus > 0 and len(open_clauses) == 1
+                # REAL, low dimensions: HiGHS's MILP on a few dozen binaries mostly ends at its
+                # root (probing), at about three times its LP's cost, and closed every node its LP
+                # left open on ACAS Xu phi2 (3_3, 4_2): the LP first only pays where the MILP is dear
+                solution = NodeSolution(CheckStatus.UNKNOWN, None)
+                if not (use_milp and self.real and self.model.n_inputs <= INPUT_SPLIT_DIMENSIONS):
+                    lp_deadline = min(
+                        self.deadline, time.monotonic() + LP_SHARE * (self.deadline - time.monotonic())
                     )
-                    if found is not None:
-                        return NodeVerdict(counterexample=found), []
-                if (
-                    solution.status is not CheckStatus.UNSAT
-                    and milp
-                    and open_relus > 0
-                    and len(open_clauses) == 1
-                ):
+                    solution = solve_node(self.model, bounds, xl, xu, forms, False, lp_deadline)
+                    self.rec.add("netlevel.lp", 1)
+                    if (
+                        solution.status is CheckStatus.SAT
+                        and solution.x is not None
+                        and self.options.enabled("attack")
+                    ):
+                        # a point of the relaxation: often next to a real counterexample
+                        found = gradient_attack(
+                            self.model,
+                            self.confirmer,
+                            region,
+                            forms,
+                            self.rng,
+                            time.monotonic() + 1.0,
+                            start=solution.x,
+                        )
+                        if found is not None:
+                            return NodeVerdict(counterexample=found), []
+                if solution.status is not CheckStatus.UNSAT and use_milp:
                     budget = MILP_SHARE * (self.deadline - time.monotonic())
                     solution = solve_node(
                         self.model, bounds, xl, xu, forms, True, min(self.deadline, time.monotonic() + budget)
@@ -379,7 +530,11 @@ class Search:
             return NodeVerdict(closed=True), []
         return None, still_open
 
-    def branch(self, node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority) -> NodeVerdict:
+    def branch(
+        self, node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority, scores=None
+    ) -> NodeVerdict:
+        """The node's children: input halves (low dimensions; `scores` the inputs' split scores when
+        the batch computed them) or the two phases of one ReLU."""
         model, qnet = self.model, self.query.qnet
         if not self.options.enabled("split"):
             return NodeVerdict(
@@ -387,9 +542,20 @@ class Search:
             )
         atoms = [a for _, a in open_clauses if a is not None]
         if model.n_inputs <= INPUT_SPLIT_DIMENSIONS or not atoms:
-            score = input_split_scores(
-                model, bounds.pre_lo, bounds.pre_hi, node.phases, lam_input, lam_post, atoms, xu - xl
-            ) + 1e-12 * (xu - xl)
+            if scores is None:
+                chosen = np.zeros((1, len(lam_input)))
+                chosen[0, atoms] = 1.0
+                scores = input_split_scores(
+                    model,
+                    [lo[None] for lo in bounds.pre_lo],
+                    [hi[None] for hi in bounds.pre_hi],
+                    node.phases,
+                    lam_input[None],
+                    {k: v[None] for k, v in lam_post.items()},
+                    chosen,
+                    (xu - xl)[None],
+                )[0]
+            score = scores + 1e-12 * (xu - xl)
             for dimension in np.argsort(-score):
                 halves = points.split_at_value(
                     qnet,
@@ -431,41 +597,45 @@ class Search:
         return NodeVerdict(children=tuple(children), priority=priority)
 
 
-def combination_refutes(lam: np.ndarray, offset: np.ndarray, xl: np.ndarray, xu: np.ndarray) -> bool:
-    """Do the atoms' linear lower bounds L_i(x) = lam_i . x + offset_i (valid on the box) exclude
-    the clause together: is some convex combination sum l_i L_i positive on the whole box? (Then at
-    every x some margin g_i >= L_i is positive: no atom set holds everywhere.) The weights come
-    from projected supergradient ascent on the concave min over the box; only the final check
+def combination_refutes(lam: np.ndarray, offset: np.ndarray, xl: np.ndarray, xu: np.ndarray) -> np.ndarray:
+    """Per box b: do the atoms' linear lower bounds L_i(x) = lam[b, i] . x + offset[b, i] (valid on
+    the box [xl[b], xu[b]]) exclude the clause together: is some convex combination sum l_i L_i
+    positive on the whole box? (Then at every x some margin g_i >= L_i is positive: no atom set
+    holds everywhere.) The weights come from projected supergradient ascent on the concave min over
+    the box (all boxes at once, a box's weights frozen once they prove it); only the final check
     counts, and it is sound (`linear_minimum`)."""
-    m = len(offset)
-    weights = np.full(m, 1.0 / m)
-    best = -np.inf
+    batch, m = offset.shape
+    weights = np.full((batch, m), 1.0 / m)
+    proved = np.zeros(batch, dtype=bool)
     for step in range(COMBINATION_STEPS):
-        combined = weights @ lam
+        combined = (weights[:, None, :] @ lam)[:, 0, :]
         x = np.where(combined > 0, xl, xu)
-        values = lam @ x + offset
-        current = float(weights @ values)
-        best = max(best, current)
-        if current > 0:
+        values = matvec(lam, x) + offset
+        proved |= (weights * values).sum(axis=1) > 0
+        if proved.all():
             break
-        weights = weights + (0.5 / (1 + step)) * (values - values.mean()) / (np.abs(values).max() + 1e-300)
-        weights = _simplex(weights)
-    combined = (weights @ lam)[None, :]
-    combined_offset = np.array([weights @ offset])
+        scale = np.abs(values).max(axis=1, keepdims=True) + 1e-300
+        moved = weights + (0.5 / (1 + step)) * (values - values.mean(axis=1, keepdims=True)) / scale
+        weights = np.where(proved[:, None], weights, _simplex(moved))
+    combined = weights[:, None, :] @ lam
+    combined_offset = (weights * offset).sum(axis=1)[:, None]
     # weights @ lam and weights @ offset are rounded: charge gamma_m of the magnitudes
-    margin = gamma(m + 2) * float(
-        weights @ np.abs(offset) + (weights @ np.abs(lam)) @ np.maximum(np.abs(xl), np.abs(xu))
+    x_max = np.maximum(np.abs(xl), np.abs(xu))
+    margin = gamma(m + 2) * (
+        (weights * np.abs(offset)).sum(axis=1)
+        + ((weights[:, None, :] @ np.abs(lam))[:, 0, :] * x_max).sum(axis=1)
     )
-    return float(linear_minimum(combined, combined_offset, xl, xu)[0]) - margin > 0
+    return linear_minimum(combined, combined_offset, xl, xu)[:, 0] - margin > 0
 
 
 def _simplex(values: np.ndarray) -> np.ndarray:
-    """The Euclidean projection onto the probability simplex."""
-    ordered = np.sort(values)[::-1]
-    cumulative = np.cumsum(ordered) - 1.0
-    index = np.arange(1, len(values) + 1)
-    rho = np.flatnonzero(ordered - cumulative / index > 0)[-1]
-    return np.maximum(values - cumulative[rho] / (rho + 1), 0.0)
+    """The Euclidean projection of every row onto the probability simplex."""
+    ordered = -np.sort(-values, axis=1)
+    cumulative = np.cumsum(ordered, axis=1) - 1.0
+    index = np.arange(1, values.shape[1] + 1)
+    rho = np.count_nonzero(ordered - cumulative / index > 0, axis=1) - 1  # the condition holds on a prefix
+    theta = cumulative[np.arange(len(values)), rho] / (rho + 1)
+    return np.maximum(values - theta[:, None], 0.0)
 
 
 def decide(query: NetworkQuery, options: EngineOptions, deadline: float, recorder: Recorder) -> EngineResult:

@@ -28,32 +28,30 @@ def input_split_scores(
     phases: list[np.ndarray],
     lam_input: np.ndarray,
     lam_post: dict[int, np.ndarray],
-    atoms: list[int],
+    atoms: np.ndarray,
     width: np.ndarray,
 ) -> np.ndarray:
-    """Per input, the estimated gain of bisecting it for the open atoms' bounds (module docstring)."""
-    if not atoms:
-        return width.copy()
-    score = np.abs(lam_input[atoms]).sum(axis=0) * width
-    influence = np.abs(model.layers[0].weights) * width[None, :]  # (neurons of layer 0, inputs)
+    """Per box and input, the estimated gain of bisecting that input for the open atoms' bounds
+    (module docstring). Every array has a leading batch axis (B boxes): pre_lo[k] (B, n_k), lam_input
+    (B, R, n), lam_post[k] (B, R, n_k), atoms (B, R) the weight of each atom (1 for the open
+    clauses' bottleneck atoms, else 0), width (B, n); a box without open atoms scores its widths."""
+    score = (np.abs(lam_input) * atoms[:, :, None]).sum(axis=1) * width
+    influence = np.abs(model.layers[0].weights)[None, :, :] * width[:, None, :]  # (B, neurons, inputs)
     for k, layer in enumerate(model.layers):
         if k > 0:
             influence = np.abs(layer.weights) @ influence
-            peak = float(influence.max(initial=0.0))
-            if peak > 0:
-                influence = influence / peak  # only the shares of each row matter
+            peak = influence.max(axis=(1, 2), keepdims=True)
+            influence = influence / np.where(peak > 0, peak, 1.0)  # only the shares of each row matter
         if not layer.relu:
             continue
         lo, hi = pre_lo[k], pre_hi[k]
         unstable = (lo < 0) & (hi > 0) & (phases[k] == 0)
         if unstable.any() and k in lam_post:
             intercept = np.where(unstable, -lo * hi / np.where(unstable, hi - lo, 1.0), 0.0)
-            error = np.abs(lam_post[k][atoms]).sum(axis=0) * intercept
-            totals = influence.sum(axis=1)
-            shares = np.divide(
-                influence, totals[:, None], out=np.zeros_like(influence), where=totals[:, None] > 0
-            )
-            score = score + error @ shares
+            error = (np.abs(lam_post[k]) * atoms[:, :, None]).sum(axis=1) * intercept
+            totals = influence.sum(axis=2, keepdims=True)
+            shares = np.divide(influence, totals, out=np.zeros_like(influence), where=totals > 0)
+            score = score + (error[:, None, :] @ shares)[:, 0, :]
         alive = (hi > 0) & (phases[k] >= 0)
-        influence = influence * alive[:, None]
-    return score
+        influence = influence * alive[:, :, None]
+    return np.where(atoms.any(axis=1)[:, None], score, width)
