@@ -36,7 +36,15 @@ from qverify.quant import (
 from qverify.suites.suite_file import read_suite
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-TASK_COUNTS = {"iris": 27, "vocalic": 25, "digits": 60, "tiny": 6, "acasxu": 186, "acasxu-phi1-4": 180, "digits784": 40}
+TASK_COUNTS = {
+    "iris": 27,
+    "vocalic": 25,
+    "digits": 60,
+    "tiny": 6,
+    "acasxu": 186,
+    "acasxu-phi1-4": 180,
+    "digits784": 40,
+}
 ALL_FORMATS = ("8", "16", "32", "float")
 
 # network file -> (layer sizes, activations after each layer)
