@@ -639,10 +639,16 @@ def _anchor(region: Region, source: SeedSource) -> np.ndarray:
     distortion (clipped into the parameter box)."""
     if region.brightness is None and region.contrast is None:
         return np.clip(source.normalise(region.seed[None, :])[0], region.lo, region.hi)
+    low, high = _parameter_box(region)
+    neutral = np.array([FAMILIES["brightness"].neutral, FAMILIES["contrast"].neutral])
+    return np.clip(neutral, low, high)
+
+
+def _parameter_box(region: Region) -> tuple[np.ndarray, np.ndarray]:
+    """The (brightness, contrast) box of a distortion region; a distortion not asked for is pinned
+    to its neutral value (offset 0, factor 1)."""
     boxes = (region.brightness or (0.0, 0.0), region.contrast or (1.0, 1.0))
-    return np.array(
-        [np.clip(FAMILIES[name].neutral, *box) for name, box in zip(("brightness", "contrast"), boxes)]
-    )
+    return np.array([b[0] for b in boxes]), np.array([b[1] for b in boxes])
 
 
 def _sample_region(pair: ImplementationPair, criterion: Criterion, region: Region, to_inputs,
@@ -654,8 +660,7 @@ def _sample_region(pair: ImplementationPair, criterion: Criterion, region: Regio
     if region.brightness is None and region.contrast is None:
         low, high = region.lo, region.hi
     else:
-        boxes = (region.brightness or (0.0, 0.0), region.contrast or (1.0, 1.0))
-        low, high = np.array([b[0] for b in boxes]), np.array([b[1] for b in boxes])
+        low, high = _parameter_box(region)
     span = high - low
     uniform = low + rng.random((SAMPLES // 2, span.size)) * span
     vertices = np.where(rng.random((SAMPLES // 2, span.size)) < 0.5, low, high)
