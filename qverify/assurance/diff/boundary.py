@@ -41,17 +41,17 @@ def find_disagreement_between(
     `to_inputs` maps a batch of nondet values to normalised inputs. The two ends must be classified
     differently by the reference or by the candidate (else there is nothing to bisect: None)."""
     start, end = np.asarray(start, dtype=np.float64), np.asarray(end, dtype=np.float64)
-    classes = _classes(pair, criterion, to_inputs, np.stack([start, end]))
+    ends = np.stack([start, end])
+    hit, classes = _evaluate(pair, criterion, to_inputs, ends)
     if classes is None or classes[0] == classes[1]:
-        return _first_disagreement(pair, criterion, to_inputs, np.stack([start, end]))
+        return None if hit is None else ends[hit]
     for _ in range(MAX_ROUNDS):
         t = np.linspace(0.0, 1.0, STEPS_PER_ROUND + 1)[:, None]
         points = np.clip(start + t * (end - start), np.minimum(start, end), np.maximum(start, end))
         points[0], points[-1] = start, end  # the ends exactly: their classes differ
-        found = _first_disagreement(pair, criterion, to_inputs, points)
-        if found is not None:
-            return found
-        labels = _classes(pair, criterion, to_inputs, points)
+        hit, labels = _evaluate(pair, criterion, to_inputs, points)
+        if hit is not None:
+            return points[hit]
         change = next(i for i in range(1, len(points)) if labels[i] != labels[0])  # the ends differ
         new_start, new_end = points[change - 1], points[change]
         if np.array_equal(new_start, start) and np.array_equal(new_end, end):
@@ -60,34 +60,30 @@ def find_disagreement_between(
     return None
 
 
-def _classes(pair: ImplementationPair, criterion: Criterion, to_inputs, values: np.ndarray) -> list | None:
-    """Per point, the pair's (reference, candidate) top-1 classes; None for the distance criterion
-    (no classes to bisect on)."""
-    if criterion.kind == "distance":
-        return None
-    reference, candidate = pair.run(to_inputs(values))
-    return list(zip(np.argmax(reference.outputs, axis=1), np.argmax(candidate.outputs, axis=1)))
-
-
-def _first_disagreement(
+def _evaluate(
     pair: ImplementationPair, criterion: Criterion, to_inputs, values: np.ndarray
-) -> np.ndarray | None:
+) -> tuple[int | None, list | None]:
+    """One run of the pair on a batch: the index of the first disagreement (or None), and per point
+    the (reference, candidate) top-1 classes to bisect on (None for the distance criterion: no
+    classes)."""
     reference, candidate = pair.run(to_inputs(values))
     hits = np.flatnonzero(criterion.disagrees(reference.outputs, candidate.outputs))
-    return values[hits[0]] if len(hits) else None
+    classes = None
+    if criterion.kind != "distance":
+        classes = list(zip(np.argmax(reference.outputs, axis=1), np.argmax(candidate.outputs, axis=1)))
+    return (int(hits[0]) if len(hits) else None), classes
 
 
-def differently_classified(
-    pair: ImplementationPair, to_inputs, values: np.ndarray, anchor: np.ndarray, limit: int = 8
-) -> list[np.ndarray]:
-    """Up to `limit` points of `values` whose reference class differs from the anchor's, one per class
-    and the nearest to the anchor first (short segments: fewer rounds)."""
-    reference = pair.reference.predict(to_inputs(np.vstack([anchor[None, :], values])))
+def differently_classified(values: np.ndarray, classes: np.ndarray, limit: int = 8) -> list[np.ndarray]:
+    """Up to `limit` points of `values` whose reference class (`classes`, already computed) differs
+    from that of `values[0]` (the anchor), one per class and the nearest to the anchor first (short
+    segments: fewer rounds)."""
+    anchor = values[0]
     order = np.argsort(np.max(np.abs(values - anchor), axis=1), kind="stable")
     chosen: dict[int, np.ndarray] = {}
     for i in order:
-        label = int(reference[1 + i])
-        if label != int(reference[0]) and label not in chosen:
+        label = int(classes[i])
+        if label != int(classes[0]) and label not in chosen:
             chosen[label] = values[i]
         if len(chosen) == limit:
             break

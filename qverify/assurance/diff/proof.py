@@ -517,12 +517,12 @@ def _decide(pair: ImplementationPair, criterion: Criterion, source: SeedSource, 
     to_inputs = _inputs_of(region, source)
     anchor = _anchor(region, source)
     if settings.sample:
-        values, hit = _sample_region(pair, criterion, region, to_inputs, anchor)
+        values, classes, hit = _sample_region(pair, criterion, region, to_inputs, anchor)
         if hit is not None:
             found = confirm(values[hit], "sampling", "sampling")
             if found.status == "UNSAFE":
                 return found
-        for other in differently_classified(pair, to_inputs, values, anchor):
+        for other in differently_classified(values, classes):
             point = find_disagreement_between(pair, criterion, to_inputs, anchor, other)
             if point is not None:
                 found = confirm(point, "bisection between differently classified points", "bisection")
@@ -652,10 +652,11 @@ def _parameter_box(region: Region) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _sample_region(pair: ImplementationPair, criterion: Criterion, region: Region, to_inputs,
-                   anchor: np.ndarray) -> tuple[np.ndarray, int | None]:  # fmt: skip
-    """SAMPLES seeded nondet values of the region (the anchor, then half uniform, half vertices of the
-    box) and the index of the first that makes the simulators disagree, if any -- the cheap refutation
-    the search does, confirmed by the same replay as a back end's."""
+                   anchor: np.ndarray) -> tuple[np.ndarray, np.ndarray, int | None]:  # fmt: skip
+    """SAMPLES seeded nondet values of the region (the anchor first, then half uniform, half vertices
+    of the box), the reference's top-1 class of each (for the bisection), and the index of the first
+    that makes the simulators disagree, if any -- the cheap refutation the search does, confirmed by
+    the same replay as a back end's."""
     rng = np.random.default_rng([region.index, 17])
     if region.brightness is None and region.contrast is None:
         low, high = region.lo, region.hi
@@ -667,7 +668,7 @@ def _sample_region(pair: ImplementationPair, criterion: Criterion, region: Regio
     values = np.concatenate([anchor[None, :], uniform, vertices])
     reference, candidate = pair.run(to_inputs(values))
     hits = np.flatnonzero(criterion.disagrees(reference.outputs, candidate.outputs))
-    return values, (int(hits[0]) if len(hits) else None)
+    return values, np.argmax(reference.outputs, axis=1), (int(hits[0]) if len(hits) else None)
 
 
 def _harness_line(
