@@ -90,7 +90,6 @@ def side_box(side: Implementation, lo: np.ndarray, hi: np.ndarray, widen: bool) 
         if widen:
             low, high = np.maximum(low - 1, number.min_q), np.minimum(high + 1, number.max_q)  # type: ignore[union-attr]
         box = Box(tuple(Fraction(int(w), number.scale) for w in low), tuple(Fraction(int(w), number.scale) for w in high))  # type: ignore[union-attr]  # fmt: skip
-        expected = ([str(int(w)) for w in low], [str(int(w)) for w in high])
     elif qnet.is_int8:
         quant = qnet.input_quant
         if widen:
@@ -99,22 +98,20 @@ def side_box(side: Implementation, lo: np.ndarray, hi: np.ndarray, widen: bool) 
         low_reals = (np.asarray(low, dtype=np.float64) - quant.zero_point) * float(quant.scale)
         high_reals = (np.asarray(high, dtype=np.float64) - quant.zero_point) * float(quant.scale)
         box = Box(tuple(map(Fraction, low_reals)), tuple(map(Fraction, high_reals)))
-        expected = ([str(int(c)) for c in low], [str(int(c)) for c in high])
     else:
         dtype = qnet.number.dtype  # type: ignore[union-attr]
         low, high = low.astype(dtype), high.astype(dtype)
         if widen:
             low, high = np.nextafter(low, dtype(-np.inf)), np.nextafter(high, dtype(np.inf))
         box = Box(tuple(Fraction(float(v)) for v in low), tuple(Fraction(float(v)) for v in high))
-        converted = implementation_box(qnet, box)
-        same = all(
-            float.fromhex(text.rstrip("f")) == float(value)
-            for texts, values in ((converted.lo, low), (converted.hi, high))
-            for text, value in zip(texts, values)
-        )
-        return box if same and not converted.empty else None
+    # the harness generator's own conversion must give back exactly [low, high] (words, codes, values)
     converted = implementation_box(qnet, box)
-    same = (list(converted.lo), list(converted.hi)) == expected
+    read = int if qnet.is_integer else (lambda text: float.fromhex(text.rstrip("f")))
+    same = all(
+        read(text) == float(value)
+        for texts, values in ((converted.lo, low), (converted.hi, high))
+        for text, value in zip(texts, values)
+    )
     return box if same and not converted.empty else None
 
 
