@@ -64,6 +64,7 @@ from qverify.engine.netlevel.bounds import (
     matvec,
     node_bounds,
     optimised_bound,
+    tighten_intermediate,
     with_phase,
 )
 from qverify.engine.netlevel.lp import NodeSolution, solve_node
@@ -84,11 +85,15 @@ REAL_MILP_OPEN_RELUS = 24
 MILP_OPEN_RELUS = 400  # high dimensions: the MILP's binaries at most (every node tries the LP)
 MILP_SHARE = 0.3  # of the remaining time for one MILP
 LP_SHARE = 0.05  # of the remaining time for one LP (a 784-256x6 network's LP: 1-30 s)
+HIGH_LP_TIME_SHARE = 0.5  # high dimensions: the LPs' share of the search time, at most (`lp_affordable`)
 ATTACK_SHARE = 0.1  # of the budget for the gradient attack before branch and bound
 ATTACK_SECONDS = 0.2  # at most (the nodes of the branch and bound try points too)
 ATTACK_SECONDS_HIGH = 6.0  # high dimensions: branch and bound nodes are few and dear
 ALPHA_STEPS = 6  # alpha-CROWN steps on the atoms' bounds of a node they do not already refute
 ALPHA_REACH = 0.25
+# high dimensions: alpha-CROWN steps on the hidden layers' own bounds at the root (`tighten_intermediate`)
+INTERMEDIATE_ALPHA_STEPS = 20
+INTERMEDIATE_ALPHA_SHARE = 0.25  # of the remaining time, at most
 COMBINATION_STEPS = 12  # supergradient steps choosing the weights of a clause's atoms
 BATCH_NODES = 64  # input splitting: open nodes bounded in one batch (batch.py)
 # alpha-CROWN steps on a batch's atom bounds: off, 6 steps cost more than they saved (ACAS Xu phi2
@@ -106,6 +111,10 @@ class Node:
     start: int
     depth: int
     split: tuple[int, int, int] | None = None  # (layer, neuron, phase) of a ReLU split child
+    # the parent's atom lower bounds and refuted clauses: they hold on the child's subset too, and a
+    # child's own bounds (DeepPoly slopes below the split) can be looser than its parent's
+    inherited_lower: np.ndarray | None = None
+    inherited_refuted: np.ndarray | None = None
 
 
 @dataclass(slots=True)
@@ -143,8 +152,13 @@ class Search:
         # input splitting shrinks boxes quickly enough that DeepPoly's slopes do (measured on ACAS
         # Xu: alpha steps cost more time than the nodes they save); ReLU splitting needs them
         self.alpha_steps = 0 if self.model.n_inputs <= INPUT_SPLIT_DIMENSIONS else ALPHA_STEPS
+        self.intermediate_alpha_steps = (
+            0 if self.model.n_inputs <= INPUT_SPLIT_DIMENSIONS else INTERMEDIATE_ALPHA_STEPS
+        )
         self.batch_alpha_steps = BATCH_ALPHA_STEPS
         self.milp_open_relus = REAL_MILP_OPEN_RELUS if self.real else LP_OPEN_RELUS
+        self.started = time.monotonic()
+        self.lp_seconds_before = recorder.times.get("netlevel.lp", 0.0)  # (a recorder may be shared)
 
     # ------------------------------------------------------------------ results
 
@@ -256,6 +270,12 @@ class Search:
             region_words = (node.lo, node.hi) if model.is_fixed else None
             if node.split is not None and node.parent is not None:
                 bounds = with_phase(model, node.parent, *node.split)
+                if bounds is not None:
+                    # the layers after the split see the fixed phase: their bounds again (DeepPoly
+                    # slopes, intersected with the parent's)
+                    bounds = node_bounds(
+                        model, xl, xu, node.phases, bounds, node.split[0] + 1, self.invariants, region_words
+                    )
             else:
                 bounds = node_bounds(
                     model, xl, xu, node.phases, node.parent, node.start, self.invariants, region_words
@@ -263,8 +283,34 @@ class Search:
             if bounds is None:
                 return NodeVerdict(closed=True)
             lower, lam_input, lam_post, offset = self.atom_bounds(bounds, xl, xu)
+            if node.inherited_lower is not None:
+                lower = np.maximum(lower, node.inherited_lower)
             refuted = self.refuted_clauses(lower[None], lam_input[None], offset[None], xl[None], xu[None])[0]
-        return self.conclude(node, bounds, xl, xu, lower, lam_input, lam_post, refuted)
+            if node.inherited_refuted is not None:
+                refuted |= node.inherited_refuted
+            if node.parent is None and self.intermediate_alpha_steps and not refuted.all():
+                # the root of ReLU splitting: every node inherits its intermediate bounds
+                with self.rec.timer("netlevel.intermediate_alpha"):
+                    budget = INTERMEDIATE_ALPHA_SHARE * (self.deadline - time.monotonic())
+                    bounds = tighten_intermediate(
+                        model,
+                        bounds,
+                        xl,
+                        xu,
+                        node.phases,
+                        self.intermediate_alpha_steps,
+                        time.monotonic() + budget,
+                    )
+                if bounds is None:
+                    return NodeVerdict(closed=True)
+                lower, lam_input, lam_post, offset = self.atom_bounds(bounds, xl, xu)
+                refuted = self.refuted_clauses(
+                    lower[None], lam_input[None], offset[None], xl[None], xu[None]
+                )[0]
+        verdict = self.conclude(node, bounds, xl, xu, lower, lam_input, lam_post, refuted)
+        for child in verdict.children:
+            child.inherited_lower, child.inherited_refuted = lower, refuted
+        return verdict
 
     def process_many(self, nodes: list[Node]) -> list[NodeVerdict]:
         """Input splitting: the nodes' bounds in one batch (`batch.batch_bounds`), then each node's
@@ -399,16 +445,27 @@ class Search:
         if (
             open_clauses
             and not bounds.overflow_possible
-            and (high_dimensional or open_relus <= self.milp_open_relus)
+            and ((high_dimensional and self.lp_affordable(node)) or open_relus <= self.milp_open_relus)
             and self.options.enabled("milp")
         ):
             # low dimensions: nodes are cheap, the LP and MILP pay only with few open ReLUs; high
-            # dimensions: every node tries the LP, and the MILP while its binaries are affordable
+            # dimensions: the root and then nodes while the LPs' share of the time allows (see
+            # `lp_affordable`), and the MILP while its binaries are affordable
             milp = open_relus <= (MILP_OPEN_RELUS if high_dimensional else self.milp_open_relus)
             verdict, open_clauses = self.by_lp(bounds, xl, xu, open_clauses, region, open_relus, milp)
             if verdict is not None:
                 return verdict
         return self.branch(node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority, scores)
+
+    def lp_affordable(self, node: Node) -> bool:
+        """High dimensions: the LP at the root, then at a node only while the LPs have taken at most
+        `HIGH_LP_TIME_SHARE` of the time since the search started. A small network's LP costs
+        milliseconds and runs at every node; a 784-256x6 network's costs seconds against ~10 ms of
+        bounds per node (digits784, eps 0.015, 60 s: LP at every node 56 nodes, this way ~4,900)."""
+        if node.parent is None:
+            return True
+        spent = self.rec.times.get("netlevel.lp", 0.0) - self.lp_seconds_before
+        return spent <= HIGH_LP_TIME_SHARE * (time.monotonic() - self.started)
 
     def confirmer_all(self, node: Node) -> Counterexample | None:
         """Every input of the (small) box, exactly: the first violation, or None (node closed)."""
