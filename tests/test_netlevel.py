@@ -18,7 +18,7 @@ import pytest
 from scipy.optimize import linprog
 
 from qverify.engine.netlevel import decide, real_outputs
-from qverify.engine.netlevel.bounds import node_bounds
+from qverify.engine.netlevel.bounds import node_bounds, tighten_intermediate
 from qverify.engine.netlevel.model import build_model
 from qverify.engine.netlevel.points import count, enumerate_box, ordinals, values_of
 from qverify.engine.netlevel.search import Search
@@ -344,3 +344,84 @@ def test_enumerate_box_of_many_inputs_few_varying(number, rng):
     assert np.all((grid >= lo) & (grid <= hi)) and np.array_equal(
         np.delete(grid, [3, 40], axis=1), np.tile(np.delete(lo, [3, 40]), (6, 1))
     )
+
+
+@pytest.mark.parametrize("options", FIXED_OPTIONS[:1] + FIXED_OPTIONS[4:5], ids=lambda o: o.key())
+def test_optimised_intermediate_bounds_contain_every_execution(options, rng):
+    """`tighten_intermediate` (alpha-CROWN on the hidden layers' own bounds) only shrinks the
+    bounds, and they still contain every simulated pre-activation value, with and without a ReLU
+    phase fixed (on a deeper network, so that optimised slopes of one layer serve the next)."""
+    shrunk = 0
+    for _ in range(3):
+        net = random_network(rng, (3, 6, 6, 6, 2), Activation.RELU, scale=0.8)
+        qnet = quantize_network(net, options)
+        fmt = options.number
+        words_per_unit = fmt.scale // 16  # boxes about one unit wide: many ReLUs open
+        lo = rng.integers(-24, 0, 3) * words_per_unit
+        hi = lo + rng.integers(10, 20, 3) * words_per_unit
+        box = [[Fraction(int(v), fmt.scale) for v in ends] for ends in (lo, hi)]
+        query = query_for(qnet, _threshold_property(*box, 0, Fraction(0), None))
+        model = build_model(query)
+        region = query.regions[0]
+        inputs = rng.integers(region.lo, region.hi + 1, (4000, 3))  # (8.8: too many to enumerate)
+        run = simulate(qnet, inputs, trace=True)
+        xl, xu = model.input_reals(region.lo), model.input_reals(region.hi)
+        for phase_layer, phase in ((None, 0), (2, 1), (2, -1)):
+            phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
+            selected = ~run.overflowed
+            if phase_layer is not None:
+                phases[phase_layer][1] = phase
+                values = run.layers[phase_layer].pre[:, 1]
+                selected &= values > 0 if phase > 0 else values <= 0
+            words = (region.lo, region.hi)
+            plain = node_bounds(model, xl, xu, phases, region_words=words)
+            bounds = node_bounds(model, xl, xu, phases, region_words=words)
+            if bounds is not None:
+                bounds = tighten_intermediate(model, bounds, xl, xu, phases, 8, time.monotonic() + 30)
+            if bounds is None:
+                assert not selected.any()
+                continue
+            for k, trace in enumerate(run.layers):
+                assert np.all(bounds.pre_lo[k] >= plain.pre_lo[k]) and np.all(
+                    bounds.pre_hi[k] <= plain.pre_hi[k]
+                )
+                shrunk += int(np.sum(bounds.pre_hi[k] - bounds.pre_lo[k] < plain.pre_hi[k] - plain.pre_lo[k]))
+                values = trace.pre[selected].astype(np.float64) * model.unit
+                assert np.all(values >= bounds.pre_lo[k] - 1e-12)
+                assert np.all(values <= bounds.pre_hi[k] + 1e-12)
+    assert shrunk > 0  # the optimisation did tighten something
+
+
+def test_relu_splitting_agrees_with_brute_force(rng):
+    """More inputs than input splitting takes (ReLU phase splitting, with the root's optimised
+    intermediate bounds, the layers after a split bounded again and the parent's atom bounds kept;
+    once every phase is fixed the box is split down to enumerable boxes) but few enough values to
+    enumerate: thresholds at the true maximum of Y_0 (UNSAFE) and one unit above it (SAFE), with
+    the attack off so that the branch and bound decides."""
+    options = ImplementationOptions(FixedFormat(6, 4))
+    wrong, decided, total, split_safe = [], 0, 0, 0
+    for _ in range(4):
+        net = random_network(rng, (10, 8, 8, 2), Activation.RELU, scale=0.6)
+        qnet = quantize_network(net, options)
+        center = rng.integers(-6, 6, 10)
+        lo = [Fraction(int(c) - 1, 16) for c in center]
+        hi = [Fraction(int(c) + 1, 16) for c in center]  # 3 words per input: 59,049 inputs
+        probe = query_for(qnet, _threshold_property(lo, hi, 0, Fraction(0), None))
+        grid = enumerate_box(qnet, probe.regions[0].lo, probe.regions[0].hi)
+        top = int(simulate(qnet, grid).outputs[:, 0].max())
+        for offset in (0, 16):
+            query = query_for(qnet, _threshold_property(lo, hi, 0, Fraction(top + offset, 16), None))
+            result = _decide(query, timeout=10.0, disable=("attack",))
+            total += 1
+            if result.status is EngineStatus.UNKNOWN:
+                continue
+            decided += 1
+            if (result.status is EngineStatus.UNSAFE) != (offset == 0):
+                wrong.append((top, offset, result))
+            if result.status is EngineStatus.UNSAFE:
+                assert query.violation(np.array(result.counterexample)) != NO_VIOLATION
+            else:
+                split_safe += result.counts.get("netlevel.nodes", 0) > 1
+    assert not wrong
+    assert decided >= total - 2
+    assert split_safe > 0  # a SAFE verdict needed the branch and bound, not only the root

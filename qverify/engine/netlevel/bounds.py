@@ -463,8 +463,8 @@ def alpha_gradients(model, bounds, linear, alphas, xl, xu, stop: int | None = No
 
 def with_phase(model: NetModel, bounds: Bounds, layer: int, neuron: int, phase: int) -> Bounds | None:
     """The parent's bounds with one ReLU's phase fixed (active: z >= 0, one word for fixed point;
-    inactive: z <= 0), every other layer's bounds kept (beta-CROWN style: a child re-bounds only its
-    outputs, not the intermediate layers; the parent's bounds hold on the child's subset). None
+    inactive: z <= 0), every other layer's bounds kept (the parent's bounds hold on the child's
+    subset; the search then bounds the layers after the split again with `node_bounds`). None
     when the phase contradicts the bounds."""
     lo, hi = bounds.pre_lo[layer].copy(), bounds.pre_hi[layer].copy()
     if phase > 0:

@@ -12,8 +12,10 @@ graph, cheapest step first:
 3. branch and bound, best first (the node whose bottleneck atom is furthest from refuted): input
    splitting for low-dimensional inputs (<= `INPUT_SPLIT_DIMENSIONS`, e.g. ACAS Xu's 5: the
    dimension with the largest |coefficient| x width in the bottleneck atom's bound), ReLU phase
-   splitting otherwise (BaBSR-like score: |coefficient| x the triangle relaxation's intercept; a
-   child keeps its parent's intermediate bounds and re-bounds its outputs, with alpha-CROWN).
+   splitting otherwise (BaBSR-like score: |coefficient| x the triangle relaxation's intercept; the
+   root's hidden-layer bounds are optimised by alpha-CROWN, a child keeps its parent's bounds up
+   to the split layer, bounds the layers after it again and its outputs with alpha-CROWN, and
+   keeps its parent's atom bounds and refuted clauses; once every phase is fixed, the box is split).
    Every node tries its bound's minimising vertex and its centre as counterexamples. Input
    splitting takes the best `BATCH_NODES` open nodes at a time and bounds them as one batch
    (`batch.py`: at ACAS Xu size Python's overhead per numpy call, not arithmetic, was the cost of
@@ -22,8 +24,9 @@ graph, cheapest step first:
    enumerated through `simulate` (implementation arithmetic: exact, words or float values one by
    one; REAL: `REAL_ENUMERATION_LIMIT` points in exact rationals); LP then MILP over HiGHS per open
    clause (low dimensions: nodes with at most `LP_OPEN_RELUS` open ReLUs, in REAL arithmetic the
-   MILP alone up to `REAL_MILP_OPEN_RELUS`; high dimensions: the LP at every node, the MILP for the
-   last open clause up to `MILP_OPEN_RELUS`); see `lp` for the tolerances. A node nothing above
+   MILP alone up to `REAL_MILP_OPEN_RELUS`; high dimensions: the LP at the root and then while the
+   LPs take at most `HIGH_LP_TIME_SHARE` of the time, the MILP for the last open clause up to
+   `MILP_OPEN_RELUS`); see `lp` for the tolerances. A node nothing above
    can close is abandoned and the answer is UNKNOWN.
 
 SAFE needs every node closed; UNSAFE needs one confirmed point. Scope: dense ReLU/identity networks
@@ -590,43 +593,62 @@ class Search:
     def branch(
         self, node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority, scores=None
     ) -> NodeVerdict:
-        """The node's children: input halves (low dimensions; `scores` the inputs' split scores when
-        the batch computed them) or the two phases of one ReLU."""
+        """The node's children: input halves (low dimensions, or once every ReLU phase is fixed;
+        `scores` the inputs' split scores when the batch computed them) or the two phases of one
+        ReLU."""
         model, qnet = self.model, self.query.qnet
         if not self.options.enabled("split"):
             return NodeVerdict(
                 abandoned="netlevel: the bounds leave the query open and splitting is disabled"
             )
         atoms = [a for _, a in open_clauses if a is not None]
-        if model.n_inputs <= INPUT_SPLIT_DIMENSIONS or not atoms:
-            if scores is None:
-                chosen = np.zeros((1, len(lam_input)))
-                chosen[0, atoms] = 1.0
-                scores = input_split_scores(
-                    model,
-                    [lo[None] for lo in bounds.pre_lo],
-                    [hi[None] for hi in bounds.pre_hi],
-                    node.phases,
-                    lam_input[None],
-                    {k: v[None] for k, v in lam_post.items()},
-                    chosen,
-                    (xu - xl)[None],
-                )[0]
-            score = scores + 1e-12 * (xu - xl)
-            for dimension in np.argsort(-score):
-                halves = points.split_at_value(
-                    qnet,
-                    node.lo,
-                    node.hi,
-                    int(dimension),
-                    float((xl[dimension] + xu[dimension]) / 2),
-                )
-                if halves is not None:
-                    children = tuple(
-                        Node(node.region, lo, hi, node.phases, bounds, 0, node.depth + 1) for lo, hi in halves
+        if model.n_inputs > INPUT_SPLIT_DIMENSIONS and atoms:
+            best = self.relu_to_split(node, bounds, lam_post, atoms)
+            if best is not None:
+                k, j = best
+                children = []
+                for phase in (1, -1):
+                    phases = [p.copy() if i == k else p for i, p in enumerate(node.phases)]
+                    phases[k][j] = phase
+                    children.append(
+                        Node(node.region, node.lo, node.hi, phases, bounds, k, node.depth + 1, (k, j, phase))
                     )
-                    return NodeVerdict(children=children, priority=priority)
-            return NodeVerdict(abandoned="netlevel: a single input left open (internal)")
+                return NodeVerdict(children=tuple(children), priority=priority)
+            # every ReLU phase is fixed and the node stays open (rounding terms, relaxed atoms):
+            # its box is split instead, down to boxes small enough to enumerate
+        if scores is None:
+            chosen = np.zeros((1, len(lam_input)))
+            chosen[0, atoms] = 1.0
+            scores = input_split_scores(
+                model,
+                [lo[None] for lo in bounds.pre_lo],
+                [hi[None] for hi in bounds.pre_hi],
+                node.phases,
+                lam_input[None],
+                {k: v[None] for k, v in lam_post.items()},
+                chosen,
+                (xu - xl)[None],
+            )[0]
+        score = scores + 1e-12 * (xu - xl)
+        for dimension in np.argsort(-score):
+            halves = points.split_at_value(
+                qnet,
+                node.lo,
+                node.hi,
+                int(dimension),
+                float((xl[dimension] + xu[dimension]) / 2),
+            )
+            if halves is not None:
+                children = tuple(
+                    Node(node.region, lo, hi, node.phases, bounds, 0, node.depth + 1) for lo, hi in halves
+                )
+                return NodeVerdict(children=children, priority=priority)
+        return NodeVerdict(abandoned="netlevel: a single input left open (internal)")
+
+    def relu_to_split(self, node, bounds, lam_post, atoms) -> tuple[int, int] | None:
+        """The open ReLU (layer, neuron) with the best BaBSR-like score (|coefficient| in the open
+        atoms' bounds x the triangle relaxation's intercept), or None when every phase is fixed."""
+        model = self.model
         best, best_score = None, 0.0
         for k, layer in enumerate(model.layers):
             if not layer.relu or k not in lam_post:
@@ -641,17 +663,7 @@ class Search:
             j = int(np.argmax(score))
             if score[j] > best_score:
                 best, best_score = (k, j), float(score[j])
-        if best is None:
-            return NodeVerdict(abandoned="netlevel: a node with every ReLU phase fixed stays open")
-        k, j = best
-        children = []
-        for phase in (1, -1):
-            phases = [p.copy() if i == k else p for i, p in enumerate(node.phases)]
-            phases[k][j] = phase
-            children.append(
-                Node(node.region, node.lo, node.hi, phases, bounds, k, node.depth + 1, (k, j, phase))
-            )
-        return NodeVerdict(children=tuple(children), priority=priority)
+        return best
 
 
 def combination_refutes(lam: np.ndarray, offset: np.ndarray, xl: np.ndarray, xu: np.ndarray) -> np.ndarray:
