@@ -17,13 +17,14 @@ Usage:
   python benchmarks/bench_netlevel.py acasxu [--modes fixed,real] [--props 1,2,3,4]
          [--networks 1_1,2_3|all] [--timeout 116] [--limit N]
   python benchmarks/bench_netlevel.py digits784 [--modes fixed,real] [--timeout 120] [--limit N]
-         [--folder benchmarks/digits784]
+         [--folder benchmarks/digits784] [--epsilons 0.015,0.02]
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
 import statistics
 import sys
 import time
@@ -94,6 +95,24 @@ def random_784(seed: int = 0) -> Network:
             Dense(rng.normal(0, np.sqrt(2 / n_in), (n_out, n_in)), rng.normal(0, 0.01, n_out), activation)
         )
     return Network(tuple(layers), name="random-784-256x6-10")
+
+
+def digits_radii_instances(folder: Path, epsilons: list[str]) -> tuple[list[Instance], str]:
+    """The suite's 10 centres at other radii, built in process by the suite's own `train.py`
+    (its dataset, images and property construction; nothing is written)."""
+    spec = importlib.util.spec_from_file_location("digits784_train", folder / "train.py")
+    assert spec is not None and spec.loader is not None
+    train = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(train)
+    net = load_network(folder / train.NETWORK_FILE)
+    x, y, _, test_idx = train.dataset()
+    train.EPSILONS = tuple(epsilons)
+    chosen = train.chosen_images(net, x, y, test_idx)
+    instances = [Instance(name, net, prop) for name, prop in train.properties(x, y, chosen)]
+    return (
+        instances,
+        f"{folder} centres at eps {', '.join(epsilons)} ({len(instances)} instances, in process)",
+    )
 
 
 def digits_instances(folder: Path) -> tuple[list[Instance], str]:
@@ -171,6 +190,12 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=None)
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--folder", type=Path, default=ROOT / "benchmarks" / "digits784")
+    parser.add_argument(
+        "--epsilons",
+        default=None,
+        help="digits784: the suite's centres at these radii (comma-separated, e.g. 0.015,0.02) "
+        "instead of its VNN-LIB files",
+    )
     args = parser.parse_args()
     modes = args.modes.split(",")
     if args.suite == "acasxu":
@@ -179,7 +204,10 @@ def main() -> None:
         timeout = args.timeout or 116.0
         print(f"ACAS Xu φ1–φ4: {len(instances)} instances, timeout {timeout:.0f} s")
     else:
-        instances, described = digits_instances(args.folder)
+        if args.epsilons:
+            instances, described = digits_radii_instances(args.folder, args.epsilons.split(","))
+        else:
+            instances, described = digits_instances(args.folder)
         timeout = args.timeout or 120.0
         print(f"digits784: {described}, timeout {timeout:.0f} s")
     instances = instances[: args.limit] if args.limit else instances
