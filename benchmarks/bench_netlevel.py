@@ -11,7 +11,9 @@ Suites
             shape with 30 instances around random images (eps 0.005..0.03), stated as such.
 
 One line per instance (status, seconds, nodes), then per mode: decided count, SAFE/UNSAFE counts,
-median and total seconds of all instances (timeouts count their full time).
+median and total seconds of all instances (timeouts count their full time). With `--distance`,
+per instance the gap a branch and bound must close instead: open ReLUs and the worst clause's
+bound at the root (after alpha-CROWN on every layer), and the best margin of a long attack.
 
 Usage:
   python benchmarks/bench_netlevel.py acasxu [--modes fixed,real] [--props 1,2,3,4]
@@ -166,6 +168,62 @@ def run(instance: Instance, mode: str, timeout: float) -> Outcome:
     )
 
 
+@dataclass(frozen=True)
+class Distance:
+    """How far an instance is from SAFE and from UNSAFE: the root's sound bound and an attack."""
+
+    name: str
+    unstable: int  # open ReLUs at the root, after alpha-CROWN on the hidden layers
+    relus: int
+    root_margin: float  # the worst clause's best atom lower bound (> 0 on every clause: SAFE at the root)
+    attack_margin: float  # the smallest unsafe margin a per-clause PGD reached (<= 0: a violation in reals)
+
+
+def distance(instance: Instance, mode: str, steps: int = 300, restarts: int = 64) -> Distance:
+    """The root bounds as the network level computes them (DeepPoly, alpha-CROWN on every hidden
+    layer's bounds, alpha-CROWN on the atoms) and a long PGD per unsafe clause on the float64
+    surrogate (restarts from the centre and random points): the two sides of the gap a branch
+    and bound has to close."""
+    from qverify.engine.netlevel.attack import atom_forms, unsafe_loss
+    from qverify.engine.netlevel.bounds import (
+        backsubstitute,
+        node_bounds,
+        optimised_bound,
+        tighten_intermediate,
+    )
+    from qverify.engine.netlevel.search import Search
+
+    query = build_query(instance, mode)
+    search = Search(query, EngineOptions(), time.monotonic() + 3600, Recorder())
+    model, region = search.model, query.regions[0]
+    xl, xu = model.input_reals(region.lo), model.input_reals(region.hi)
+    phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
+    bounds = node_bounds(model, xl, xu, phases, None, 0, search.invariants)
+    bounds = tighten_intermediate(model, bounds, xl, xu, phases, 20, time.monotonic() + 3600)
+    last = len(model.layers) - 1
+    linear = backsubstitute(model, bounds, search.atom_matrix, last, True, xl, xu, keep=True)
+    lower = (
+        optimised_bound(model, bounds, search.atom_matrix, xl, xu, 40, linear).lower + search.atom_constants
+    )
+    root = min(max(lower[rows]) for rows in search.clause_rows)
+    unstable = sum(int(bounds.unstable(model, k).sum()) for k in range(last))
+    relus = sum(layer.n_out for layer in model.layers if layer.relu)
+    rng = np.random.default_rng(0)
+    forms = atom_forms(query)
+    best = np.inf
+    for clause in sorted({form.clause for form in forms}):
+        chosen = [form for form in forms if form.clause == clause]
+        x = xl + rng.random((restarts, len(xl))) * (xu - xl)
+        x[0] = (xl + xu) / 2
+        step = (xu - xl) / 4
+        for index in range(steps):
+            _, gradient = unsafe_loss(model, chosen, x)
+            x = np.clip(x - step * np.sign(gradient), xl, xu)
+            step = step * 0.6 if index % 30 == 29 else step
+        best = min(best, float(unsafe_loss(model, chosen, x)[0].min()))
+    return Distance(instance.name, unstable, relus, float(root), best)
+
+
 def summarise(outcomes: list[Outcome]) -> None:
     for mode in sorted({o.mode for o in outcomes}):
         mine = [o for o in outcomes if o.mode == mode]
@@ -191,6 +249,12 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--folder", type=Path, default=ROOT / "benchmarks" / "digits784")
     parser.add_argument(
+        "--distance",
+        action="store_true",
+        help="instead of deciding: each instance's root bound (> 0: SAFE at the root) and a long "
+        "attack's best margin (<= 0: UNSAFE in reals), in the last mode given",
+    )
+    parser.add_argument(
         "--epsilons",
         default=None,
         help="digits784: the suite's centres at these radii (comma-separated, e.g. 0.015,0.02) "
@@ -211,6 +275,15 @@ def main() -> None:
         timeout = args.timeout or 120.0
         print(f"digits784: {described}, timeout {timeout:.0f} s")
     instances = instances[: args.limit] if args.limit else instances
+    if args.distance:
+        print(f"{'instance':24s} {'open ReLUs':>12s} {'root margin':>12s} {'attack margin':>14s}")
+        for instance in tqdm(instances, desc="distance", leave=False):
+            found = distance(instance, modes[-1])
+            tqdm.write(
+                f"{found.name:24s} {found.unstable:5d}/{found.relus:<6d} {found.root_margin:12.2f} "
+                f"{found.attack_margin:14.2f}"
+            )
+        return
     outcomes = []
     for mode in modes:
         for instance in tqdm(instances, desc=mode, leave=False):
