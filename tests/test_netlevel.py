@@ -425,3 +425,36 @@ def test_relu_splitting_agrees_with_brute_force(rng):
     assert not wrong
     assert decided >= total - 2
     assert split_safe > 0  # a SAFE verdict needed the branch and bound, not only the root
+
+
+def test_products_by_zero_do_not_round(rng):
+    """Per-operation fixed point: a product by a zero weight or of an input that is exactly zero
+    is exact, so a neuron's rounding term counts only the others (the wide sum rounds once); and
+    every simulated execution still lies in the bounds built from those terms."""
+    net = random_network(rng, (4, 6, 3), Activation.RELU)
+    weights = np.array(net.layers[1].weights)
+    weights[0, :3] = 0.0  # neuron 0 of the second layer reads only hidden neurons 3..5
+    net = type(net)(
+        (net.layers[0], type(net.layers[1])(weights, net.layers[1].bias, net.layers[1].activation))
+    )
+    for accumulation in (Accumulation.PER_OP, Accumulation.WIDE):
+        options = ImplementationOptions(FixedFormat(8, 8), accumulation=accumulation)
+        qnet = quantize_network(net, options)
+        query = query_for(qnet, _threshold_property([0] * 4, [Fraction(1, 16)] * 4, 0, Fraction(0), None))
+        model = build_model(query)
+        hmax = np.array([0.0, 1.0, 2.0, 0.0, 1.0, 1.0])  # hidden neurons 0 and 3 exactly zero
+        count = model.rounding_count(1, hmax)
+        if accumulation is Accumulation.WIDE:
+            assert np.array_equal(count, np.ones(3))
+        else:
+            nonzero_weights = np.array(qnet.layers[1].weights) != 0
+            assert np.array_equal(count, (nonzero_weights & (hmax > 0)).sum(axis=1))
+            assert count[0] <= 2
+    region = query.regions[0]
+    run = simulate(qnet, enumerate_box(qnet, region.lo, region.hi), trace=True)  # 17^4 inputs
+    xl, xu = model.input_reals(region.lo), model.input_reals(region.hi)
+    phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
+    bounds = node_bounds(model, xl, xu, phases, region_words=(region.lo, region.hi))
+    for k, trace in enumerate(run.layers):
+        values = trace.pre.astype(np.float64) * model.unit
+        assert np.all(values >= bounds.pre_lo[k] - 1e-12) and np.all(values <= bounds.pre_hi[k] + 1e-12)

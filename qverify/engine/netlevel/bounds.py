@@ -290,7 +290,7 @@ def node_bounds(
             lo, hi = np.where(free, free_lo, lo), np.where(free, free_hi, hi)
             free = free & may_overflow  # the others have the relation after all (cancellations)
             if (~free & ~related).any():  # recompute their rounding terms: no overflow, so they hold
-                count = np.ones(layer.n_out) if model.wide else layer.nonzero.astype(np.float64)
+                count = model.rounding_count(k, h_max)
                 fix = ~free & ~related
                 err_lo = np.where(fix, count * model.round_lo, err_lo)
                 err_hi = np.where(fix, count * model.round_hi, err_hi)
@@ -380,6 +380,17 @@ def tighten_intermediate(
         bounds.pre_lo[k], bounds.pre_hi[k] = lo, hi
         bounds.relaxations.pop(k, None)
         bounds.affine.pop(k + 1, None)  # its charge reads this layer's max |h|
+        if model.is_fixed and not model.real:
+            # neurons now inactive make the next layer's products by them exact: fewer roundings
+            keep = bounds.free[k + 1]
+            h_lo, h_hi = bounds.post(model, k)
+            err_lo, err_hi, _ = model.error_terms(k + 1, np.maximum(np.abs(h_lo), np.abs(h_hi)))
+            bounds.err_lo[k + 1] = np.where(
+                keep, bounds.err_lo[k + 1], np.maximum(bounds.err_lo[k + 1], err_lo)
+            )
+            bounds.err_hi[k + 1] = np.where(
+                keep, bounds.err_hi[k + 1], np.minimum(bounds.err_hi[k + 1], err_hi)
+            )
     return bounds
 
 
