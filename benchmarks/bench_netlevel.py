@@ -19,13 +19,15 @@ Usage:
   python benchmarks/bench_netlevel.py acasxu [--modes fixed,real] [--props 1,2,3,4]
          [--networks 1_1,2_3|all] [--timeout 116] [--limit N]
   python benchmarks/bench_netlevel.py digits784 [--modes fixed,real] [--timeout 120] [--limit N]
-         [--folder benchmarks/digits784] [--epsilons 0.015,0.02]
+         [--folder benchmarks/digits784] [--epsilons 0.015,0.02] [--names 'img0*-eps0.03']
+         [--distance]
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import fnmatch
 import importlib.util
 import statistics
 import sys
@@ -247,6 +249,7 @@ def main() -> None:
     parser.add_argument("--networks", default="all")
     parser.add_argument("--timeout", type=float, default=None)
     parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--names", default=None, help="only instances matching these globs (comma-separated)")
     parser.add_argument("--folder", type=Path, default=ROOT / "benchmarks" / "digits784")
     parser.add_argument(
         "--distance",
@@ -274,6 +277,9 @@ def main() -> None:
             instances, described = digits_instances(args.folder)
         timeout = args.timeout or 120.0
         print(f"digits784: {described}, timeout {timeout:.0f} s")
+    if args.names:
+        patterns = args.names.split(",")
+        instances = [i for i in instances if any(fnmatch.fnmatch(i.name, p) for p in patterns)]
     instances = instances[: args.limit] if args.limit else instances
     if args.distance:
         print(f"{'instance':24s} {'open ReLUs':>12s} {'root margin':>12s} {'attack margin':>14s}")
