@@ -66,10 +66,12 @@ def _tensor(rng: np.random.Generator, code: CodeType, what: str, relu_range: boo
     return TensorQuant(_scale(rng, 0.005, 0.1), zero, code, what)
 
 
-def random_int8_network(rng: np.random.Generator) -> Network:
+def random_int8_network(rng: np.random.Generator, sizes: tuple[int, ...] | None = None) -> Network:
+    """A random int8 model (sizes default: 2 inputs, 2..5 hidden, 2..3 outputs)."""
     code = CodeType.INT8 if rng.random() < 0.5 else CodeType.UINT8
     per_channel = rng.random() < 0.5
-    sizes = (2, int(rng.integers(2, 6)), int(rng.integers(2, 4)))
+    if sizes is None:
+        sizes = (2, int(rng.integers(2, 6)), int(rng.integers(2, 4)))
     quant_in = _tensor(rng, code, "input")
     hidden = _tensor(rng, code, "hidden", relu_range=rng.random() < 0.5)
     output = _tensor(rng, code, "output")

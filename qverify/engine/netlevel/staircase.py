@@ -1,0 +1,103 @@
+"""int8 requantization as the network level reads it: a monotone staircase per neuron, and its
+sound linear relaxation on an accumulator interval.
+
+An int8 layer computes acc = bias + sum w (x - z_in) exactly (int32 by construction, see
+`qverify.quant.affine.accumulator_bounds`) and maps it to a code through its threshold table:
+code = qmin + #{k : t[k] <= acc} (`apply_thresholds`; the table already holds the requantization's
+rounding, the clamp to the code range and a fused ReLU's clamp at the zero point). The network
+level relaxes that function the way it relaxes a ReLU, as two linear inequalities valid at every
+integer accumulator of the neuron's interval [L, U]:
+
+    m acc + c <= code(acc) <= m acc + t
+
+with m the chord's slope (code(U) - code(L)) / (U - L) and c, t the smallest and largest deviation
+of the steps from the line. They come from the table itself, never from the nominal scale: on a
+step (constant code) code - m acc falls as acc grows (m >= 0), so its maximum over [L, U] is at the
+left end of a step (L, or a threshold in (L, U]) and its minimum at a right end (U, or a threshold
+minus one); every threshold of the interval is a candidate, found exactly. The float64 evaluation
+of those deviations is charged (8 u of the magnitudes: the product, the difference and the final
+addition each round once), so the inequalities hold exactly for the stored m, c, t. A neuron whose
+code is constant on [L, U] gets m = 0 and c = t = the code (exact).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from qverify.engine.netlevel.model import TINY, U64
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Staircase:
+    """Per neuron, the requantization table (n, 255) of int64 thresholds, sorted along each row,
+    and the codes at the thresholds: `after[j, k]` = code(t[j, k]), `before[j, k]` =
+    code(t[j, k] - 1) (several equal thresholds make one step of several codes)."""
+
+    table: np.ndarray
+    after: np.ndarray
+    before: np.ndarray
+    qmin: int
+    qmax: int
+
+    @classmethod
+    def of(cls, rows: np.ndarray, neuron_rows: np.ndarray, qmin: int, qmax: int) -> Staircase:
+        """The staircases of neurons whose table rows are rows[neuron_rows] (per-tensor: one row)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        # code(t) = qmin + #{j : t_j <= t}; code(t - 1) = qmin + #{j : t_j < t}
+        after = qmin + (rows[:, None, :] <= rows[:, :, None]).sum(axis=2)
+        before = qmin + (rows[:, None, :] < rows[:, :, None]).sum(axis=2)
+        table = rows[neuron_rows].astype(np.float64)  # below 2^31: exact
+        return cls(table, after[neuron_rows].astype(np.float64), before[neuron_rows].astype(np.float64), qmin, qmax)
+
+    @property
+    def n(self) -> int:
+        return int(self.table.shape[0])
+
+    def codes(self, acc: np.ndarray) -> np.ndarray:
+        """code(floor(acc)) per neuron, as float64 (acc (..., n): integers, or reals for the
+        float64 surrogate, where a real value reads as the integer below it)."""
+        acc = np.floor(np.asarray(acc, dtype=np.float64))
+        return self.qmin + (self.table <= acc[..., None]).sum(axis=-1).astype(np.float64)
+
+    def code_bounds(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The exact code range of integer accumulators in [lo, hi] (monotone: its two ends)."""
+        return self.codes(np.ceil(lo)), self.codes(hi)
+
+    def open(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Neurons whose code is not constant on [lo, hi]: the relaxation is not exact there."""
+        code_lo, code_hi = self.code_bounds(lo, hi)
+        return code_lo < code_hi
+
+    def relaxation(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(a, c, s, t): a acc + c <= code(acc) <= s acc + t at every integer acc in [lo, hi]
+        (module docstring; here a = s = the chord's slope); arrays (..., n)."""
+        low = np.ceil(np.asarray(lo, dtype=np.float64))
+        high = np.maximum(np.floor(np.asarray(hi, dtype=np.float64)), low)
+        code_lo, code_hi = self.codes(low), self.codes(high)
+        span = high - low
+        slope = np.where(code_hi > code_lo, (code_hi - code_lo) / np.where(span > 0, span, 1.0), 0.0)
+        m = slope[..., None]
+        inside = (self.table > low[..., None]) & (self.table <= high[..., None])
+        upper = np.where(inside, self.after - m * self.table, -np.inf).max(axis=-1)
+        upper = np.maximum(upper, code_lo - slope * low)
+        lower = np.where(inside, self.before - m * (self.table - 1.0), np.inf).min(axis=-1)
+        lower = np.minimum(lower, code_hi - slope * high)
+        magnitude = max(abs(self.qmin), abs(self.qmax)) + slope * np.maximum(np.abs(low), np.abs(high) + 1.0)
+        margin = 8 * U64 * magnitude + TINY
+        flat = code_lo == code_hi
+        c = np.where(flat, code_lo, lower - margin)
+        t = np.where(flat, code_lo, upper + margin)
+        return slope, c, slope, t
+
+    def gradient(self, acc: np.ndarray) -> np.ndarray:
+        """A straight-through slope for the float64 surrogate's gradient (attack only, not sound):
+        the average slope of the steps between the first and last threshold, 0 where the code is
+        clamped."""
+        finite = (self.table > -(2.0**31)) & (self.table < 2.0**31 - 1)
+        first = np.where(finite, self.table, np.inf).min(axis=-1)
+        last = np.where(finite, self.table, -np.inf).max(axis=-1)
+        steps = finite.sum(axis=-1)
+        slope = np.where(steps > 0, steps / np.maximum(last - first + 1.0, 1.0), 0.0)
+        return np.where((acc >= first - 1) & (acc <= last), slope, 0.0)
