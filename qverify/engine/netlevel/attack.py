@@ -147,9 +147,13 @@ class Confirmer:
         run = simulate(self.model.qnet, point[None, :], trace=True)
         if run.detect_mode and bool(run.detected[0]):
             return True  # the overflow assertion fails before the invariants are read
-        for bounds, trace in zip(invariants, run.layers):
+        # int8: the invariants bound the accumulators, which the simulator's trace does not hold (its
+        # `pre` is the code); the model's statement computes them exactly (integers below 2^31)
+        accumulators = surrogate_forward(self.model, point[None, :])[1] if self.model.stepped else None
+        for k, (bounds, trace) in enumerate(zip(invariants, run.layers)):
+            pre = trace.pre[0] if accumulators is None else accumulators[k][0]
             for values, lo, hi in (
-                (trace.pre[0], bounds.pre_lo, bounds.pre_hi),
+                (pre, bounds.pre_lo, bounds.pre_hi),
                 (trace.post[0], bounds.post_lo, bounds.post_hi),
             ):
                 if np.any(values < lo) or np.any(values > hi):

@@ -36,7 +36,7 @@ from qverify.engine.netlevel.bounds import (
     relaxed_constant,
     relu_relaxation,
 )
-from qverify.engine.netlevel.model import TINY, U64, NetModel, gamma
+from qverify.engine.netlevel.model import TINY, U64, NetModel
 from qverify.quant import LayerBounds
 
 

@@ -148,8 +148,7 @@ class Search:
         n_outputs = self.model.layers[-1].n_out
         self.atom_matrix = np.array([f.coefficients for f in self.forms]).reshape(len(self.forms), n_outputs)
         self.atom_constants = np.array([f.constant for f in self.forms])
-        # (int8: the harness's invariants bound codes, the model's pre-activation values are accumulators)
-        self.invariants = None if self.real or self.model.stepped else query.invariants
+        self.invariants = None if self.real else query.invariants
         # input splitting shrinks boxes quickly enough that DeepPoly's slopes do (measured on ACAS
         # Xu: alpha steps cost more time than the nodes they save); ReLU splitting needs them
         self.alpha_steps = 0 if self.model.n_inputs <= INPUT_SPLIT_DIMENSIONS else ALPHA_STEPS

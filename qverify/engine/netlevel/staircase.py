@@ -49,7 +49,9 @@ class Staircase:
         after = qmin + (rows[:, None, :] <= rows[:, :, None]).sum(axis=2)
         before = qmin + (rows[:, None, :] < rows[:, :, None]).sum(axis=2)
         table = rows[neuron_rows].astype(np.float64)  # below 2^31: exact
-        return cls(table, after[neuron_rows].astype(np.float64), before[neuron_rows].astype(np.float64), qmin, qmax)
+        return cls(
+            table, after[neuron_rows].astype(np.float64), before[neuron_rows].astype(np.float64), qmin, qmax
+        )
 
     @property
     def n(self) -> int:
@@ -70,7 +72,9 @@ class Staircase:
         code_lo, code_hi = self.code_bounds(lo, hi)
         return code_lo < code_hi
 
-    def relaxation(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def relaxation(
+        self, lo: np.ndarray, hi: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(a, c, s, t): a acc + c <= code(acc) <= s acc + t at every integer acc in [lo, hi]
         (module docstring; here a = s = the chord's slope); arrays (..., n)."""
         low = np.ceil(np.asarray(lo, dtype=np.float64))
