@@ -34,7 +34,14 @@ from qverify.network import (
     TensorQuant,
 )
 from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Relation
-from qverify.quant import ImplementationOptions, Int8Format, RequantMode, quantize_network, simulate
+from qverify.quant import (
+    ImplementationOptions,
+    Int8Format,
+    QuantizedNetwork,
+    RequantMode,
+    quantize_network,
+    simulate,
+)
 from tests.test_engine_oracle import seeded_instances
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
@@ -55,6 +62,8 @@ class Instance:
     executable: Path
     truth: str
     violating: int
+    qnet: QuantizedNetwork | None = None  # what the harness was generated from
+    prop: Property | None = None
 
 
 def _scale(rng: np.random.Generator, low: float, high: float) -> float:
@@ -155,7 +164,15 @@ def make_instance(seed: int, directory: Path) -> Instance:
             f"{mode.value} sizes {net.sizes} points {len(points)} violating {violating}"
         )
         return Instance(
-            seed, description, harness, annotated, executable, "UNSAFE" if violating else "SAFE", violating
+            seed,
+            description,
+            harness,
+            annotated,
+            executable,
+            "UNSAFE" if violating else "SAFE",
+            violating,
+            qnet,
+            prop,
         )
     raise RuntimeError(f"seed {seed}: no instance")
 
