@@ -27,7 +27,8 @@ graph, cheapest step first:
    can close is abandoned and the answer is UNKNOWN.
 
 SAFE needs every node closed; UNSAFE needs one confirmed point. Scope: dense ReLU/identity networks
-in fixed point, float, double and half (`model.unsupported_reason` names what falls back).
+in fixed point, float, double, half and int8 (requantization staircases: bounds, input splitting
+and enumeration, no LP/MILP; `model.unsupported_reason` names what falls back).
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from qverify.engine.netlevel.model import TINY, U64
+from qverify.quant.affine import INT32_MAX, INT32_MIN, thresholds_reached
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -35,7 +36,8 @@ class Staircase:
     and the codes at the thresholds: `after[j, k]` = code(t[j, k]), `before[j, k]` =
     code(t[j, k] - 1) (several equal thresholds make one step of several codes)."""
 
-    table: np.ndarray
+    table: np.ndarray  # float64 (exact: int32 values)
+    thresholds: np.ndarray  # the same, int64
     after: np.ndarray
     before: np.ndarray
     qmin: int
@@ -48,9 +50,14 @@ class Staircase:
         # code(t) = qmin + #{j : t_j <= t}; code(t - 1) = qmin + #{j : t_j < t}
         after = qmin + (rows[:, None, :] <= rows[:, :, None]).sum(axis=2)
         before = qmin + (rows[:, None, :] < rows[:, :, None]).sum(axis=2)
-        table = rows[neuron_rows].astype(np.float64)  # below 2^31: exact
+        table = rows[neuron_rows]
         return cls(
-            table, after[neuron_rows].astype(np.float64), before[neuron_rows].astype(np.float64), qmin, qmax
+            table.astype(np.float64),  # below 2^31: exact
+            table,
+            after[neuron_rows].astype(np.float64),
+            before[neuron_rows].astype(np.float64),
+            qmin,
+            qmax,
         )
 
     @property
@@ -60,8 +67,8 @@ class Staircase:
     def codes(self, acc: np.ndarray) -> np.ndarray:
         """code(floor(acc)) per neuron, as float64 (acc (..., n): integers, or reals for the
         float64 surrogate, where a real value reads as the integer below it)."""
-        acc = np.floor(np.asarray(acc, dtype=np.float64))
-        return self.qmin + (self.table <= acc[..., None]).sum(axis=-1).astype(np.float64)
+        acc = np.clip(np.floor(np.asarray(acc, dtype=np.float64)), INT32_MIN - 1, INT32_MAX + 1)
+        return self.qmin + thresholds_reached(acc.astype(np.int64), self.thresholds).astype(np.float64)
 
     def code_bounds(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The exact code range of integer accumulators in [lo, hi] (monotone: its two ends)."""
