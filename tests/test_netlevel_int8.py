@@ -322,3 +322,18 @@ def test_unsorted_int8_table_falls_back(harnesses, tmp_path):
     edited.write_text(text[:start] + ", ".join(reversed(values)) + text[end:])
     result = lift_file(edited, [MODELS_C])
     assert not result.lifted and "not sorted" in result.reason, result.reason
+
+
+@needs_gcc
+def test_int8_cnn_harness_falls_back(tmp_path):
+    """int8 convolutions are left to the scalar path, with the reason."""
+    from qverify.codegen import render_harness
+    from qverify.io import load_network
+    from qverify.properties import robustness
+
+    net = load_network(ROOT / "benchmarks" / "digits-cnn" / "digits_cnn.int8.onnx")
+    qnet = quantize_network(net, ImplementationOptions(Int8Format()))
+    center = np.full(qnet.n_inputs, 0.5)
+    harness = render_harness(qnet, robustness(center, 0.05, 0, qnet.n_outputs)).write(tmp_path)
+    result = lift_file(harness, [MODELS_C])
+    assert not result.lifted and "int8 convolutions and pools" in result.reason, result.reason

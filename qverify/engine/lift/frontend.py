@@ -353,6 +353,8 @@ def _match(
             raise fail(network, f"local {name} of qv_network shadows a global or helper name")
     forbidden = globals_ | set(local_arrays)
     if int8:
+        if any(is_spatial(node) for node in loops_nodes):
+            raise fail(network, "int8 convolutions and pools are not lifted")
         loops8 = [match_int8_layer(node, loop_vars, forbidden) for node in loops_nodes]
         if not loops8:
             raise fail(network, "qv_network has no layer loop")
