@@ -600,7 +600,7 @@ class Search:
                 abandoned="netlevel: the bounds leave the query open and splitting is disabled"
             )
         atoms = [a for _, a in open_clauses if a is not None]
-        if model.n_inputs <= INPUT_SPLIT_DIMENSIONS or not atoms:
+        if model.n_inputs <= INPUT_SPLIT_DIMENSIONS or not atoms or model.stepped:  # (int8: no ReLU phases)
             if scores is None:
                 chosen = np.zeros((1, len(lam_input)))
                 chosen[0, atoms] = 1.0
