@@ -75,10 +75,6 @@ class Staircase:
             last,
         )
 
-    @property
-    def n(self) -> int:
-        return int(self.table.shape[0])
-
     def codes(self, acc: np.ndarray) -> np.ndarray:
         """code(floor(acc)) per neuron, as float64 (acc (..., n): integers, or reals for the
         float64 surrogate, where a real value reads as the integer below it)."""
