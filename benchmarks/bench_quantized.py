@@ -15,11 +15,13 @@ decided tasks, and the median time per engine stage (front end, attack, bounds, 
 Usage:
   python benchmarks/bench_quantized.py [digits-cnn] [acasxu-int8] [--formats float,int8] [--jobs 2]
                                        [--timeout 60] [--out results/bench-quantized] [--resume]
+                                       [--sample N]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -34,7 +36,20 @@ from qverify.suites import make_executor, read_suite, run_suite
 from qverify.verification import VerifyOptions
 
 SUITES = ("digits-cnn", "acasxu-int8")
-STAGES = ("parse", "symex", "simplify", "attack", "bounds", "split", "milp", "smt")
+STAGES = (
+    "lift",
+    "parse",
+    "symex",
+    "simplify",
+    "attack",
+    "bounds",
+    "split",
+    "milp",
+    "smt",
+    "netlevel.attack",
+    "netlevel.bounds",
+    "netlevel.enumerate",
+)
 
 
 def _median(values: list[float]) -> str:
@@ -87,9 +102,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, help="seconds per task (default: the suite's)")
     parser.add_argument("--out", default="results/bench-quantized")
     parser.add_argument("--resume", action="store_true", help="continue a previous run in --out")
+    parser.add_argument(
+        "--sample",
+        type=int,
+        help="run N tasks spread evenly over the suite (every len/N-th: on acasxu-int8, 20 tasks "
+        "cycle through properties 1-4 over 20 networks)",
+    )
     args = parser.parse_args(argv)
     for name in args.suites:
         suite = read_suite(name)
+        if args.sample and args.sample < len(suite.tasks):
+            step = len(suite.tasks) / args.sample
+            chosen = tuple(suite.tasks[int(i * step)] for i in range(args.sample))
+            suite = dataclasses.replace(suite, tasks=chosen)
         formats = tuple(args.formats.split(",")) if args.formats else suite.formats
         formats = tuple(suite.check_format(label, "--formats") for label in formats)
         timeout = args.timeout or suite.timeout_s

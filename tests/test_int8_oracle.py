@@ -34,7 +34,14 @@ from qverify.network import (
     TensorQuant,
 )
 from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Relation
-from qverify.quant import ImplementationOptions, Int8Format, RequantMode, quantize_network, simulate
+from qverify.quant import (
+    ImplementationOptions,
+    Int8Format,
+    QuantizedNetwork,
+    RequantMode,
+    quantize_network,
+    simulate,
+)
 from tests.test_engine_oracle import seeded_instances
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
@@ -55,6 +62,8 @@ class Instance:
     executable: Path
     truth: str
     violating: int
+    qnet: QuantizedNetwork | None = None  # what the harness was generated from
+    prop: Property | None = None
 
 
 def _scale(rng: np.random.Generator, low: float, high: float) -> float:
@@ -66,10 +75,12 @@ def _tensor(rng: np.random.Generator, code: CodeType, what: str, relu_range: boo
     return TensorQuant(_scale(rng, 0.005, 0.1), zero, code, what)
 
 
-def random_int8_network(rng: np.random.Generator) -> Network:
+def random_int8_network(rng: np.random.Generator, sizes: tuple[int, ...] | None = None) -> Network:
+    """A random int8 model (sizes default: 2 inputs, 2..5 hidden, 2..3 outputs)."""
     code = CodeType.INT8 if rng.random() < 0.5 else CodeType.UINT8
     per_channel = rng.random() < 0.5
-    sizes = (2, int(rng.integers(2, 6)), int(rng.integers(2, 4)))
+    if sizes is None:
+        sizes = (2, int(rng.integers(2, 6)), int(rng.integers(2, 4)))
     quant_in = _tensor(rng, code, "input")
     hidden = _tensor(rng, code, "hidden", relu_range=rng.random() < 0.5)
     output = _tensor(rng, code, "output")
@@ -153,7 +164,15 @@ def make_instance(seed: int, directory: Path) -> Instance:
             f"{mode.value} sizes {net.sizes} points {len(points)} violating {violating}"
         )
         return Instance(
-            seed, description, harness, annotated, executable, "UNSAFE" if violating else "SAFE", violating
+            seed,
+            description,
+            harness,
+            annotated,
+            executable,
+            "UNSAFE" if violating else "SAFE",
+            violating,
+            qnet,
+            prop,
         )
     raise RuntimeError(f"seed {seed}: no instance")
 

@@ -133,7 +133,12 @@ def test_edited_convolution_falls_back(tmp_path):
         assert not result.lifted and reason in result.reason, (old, result.reason)
 
 
-def test_int8_harness_falls_back(tmp_path):
+def test_int8_harness_is_lifted_over_codes(tmp_path):
+    """An int8 harness is lifted (no longer declined): its unsafe set over the output codes gives
+    the codegen query's verdict (over (code - zero) * scale) on every input tried; its
+    invariant-free twin with an edited requantization call is declined (tests/test_netlevel_int8.py
+    covers the int8 loop's other edits)."""
+    from qverify.engine.netquery import query_for
     from qverify.io import load_network
     from qverify.properties import read_vnnlib, to_normalised
     from qverify.quant import Int8Format
@@ -143,7 +148,17 @@ def test_int8_harness_falls_back(tmp_path):
     qnet = quantize_network(net, ImplementationOptions(Int8Format()))
     harness = render_harness(qnet, prop).write(tmp_path)
     result = lift_file(harness, [MODELS_C])
-    assert not result.lifted and "int8" in result.reason
+    assert result.lifted, result.reason
+    expected = query_for(qnet, prop)
+    region = expected.regions[0]
+    assert np.array_equal(result.query.regions[0].lo, region.lo)
+    assert np.array_equal(result.query.regions[0].hi, region.hi)
+    rng = np.random.default_rng(5)
+    for x in rng.integers(region.lo, region.hi + 1, size=(40, qnet.n_inputs)):
+        assert result.query.violation(x) == expected.violation(x)
+    _edit(harness, "qv_requant(acc, qv_t2[j])", "qv_requant(acc, qv_t2[i])")
+    declined = lift_file(harness, [MODELS_C])
+    assert not declined.lifted and "T[j] or T[0]" in declined.reason
 
 
 def test_renamed_locals_are_still_lifted(tmp_path):

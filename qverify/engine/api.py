@@ -4,7 +4,7 @@ Two paths decide a harness. The array-level one first: `engine.lift` reads a har
 generated shape back as layers (a `NetworkQuery`, in a fraction of a second) and `engine.netlevel`
 decides it layer by layer. Whatever it does not cover goes down the scalar path (`cfront` ->
 `symex` -> `simplify` -> `Strategy`), which executes the C one operation at a time: C the lifter does
-not recognise, networks the network-level strategy does not support (int8, convolutions, tables),
+not recognise, networks the network-level strategy does not support (convolutions, tables),
 `--certify` (its exact SMT re-check needs the scalar program), and queries the network-level
 strategy gives up on while time remains, when the network is small enough for the scalar path's
 exact procedures (`SCALAR_FALLBACK_MACS`); on such fixed-point networks the network level gets

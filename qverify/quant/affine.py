@@ -183,15 +183,24 @@ def thresholds(quant: MacQuant, mode: RequantMode, acc_lo: np.ndarray, acc_hi: n
     return table.astype(np.int64)
 
 
+_ROW_SPAN = 1 << 33  # wider than the int32 range plus one on each side
+
+
+def thresholds_reached(acc: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """Per neuron j, how many entries of its sorted row table[j] (int32 values) are <= acc[..., j]:
+    one `searchsorted` over the rows laid end to end, row j shifted by j * 2^33 so that the rows
+    stay apart and sorted (acc is first clipped to one past the int32 range, which keeps every
+    count)."""
+    acc = np.clip(np.asarray(acc, dtype=np.int64), INT32_MIN - 1, INT32_MAX + 1)
+    n, width = table.shape
+    offsets = np.arange(n, dtype=np.int64) * _ROW_SPAN
+    flat = (np.asarray(table, dtype=np.int64) + offsets[:, None]).ravel()
+    return np.searchsorted(flat, acc + offsets, side="right") - np.arange(n, dtype=np.int64) * width
+
+
 def apply_thresholds(acc: np.ndarray, table: np.ndarray, qmin: int) -> np.ndarray:
     """Codes of accumulators acc (batch, n) through per-neuron rows of `table` (n, 255) or one row."""
     acc = np.asarray(acc, dtype=np.int64)
     if table.shape[0] == 1:
         return qmin + np.searchsorted(table[0], acc, side="right")
-    codes = np.empty_like(acc)
-    rows = np.unique(table, axis=0, return_inverse=True)
-    unique_rows, inverse = rows[0], np.asarray(rows[1]).reshape(-1)
-    for index, row in enumerate(unique_rows):
-        columns = np.flatnonzero(inverse == index)
-        codes[:, columns] = qmin + np.searchsorted(row, acc[:, columns], side="right")
-    return codes
+    return qmin + thresholds_reached(acc, table)

@@ -24,6 +24,7 @@ from qverify.engine.lift.cnodes import fail, integer_constant, type_names
 from qverify.engine.lift.errors import NotRecognised
 from qverify.engine.lift.harness import InputDomain, match_main
 from qverify.engine.lift.inputs import InputBlock, extract_inputs
+from qverify.engine.lift.int8 import CODE_TYPES, check_int8_arrays, int8_network, match_int8_layer
 from qverify.engine.lift.layers import Arith, LayerLoop, fresh, match_layer
 from qverify.engine.lift.preprocess import Preprocessed, preprocess_skeleton
 from qverify.engine.lift.spatial import SpatialLoop, is_spatial, match_spatial
@@ -37,6 +38,7 @@ from qverify.quant import (
     FloatFormat,
     FloatKind,
     ImplementationOptions,
+    Int8Format,
     LayerBounds,
     Overflow,
     QuantizedLayer,
@@ -143,8 +145,12 @@ def _options(
 ) -> ImplementationOptions:
     """The number format from qv_num's type, the headers included and the fxp.h macros."""
     number_type = skeleton.number_type
-    if "int8.h" in pre.headers:
-        raise NotRecognised(f"{where}: int8 harnesses are not lifted (requantization tables)")
+    if "int8.h" in pre.headers or number_type in CODE_TYPES:
+        if number_type not in CODE_TYPES or pre.headers != {"int8.h", "verifier.h"}:
+            raise NotRecognised(
+                f"{where}: int8 harness with qv_num {number_type}, headers {sorted(pre.headers)}"
+            )
+        return ImplementationOptions(Int8Format())  # (the tables are read; the mode only made them)
     if number_type == ("fxp_t",):
         if pre.headers != {"fxp.h", "verifier.h"}:
             raise NotRecognised(f"{where}: fixed-point harness with headers {sorted(pre.headers)}")
@@ -212,6 +218,10 @@ def _network_locals(function: c_ast.FuncDef) -> tuple[dict[str, int], set[str], 
 def _values(array: ConstArray, options: ImplementationOptions, where: str) -> np.ndarray:
     """An array's values in the implementation's domain, checked against qv_num's range."""
     number = options.number
+    if isinstance(number, Int8Format):
+        if not array.integer or array.values.min() < INT32_RANGE[0] or array.values.max() > INT32_RANGE[1]:
+            raise NotRecognised(f"{where}: {array.name} holds a constant that is not an int32 integer")
+        return array.values
     if isinstance(number, FixedFormat):
         if not array.integer:
             raise NotRecognised(f"{where}: {array.name} holds floating literals in a fixed-point harness")
@@ -321,13 +331,16 @@ def _match(
     options = _options(skeleton, pre, macros, where)
     number = options.number
     fixed = isinstance(number, FixedFormat)
+    int8 = isinstance(number, Int8Format)
     arrays: dict[str, np.ndarray] = {}
+    element_types: dict[str, tuple[str, ...] | None] = {}
     for name, decl in skeleton.arrays.items():
         dims, element = _array_dims(decl)
         array = extracted[name]
-        if dims != array.shape or element != ("qv_num",):
+        if dims != array.shape or (element != ("qv_num",) and not int8):
             raise fail(decl, f"{name}: declaration does not match its initialiser")
         arrays[name] = _values(array, options, f"{where}:{array.line}")
+        element_types[name] = element
     if set(arrays) != set(extracted):
         missing = sorted(set(extracted) - set(arrays))
         raise NotRecognised(f"{where}: arrays {missing} are not top-level declarations of the harness")
@@ -339,6 +352,17 @@ def _match(
         if not fresh(name, globals_):
             raise fail(network, f"local {name} of qv_network shadows a global or helper name")
     forbidden = globals_ | set(local_arrays)
+    if int8:
+        if any(is_spatial(node) for node in loops_nodes):
+            raise fail(network, "int8 convolutions and pools are not lifted")
+        loops8 = [match_int8_layer(node, loop_vars, forbidden) for node in loops_nodes]
+        if not loops8:
+            raise fail(network, "qv_network has no layer loop")
+        _check_chain(loops8, local_arrays, x_name, y_name, arrays)  # type: ignore[arg-type]
+        check_int8_arrays(loops8, arrays, element_types)
+        qnet = int8_network(path, loops8, arrays, CODE_TYPES[skeleton.number_type])
+        invariants = _layer_bounds(loops8, arrays, False, where)  # type: ignore[arg-type]
+        return _query(path, skeleton, inputs, qnet, local_arrays, (x_name, y_name), invariants, semantics)
     arith = Arith("fixed", number.frac_bits) if fixed else Arith("half" if number.is_half else "float")
     loops = [
         (match_spatial if is_spatial(node) else match_layer)(node, arith, loop_vars, forbidden)
@@ -362,20 +386,37 @@ def _match(
         except RangeError as error:
             raise NotRecognised(f"{where}: {error}") from error
     invariants = _layer_bounds(loops, arrays, fixed, where)
+    return _query(path, skeleton, inputs, qnet, local_arrays, (x_name, y_name), invariants, semantics)
 
+
+def _query(
+    path: Path,
+    skeleton: _Skeleton,
+    inputs: InputBlock | None,
+    qnet: QuantizedNetwork,
+    local_arrays: dict[str, int],
+    names: tuple[str, str],
+    invariants: tuple[LayerBounds, ...] | None,
+    semantics: Arithmetic,
+) -> NetworkQuery:
+    """The query of `main` (input boxes, unsafe clauses) on the lifted network."""
+    x_name, y_name = names
+    number = qnet.number
+    fixed = isinstance(number, FixedFormat)
     if fixed:
         domain = InputDomain(True, *INT32_RANGE)
         nondet = "nondet_int"
+        words: tuple[int, int] | None = (number.word_bits, number.frac_bits)
+    elif isinstance(number, Int8Format):
+        code = qnet.input_quant.code
+        domain = InputDomain(True, code.qmin, code.qmax)
+        nondet = "nondet_char" if code.qmin < 0 else "nondet_uchar"
+        words = (9, 0)  # codes (|y| < 2^8) compared as they are: atoms over codes
     else:
         domain = InputDomain(False, dtype=number.dtype)
         nondet = "nondet_half" if number.is_half else f"nondet_{number.c_type}"
-    main = match_main(
-        skeleton.functions["main"],
-        nondet,
-        domain,
-        (number.word_bits, number.frac_bits) if fixed else None,
-        inputs,
-    )
+        words = None
+    main = match_main(skeleton.functions["main"], nondet, domain, words, inputs)
     if main.n_inputs != qnet.n_inputs or main.n_outputs != qnet.n_outputs:
         raise fail(skeleton.functions["main"], "main's input/output arrays do not match the network's sizes")
     if main.n_inputs != local_arrays[x_name] or main.n_outputs != local_arrays[y_name]:
@@ -384,6 +425,8 @@ def _match(
     for lo, hi in main.regions:
         if fixed and (lo.min() < number.min_q or hi.max() > number.max_q):
             raise fail(skeleton.functions["main"], f"an input can be outside the words of {number}")
+        if isinstance(number, Int8Format) and (lo.min() < domain.lo or hi.max() > domain.hi):
+            raise fail(skeleton.functions["main"], "an input bound lies outside the input codes")
         regions.append(InputRegion(lo, hi))
     return NetworkQuery(qnet, tuple(regions), main.unsafe, semantics, invariants, main.messages)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -37,16 +38,25 @@ class AtomForm:
 
 
 def atom_forms(query: NetworkQuery) -> list[AtomForm]:
+    """The unsafe atoms as margins over the model's outputs: the normalised outputs Y, or for int8
+    the output codes q, with Y = (q - zero) * scale substituted exactly (in rationals) before the
+    one rounding to float64."""
     forms = []
     n_out = query.qnet.n_outputs
+    scale, zero = Fraction(1), 0
+    if query.qnet.is_int8:
+        scale, zero = Fraction(query.qnet.output_quant.scale), query.qnet.output_quant.zero_point
     for index, clause in enumerate(query.unsafe.clauses):
         for atom in clause.atoms:
-            sign = 1.0 if atom.relation in (Relation.LE, Relation.LT) else -1.0
-            coefficients = np.zeros(n_out)
+            sign = 1 if atom.relation in (Relation.LE, Relation.LT) else -1
+            exact = [Fraction(0)] * n_out
+            constant = Fraction(atom.constant)
             for output, value in atom.terms:
-                coefficients[output] += sign * float(value)
+                exact[output] += sign * Fraction(value) * scale
+                constant -= Fraction(value) * scale * zero
+            coefficients = np.array([float(v) for v in exact])
             strict = atom.relation in (Relation.LT, Relation.GT)
-            forms.append(AtomForm(index, coefficients, sign * float(atom.constant), strict))
+            forms.append(AtomForm(index, coefficients, float(sign * constant), strict))
     return forms
 
 
@@ -137,9 +147,13 @@ class Confirmer:
         run = simulate(self.model.qnet, point[None, :], trace=True)
         if run.detect_mode and bool(run.detected[0]):
             return True  # the overflow assertion fails before the invariants are read
-        for bounds, trace in zip(invariants, run.layers):
+        # int8: the invariants bound the accumulators, which the simulator's trace does not hold (its
+        # `pre` is the code); the model's statement computes them exactly (integers below 2^31)
+        accumulators = surrogate_forward(self.model, point[None, :])[1] if self.model.stepped else None
+        for k, (bounds, trace) in enumerate(zip(invariants, run.layers)):
+            pre = trace.pre[0] if accumulators is None else accumulators[k][0]
             for values, lo, hi in (
-                (trace.pre[0], bounds.pre_lo, bounds.pre_hi),
+                (pre, bounds.pre_lo, bounds.pre_hi),
                 (trace.post[0], bounds.post_lo, bounds.post_hi),
             ):
                 if np.any(values < lo) or np.any(values > hi):
@@ -164,7 +178,10 @@ def surrogate_forward(model: NetModel, x: np.ndarray) -> tuple[np.ndarray, list[
     for layer in model.layers:
         pre = values @ layer.weights.T + layer.bias
         pres.append(pre)
-        values = np.maximum(pre, 0.0) if layer.relu else pre
+        if layer.stairs is not None:
+            values = layer.stairs.codes(pre)
+        else:
+            values = np.maximum(pre, 0.0) if layer.relu else pre
     return values, pres
 
 
@@ -190,6 +207,8 @@ def unsafe_loss(model: NetModel, forms: list[AtomForm], x: np.ndarray) -> tuple[
         layer = model.layers[index]
         if layer.relu:
             grad = grad * (pres[index] > 0)
+        elif layer.stairs is not None:
+            grad = grad * layer.stairs.gradient(pres[index])
         grad = grad @ layer.weights
     return best_value, grad
 

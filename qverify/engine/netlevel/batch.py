@@ -27,14 +27,16 @@ import numpy as np
 
 from qverify.engine.netlevel.bounds import (
     Bounds,
+    activation_relaxation,
     affine_charge,
     alpha_gradients,
     interval_layer,
     linear_minimum,
     matvec,
+    relaxed_constant,
     relu_relaxation,
 )
-from qverify.engine.netlevel.model import TINY, U64, NetModel, gamma
+from qverify.engine.netlevel.model import TINY, U64, NetModel
 from qverify.quant import LayerBounds
 
 
@@ -48,7 +50,7 @@ class BatchBounds:
     err_lo: list[np.ndarray]
     err_hi: list[np.ndarray]
     affine: list[tuple[np.ndarray, np.ndarray]]
-    relaxations: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+    relaxations: dict[int, tuple[np.ndarray, ...]]  # (a, c, s, t, max |z|) per layer
     fallback: np.ndarray
     empty: np.ndarray
 
@@ -67,10 +69,7 @@ class BatchBounds:
         )
 
     def post(self, model: NetModel, index: int) -> tuple[np.ndarray, np.ndarray]:
-        lo, hi = self.pre_lo[index], self.pre_hi[index]
-        if model.layers[index].relu:
-            return np.maximum(lo, 0.0), np.maximum(hi, 0.0)
-        return lo, hi
+        return model.layers[index].post_bounds(self.pre_lo[index], self.pre_hi[index])
 
 
 @dataclass(slots=True, eq=False)
@@ -120,7 +119,7 @@ def batch_bounds(
             lo, hi = np.maximum(lo, parent_lo[k]), np.minimum(hi, parent_hi[k])
         result.pre_lo.append(lo)
         result.pre_hi.append(hi)
-        if k > 0 and layer.relu and k < n_layers - 1:
+        if k > 0 and layer.relaxed and (k < n_layers - 1 or layer.stairs is not None):
             lo, hi = _refine(model, result, k, lo, hi, xl, xu)
         if invariants is not None and not model.real:
             scale = model.unit if model.is_fixed else 1.0
@@ -130,15 +129,15 @@ def batch_bounds(
             lo, hi = np.ceil(lo / model.unit) * model.unit, np.floor(hi / model.unit) * model.unit
         result.empty |= np.any(lo > hi, axis=1)
         result.pre_lo[k], result.pre_hi[k] = lo, hi
-        if layer.relu:
-            result.relaxations[k] = (*relu_relaxation(lo, hi), np.maximum(np.abs(lo), np.abs(hi)))
+        if layer.relaxed:
+            result.relaxations[k] = activation_relaxation(layer, lo, hi)
     return result
 
 
 def _refine(model, bounds: BatchBounds, k, lo, hi, xl, xu) -> tuple[np.ndarray, np.ndarray]:
     """Layer k's open neurons re-bounded by back-substitution: each box's own open neurons, as
     rows e_j and -e_j (boxes with fewer open neurons than the most are padded with zero rows)."""
-    refine = (lo < 0) & (hi > 0)
+    refine = model.layers[k].open_neurons(lo, hi)
     counts = refine.sum(axis=1)
     width = int(counts.max(initial=0))
     if width == 0:
@@ -177,7 +176,7 @@ def batch_backsubstitute(
     const = np.zeros((batch, rows))
     slack = np.zeros((batch, rows))
     lam_post: dict[int, np.ndarray] = {}
-    if post and model.layers[index].relu:
+    if post and model.layers[index].relaxed:
         lam, const, slack = _through_relu(model, bounds, index, lam, const, slack, alphas)
     for j in range(index, -1, -1):
         center, charge = bounds.affine[j]
@@ -196,15 +195,15 @@ def batch_backsubstitute(
 def _through_relu(model, bounds: BatchBounds, j, lam, const, slack, alphas=None):
     """`bounds._through_relu` per box (slopes and intercepts of box b apply to lam[b]; `alphas`:
     lower slopes per box and row, (B, R, n_j))."""
-    if not model.layers[j].relu:
+    if not model.layers[j].relaxed:
         return lam, const, slack
-    a, s, t, z_max = bounds.relaxations[j]
+    a, c, s, t, z_max = bounds.relaxations[j]
     a = a[:, None, :]
     if alphas is not None and j in alphas:
         a = relu_relaxation(bounds.pre_lo[j][:, None, :], bounds.pre_hi[j][:, None, :], alphas[j])[0]
-    negative = np.minimum(lam, 0.0)
-    const = const + matvec(negative, t) * (1 + gamma(t.shape[-1] + 2))
-    lam = np.maximum(lam, 0.0) * a + negative * s[:, None, :]
+    positive, negative = np.maximum(lam, 0.0), np.minimum(lam, 0.0)
+    const = const + relaxed_constant(positive, negative, c, t)
+    lam = positive * a + negative * s[:, None, :]
     slack = slack + 2 * U64 * matvec(np.abs(lam), z_max) + TINY
     return lam, const, slack
 

@@ -11,6 +11,8 @@ subtracted at the end:
 The ReLU relaxations are themselves exact inequalities on the stored floats: lower h >= a z with
 a in [0, 1]; upper h <= s z + t with s rounded up past hi / (hi - lo) and t past -s lo, checked at
 both ends of [lo, hi] (a convex function lies below a chord that lies above it at both ends).
+int8's requantization staircases have the same two-sided form with an intercept on the lower side,
+h >= a z + c (`staircase.Staircase.relaxation`); one code path carries both (c = 0 for a ReLU).
 
 The arithmetic's rounding enters through `NetModel.error_terms` (the statement z = W h + b + e per
 neuron, e in an interval); neurons without that statement (possible overflow) are free values in
@@ -47,20 +49,17 @@ class Bounds:
     err_lo: list[np.ndarray]
     err_hi: list[np.ndarray]
     overflow_possible: bool = False
-    relaxations: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = dataclasses.field(
-        default_factory=dict
-    )
+    relaxations: dict[int, tuple[np.ndarray, ...]] = dataclasses.field(default_factory=dict)
     affine: dict[int, tuple[np.ndarray, np.ndarray]] = dataclasses.field(default_factory=dict)
 
-    def relaxation(self, index: int, alpha: np.ndarray | None = None):
-        """(a, s, t, max |z|) of layer `index`'s ReLUs (cached for the default lower slopes)."""
+    def relaxation(self, layer: DenseLayer, index: int, alpha: np.ndarray | None = None):
+        """(a, c, s, t, max |z|) of layer `index`'s activations (`activation_relaxation`; cached
+        for the default lower slopes)."""
         if alpha is not None:
-            lo, hi = self.pre_lo[index], self.pre_hi[index]
-            return (*relu_relaxation(lo, hi, alpha), np.maximum(np.abs(lo), np.abs(hi)))
+            return activation_relaxation(layer, self.pre_lo[index], self.pre_hi[index], alpha)
         cached = self.relaxations.get(index)
         if cached is None:
-            lo, hi = self.pre_lo[index], self.pre_hi[index]
-            cached = (*relu_relaxation(lo, hi), np.maximum(np.abs(lo), np.abs(hi)))
+            cached = activation_relaxation(layer, self.pre_lo[index], self.pre_hi[index])
             self.relaxations[index] = cached
         return cached
 
@@ -79,10 +78,7 @@ class Bounds:
         return cached
 
     def post(self, model: NetModel, index: int) -> tuple[np.ndarray, np.ndarray]:
-        lo, hi = self.pre_lo[index], self.pre_hi[index]
-        if model.layers[index].relu:
-            return np.maximum(lo, 0.0), np.maximum(hi, 0.0)
-        return lo, hi
+        return model.layers[index].post_bounds(self.pre_lo[index], self.pre_hi[index])
 
     def unstable(self, model: NetModel, index: int) -> np.ndarray:
         if not model.layers[index].relu:
@@ -144,6 +140,29 @@ def relu_relaxation(
     return a, s, t
 
 
+def activation_relaxation(
+    layer: DenseLayer, lo: np.ndarray, hi: np.ndarray, alpha: np.ndarray | None = None
+) -> tuple[np.ndarray, ...]:
+    """(a, c, s, t, max |z|): a z + c <= h <= s z + t on [lo, hi] for the layer's ReLUs (c = 0,
+    `relu_relaxation`) or requantization staircases (`Staircase.relaxation`); per box with a
+    leading batch axis."""
+    z_max = np.maximum(np.abs(lo), np.abs(hi))
+    if layer.stairs is not None:
+        return (*layer.stairs.relaxation(lo, hi), z_max)
+    a, s, t = relu_relaxation(lo, hi, alpha)
+    return a, np.zeros_like(t), s, t, z_max
+
+
+def relaxed_constant(positive, negative, c, t):
+    """positive @ c + negative @ t pushed down past its float64 rounding (gamma_n of the
+    magnitudes; for a ReLU, c = 0 and t >= 0, this is (negative @ t) (1 + gamma)); per box with
+    a leading batch axis."""
+    n = c.shape[-1]
+    value = matvec(positive, c) + matvec(negative, t)
+    magnitude = matvec(positive, np.abs(c)) - matvec(negative, np.abs(t))
+    return value - gamma(n + 2) * magnitude
+
+
 def backsubstitute(
     model: NetModel,
     bounds: Bounds,
@@ -163,7 +182,7 @@ def backsubstitute(
     slack = np.zeros(rows)
     lam_post: dict[int, np.ndarray] = {}
     layer_index = index
-    relax_first = post and model.layers[index].relu
+    relax_first = post and model.layers[index].relaxed
     if relax_first:
         lam, const, slack = _through_relu(model, bounds, layer_index, lam, const, slack, alphas)
     for j in range(index, -1, -1):
@@ -200,13 +219,14 @@ def linear_minimum(lam: np.ndarray, offset: np.ndarray, xl: np.ndarray, xu: np.n
 
 
 def _through_relu(model, bounds, j, lam, const, slack, alphas):
-    """Replace lam . h_j by a lower bound in z_j (h_j = relu(z_j) or z_j)."""
-    if not model.layers[j].relu:
+    """Replace lam . h_j by a lower bound in z_j (h_j = relu(z_j), a staircase, or z_j)."""
+    layer = model.layers[j]
+    if not layer.relaxed:
         return lam, const, slack
-    a, s, t, z_max = bounds.relaxation(j, None if alphas is None else alphas.get(j))
-    negative = np.minimum(lam, 0.0)  # upper relaxation where the coefficient is negative
-    const = const + (negative @ t) * (1 + gamma(len(t) + 2))  # negative @ t <= 0: pushed down
-    lam = np.maximum(lam, 0.0) * a + negative * s
+    a, c, s, t, z_max = bounds.relaxation(layer, j, None if alphas is None else alphas.get(j))
+    positive, negative = np.maximum(lam, 0.0), np.minimum(lam, 0.0)  # lower / upper relaxation
+    const = const + relaxed_constant(positive, negative, c, t)
+    lam = positive * a + negative * s
     slack += 2 * U64 * (np.abs(lam) @ z_max) + TINY
     return lam, const, slack
 
@@ -301,9 +321,9 @@ def node_bounds(
         bounds.err_hi.append(err_hi)
         if parent is not None and k < len(parent.pre_lo):
             lo, hi = np.maximum(lo, parent.pre_lo[k]), np.minimum(hi, parent.pre_hi[k])
-        if k > 0 and layer.relu and k < n_layers - 1:
+        if k > 0 and layer.relaxed and (k < n_layers - 1 or layer.stairs is not None):
             bounds.pre_lo[k], bounds.pre_hi[k] = lo, hi
-            refine = (lo < 0) & (hi > 0) & ~free & (phases[k] == 0)
+            refine = layer.open_neurons(lo, hi) & ~free & (phases[k] == 0)
             if refine.any():
                 rows = np.flatnonzero(refine)
                 eye = np.zeros((2 * len(rows), layer.n_out))

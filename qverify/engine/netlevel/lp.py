@@ -106,6 +106,8 @@ def solve_node(
     deadline: float,
 ) -> NodeSolution:
     """Is some execution of the node in the clause? (LP relaxation, or exact MILP with `integer`)."""
+    if model.stepped:  # int8 staircases are not encoded: the LP would read them as the identity
+        return NodeSolution(CheckStatus.UNKNOWN, None)
     columns = _Columns()
     rows = _Rows()
     previous = columns.add(xl, xu)  # the columns of the previous layer's values; -1: the value is 0

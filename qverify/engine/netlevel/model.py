@@ -20,20 +20,31 @@ with W, b the implementation's constants read as reals (exact in float64: fixed-
   gamma_k = k u / (1 - k u), u the unit roundoff, eta half the smallest subnormal, provided nothing
   overflows (checked on the magnitude bound).
 
-What is not a dense ReLU/identity network in fixed point, float, double or half is refused with a
-reason (`unsupported_reason`) so that the caller falls back to the scalar path: int8 (the
-requantization table), convolutions and pools, sigmoid/tanh tables.
+- int8: the statement is exact, z = acc = W x + (bias - W z_in) on the input codes x (integers, the
+  int32 accumulator cannot overflow: `accumulator_bounds`), e = 0, and the activation is the
+  neuron's requantization staircase h = code(acc) (`staircase.Staircase`; every layer has one, the
+  last included: the outputs are codes). The model's unit is 1 (codes and accumulators are
+  integers: bounds settle to whole numbers as fixed point's words do); the unsafe set is read on
+  the output codes (`attack.atom_forms` rewrites the atoms over (code - zero) * scale).
+
+What is not a dense ReLU/identity network in fixed point, float, double, half or int8 is refused
+with a reason (`unsupported_reason`) so that the caller falls back to the scalar path:
+convolutions and pools, sigmoid/tanh tables, int8 in real arithmetic.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from qverify.engine.netquery import Arithmetic, NetworkQuery
 from qverify.network import Activation
-from qverify.quant import FixedFormat, FloatFormat, Overflow, QuantizedNetwork, Rounding
+from qverify.quant import FixedFormat, FloatFormat, Overflow, QuantizedLayer, QuantizedNetwork, Rounding
+
+if TYPE_CHECKING:  # staircase reads this module's constants
+    from qverify.engine.netlevel.staircase import Staircase
 
 U64 = 2.0**-53  # float64 unit roundoff: every bound computation below is charged with it
 TINY = 1e-290  # covers underflow in the float64 bound computations (far below every real margin)
@@ -53,8 +64,8 @@ def gamma(n: int, unit: float = U64) -> float:
 def unsupported_reason(query: NetworkQuery) -> str | None:
     """Why the network-level strategy cannot decide this query (None when it can)."""
     qnet = query.qnet
-    if qnet.is_int8:
-        return "netlevel: int8 requantization not supported"
+    if qnet.is_int8 and query.arithmetic is Arithmetic.REAL:
+        return "netlevel: int8 networks have no real-arithmetic reading"
     for index, layer in enumerate(qnet.layers, start=1):
         if not layer.is_dense:
             return (
@@ -67,13 +78,36 @@ def unsupported_reason(query: NetworkQuery) -> str | None:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class DenseLayer:
-    """One layer read as reals: weights (n_out, n_in), bias, ReLU or identity, non-zero weights."""
+    """One layer read as reals: weights (n_out, n_in), bias, ReLU or identity (or int8's
+    requantization staircase, `stairs`), non-zero weights."""
 
     weights: np.ndarray
     abs_weights: np.ndarray
     bias: np.ndarray
     relu: bool
     nonzero: np.ndarray  # (n_out, n_in): 1.0 where the weight is not zero, else 0.0
+    stairs: Staircase | None = None
+
+    @property
+    def relaxed(self) -> bool:
+        """Is the activation relaxed by linear bounds (ReLU or staircase), not the identity?"""
+        return self.relu or self.stairs is not None
+
+    def post_bounds(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The activation's range on pre-activation bounds [lo, hi] (monotone: its two ends)."""
+        if self.stairs is not None:
+            return self.stairs.code_bounds(lo, hi)
+        if self.relu:
+            return np.maximum(lo, 0.0), np.maximum(hi, 0.0)
+        return lo, hi
+
+    def open_neurons(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Neurons whose activation is not linear on [lo, hi] (unstable ReLUs, non-constant codes)."""
+        if self.stairs is not None:
+            return self.stairs.open(lo, hi)
+        if self.relu:
+            return (lo < 0) & (hi > 0)
+        return np.zeros(np.shape(lo), dtype=bool)
 
     @property
     def n_out(self) -> int:
@@ -103,7 +137,13 @@ class NetModel:
 
     @property
     def is_fixed(self) -> bool:
+        """Integer-valued implementation (fixed-point words, or int8 codes with unit 1)."""
         return self.unit > 0
+
+    @property
+    def stepped(self) -> bool:
+        """int8: the activations are requantization staircases (no LP encoding, no ReLU phases)."""
+        return any(layer.stairs is not None for layer in self.layers)
 
     @property
     def n_inputs(self) -> int:
@@ -154,6 +194,8 @@ class NetModel:
 def build_model(query: NetworkQuery) -> NetModel:
     """The query's network as `NetModel` (call `unsupported_reason` first)."""
     qnet = query.qnet
+    if qnet.is_int8:
+        return _int8_model(qnet)
     real = query.arithmetic is Arithmetic.REAL
     number = qnet.number
     unit = round_lo = round_hi = word_max = 0.0
@@ -199,4 +241,44 @@ def build_model(query: NetworkQuery) -> NetModel:
         float_u=float_u,
         float_eta=float_eta,
         float_max=float_max,
+    )
+
+
+def _int8_layer(layer: QuantizedLayer) -> DenseLayer:
+    """z = acc = W x + (bias - W z_in) on input codes x, exact integers in float64 (|acc| < 2^31),
+    and the requantization staircase of every neuron."""
+    from qverify.engine.netlevel.staircase import Staircase
+
+    tables = layer.int8
+    assert tables is not None and tables.table is not None
+    integer_weights = np.asarray(layer.weights, dtype=np.int64)
+    bias = np.asarray(layer.bias, dtype=np.int64) - integer_weights.sum(axis=1) * tables.input_zero
+    rows = tables.table
+    neuron_rows = layer.source.channel_of() if rows.shape[0] > 1 else np.zeros(layer.n_out, dtype=np.int64)  # type: ignore[union-attr]
+    weights = integer_weights.astype(np.float64)
+    return DenseLayer(
+        weights=weights,
+        abs_weights=np.abs(weights),
+        bias=bias.astype(np.float64),
+        relu=False,
+        nonzero=(weights != 0).astype(np.float64),
+        stairs=Staircase.of(rows, neuron_rows, tables.code.qmin, tables.code.qmax),
+    )
+
+
+def _int8_model(qnet: QuantizedNetwork) -> NetModel:
+    """int8: integer statements with no error term (the module docstring), unit 1, no overflow."""
+    return NetModel(
+        qnet=qnet,
+        layers=tuple(_int8_layer(layer) for layer in qnet.layers),
+        real=False,
+        unit=1.0,
+        round_lo=0.0,
+        round_hi=0.0,
+        wide=False,
+        word_max=float("inf"),  # int32 accumulators never overflow (`accumulator_bounds`)
+        detect=False,
+        float_u=0.0,
+        float_eta=0.0,
+        float_max=float("inf"),
     )

@@ -30,7 +30,8 @@ graph, cheapest step first:
    can close is abandoned and the answer is UNKNOWN.
 
 SAFE needs every node closed; UNSAFE needs one confirmed point. Scope: dense ReLU/identity networks
-in fixed point, float, double and half (`model.unsupported_reason` names what falls back).
+in fixed point, float, double, half and int8 (requantization staircases: bounds, input splitting
+and enumeration, no LP/MILP; `model.unsupported_reason` names what falls back).
 """
 
 from __future__ import annotations
@@ -452,6 +453,7 @@ class Search:
             and not bounds.overflow_possible
             and ((high_dimensional and self.lp_affordable(node)) or open_relus <= self.milp_open_relus)
             and self.options.enabled("milp")
+            and not model.stepped  # (int8's staircases have no LP encoding here)
         ):
             # low dimensions: nodes are cheap, the LP and MILP pay only with few open ReLUs; high
             # dimensions: the root and then nodes while the LPs' share of the time allows (see
@@ -596,7 +598,7 @@ class Search:
     def branch(
         self, node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority, scores=None
     ) -> NodeVerdict:
-        """The node's children: input halves (low dimensions, or once every ReLU phase is fixed;
+        """The node's children: input halves (low dimensions, int8, or once every ReLU phase is fixed;
         `scores` the inputs' split scores when the batch computed them) or the two phases of one
         ReLU."""
         model, qnet = self.model, self.query.qnet
@@ -605,7 +607,7 @@ class Search:
                 abandoned="netlevel: the bounds leave the query open and splitting is disabled"
             )
         atoms = [a for _, a in open_clauses if a is not None]
-        if model.n_inputs > INPUT_SPLIT_DIMENSIONS and atoms:
+        if model.n_inputs > INPUT_SPLIT_DIMENSIONS and atoms and not model.stepped:  # (int8: no ReLU phases)
             best = self.relu_to_split(node, bounds, lam_post, atoms)
             if best is not None:
                 k, j = best

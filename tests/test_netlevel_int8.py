@@ -1,0 +1,340 @@
+"""The network level on int8 networks (requantization staircases), and int8 harnesses lifted.
+
+Random small int8 models as a quantizer states them (`test_int8_oracle.random_int8_network`: int8 or
+uint8 codes, per-tensor or per-channel weights, ReLU clamps) in both requantization modes:
+- the staircase relaxation holds at every integer accumulator of its interval (checked exactly);
+- every layer's bounds (one box, and a batch of boxes) contain every simulated execution of the box;
+- `decide`'s verdicts agree with brute force (every input code of the box through `simulate`), and
+  every UNSAFE is an exact violation;
+- the codegen's own int8 harnesses are lifted to the query `query_for` builds: the same network and
+  tables, the same verdict on every input (and the compiled C's), atoms over the output codes; an
+  edited harness is declined; `check_file` decides them on the lifted path.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qverify.codegen import run_lines
+from qverify.engine import EngineOptions, EngineStatus, check_file
+from qverify.engine.lift import lift_file
+from qverify.engine.netlevel import decide
+from qverify.engine.netlevel.batch import batch_bounds
+from qverify.engine.netlevel.bounds import node_bounds
+from qverify.engine.netlevel.model import build_model, unsupported_reason
+from qverify.engine.netlevel.points import enumerate_box
+from qverify.engine.netquery import NO_VIOLATION, Arithmetic, NetworkQuery, query_for
+from qverify.engine.strategy import Recorder
+from qverify.errors import RangeError
+from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Relation
+from qverify.quant import (
+    ImplementationOptions,
+    Int8Format,
+    QuantizedNetwork,
+    RequantMode,
+    quantize_network,
+    simulate,
+)
+from tests.test_engine_oracle import seeded_instances
+from tests.test_int8_oracle import make_instance, random_int8_network
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS_C = ROOT / "models_c"
+MODES = (RequantMode.ONNXRUNTIME, RequantMode.TFLITE)
+
+
+def _int8_net(rng: np.random.Generator, sizes: tuple[int, ...], mode: RequantMode) -> QuantizedNetwork:
+    for _ in range(20):
+        try:
+            return quantize_network(random_int8_network(rng, sizes), ImplementationOptions(Int8Format(mode)))
+        except RangeError:  # an accumulator that could leave int32: draw again
+            continue
+    raise RuntimeError("no int8 network")
+
+
+def _code_box(rng: np.random.Generator, qnet: QuantizedNetwork, span: int) -> tuple[list[int], list[int]]:
+    code = qnet.input_quant.code
+    lo = [int(rng.integers(code.qmin, code.qmax - span + 1)) for _ in range(qnet.n_inputs)]
+    return lo, [a + span for a in lo]
+
+
+def _query(qnet: QuantizedNetwork, lo: list[int], hi: list[int], clauses: tuple[Clause, ...]) -> NetworkQuery:
+    """The query of the real box whose points quantize to exactly the codes [lo, hi]."""
+    quant = qnet.input_quant
+    box = Box(
+        tuple((a - quant.zero_point) * Fraction(quant.scale) for a in lo),
+        tuple((b - quant.zero_point) * Fraction(quant.scale) for b in hi),
+    )
+    query = query_for(qnet, Property("int8", (box,), OutputCondition(clauses)))
+    assert list(query.regions[0].lo) == lo and list(query.regions[0].hi) == hi
+    return query
+
+
+def _output_real(qnet: QuantizedNetwork, code: int) -> Fraction:
+    out = qnet.output_quant
+    return (code - out.zero_point) * Fraction(out.scale)
+
+
+def _truth(query: NetworkQuery) -> bool:
+    """Brute force: some input code of the box violates (outputs compared exactly: each distinct
+    output vector once)?"""
+    region = query.regions[0]
+    outputs = simulate(query.qnet, enumerate_box(query.qnet, region.lo, region.hi)).outputs
+    rows = np.unique(outputs, axis=0)
+    return any(query.unsafe.violated_clause_exact(query.qnet.output_reals(row)) != -1 for row in rows)
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)
+def test_staircase_relaxation_holds_at_every_accumulator(mode, rng):
+    """a acc + c <= code(acc) <= s acc + t at every integer of [L, U], exactly (a float64 slack
+    near 0 is re-checked in rationals), on wide intervals and on narrow ones around thresholds."""
+    checked = 0
+    for sizes in ((3, 6, 4), (2, 5, 3)):
+        qnet = _int8_net(rng, sizes, mode)
+        model = build_model(_query(qnet, *_code_box(rng, qnet, 1), ()))
+        for layer, source in zip(model.layers, qnet.layers):
+            stairs = layer.stairs
+            table = stairs.table
+            finite = table[(table > -(2.0**31)) & (table < 2.0**31 - 1)]
+            for _ in range(6):
+                centre = float(rng.choice(finite)) if finite.size else 0.0
+                width = float(rng.choice([3, 40, 600, 3000]))
+                lo = np.floor(centre - rng.uniform(0, width, layer.n_out))
+                hi = lo + np.floor(rng.uniform(0, width, layer.n_out))
+                a, c, s, t = stairs.relaxation(lo, hi)
+                for j in range(layer.n_out):
+                    acc = np.arange(lo[j], hi[j] + 1)
+                    codes = stairs.codes(np.broadcast_to(acc[:, None], (len(acc), layer.n_out)))[:, j]
+                    exact = simulate_codes(source, j, acc)
+                    assert np.array_equal(codes, exact)
+                    for slope, intercept, sign in ((a[j], c[j], 1), (s[j], t[j], -1)):
+                        gap = sign * (codes - (slope * acc + intercept))
+                        assert np.all(gap > -1e-6)
+                        for z, code in zip(acc[gap < 1e-6], codes[gap < 1e-6]):
+                            value = Fraction(slope) * int(z) + Fraction(intercept)
+                            assert sign * (Fraction(int(code)) - value) >= 0
+                    checked += len(acc)
+    assert checked > 10_000
+
+
+def simulate_codes(layer, neuron: int, acc: np.ndarray) -> np.ndarray:
+    """The codes the simulator's table gives the neuron's accumulators."""
+    from qverify.quant.affine import apply_thresholds
+
+    table = layer.int8.table
+    row = table[neuron if table.shape[0] > 1 else 0]
+    return apply_thresholds(acc.astype(np.int64)[:, None], row[None, :], layer.int8.code.qmin)[:, 0]
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)
+def test_int8_bounds_contain_every_execution(mode, rng):
+    """node_bounds and batch_bounds over code boxes contain every simulated accumulator and code."""
+    for sizes, span in (((3, 6, 6, 3), 12), ((2, 5, 4, 2), 60)):
+        for _ in range(3):
+            qnet = _int8_net(rng, sizes, mode)
+            boxes = [_code_box(rng, qnet, span) for _ in range(3)]
+            model = build_model(_query(qnet, *boxes[0], ()))
+            xl = np.array([lo for lo, _ in boxes], dtype=np.float64)
+            xu = np.array([hi for _, hi in boxes], dtype=np.float64)
+            batch = batch_bounds(model, xl, xu, None, None)
+            assert not batch.fallback.any() and not batch.empty.any()
+            for b, (lo, hi) in enumerate(boxes):
+                grid = enumerate_box(qnet, np.array(lo), np.array(hi))
+                run = simulate(qnet, grid, trace=True)
+                phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
+                single = node_bounds(model, xl[b], xu[b], phases)
+                h = grid.astype(np.float64)
+                for k, layer in enumerate(model.layers):
+                    acc = h @ layer.weights.T + layer.bias
+                    codes = run.layers[k].post.astype(np.float64)
+                    assert np.array_equal(layer.stairs.codes(acc), codes)
+                    for pre_lo, pre_hi, post in (
+                        (single.pre_lo[k], single.pre_hi[k], single.post(model, k)),
+                        (batch.pre_lo[k][b], batch.pre_hi[k][b], batch.box(b).post(model, k)),
+                    ):
+                        assert np.all(acc >= pre_lo) and np.all(acc <= pre_hi)
+                        assert np.all(codes >= post[0]) and np.all(codes <= post[1])
+                    h = codes
+
+
+def _decide(query: NetworkQuery, timeout: float = 30.0):
+    return decide(query, EngineOptions(timeout_s=timeout), time.monotonic() + timeout, Recorder())
+
+
+def _verdict_cases(rng: np.random.Generator, count: int):
+    """Queries around the true maximum of output 0 (at it: UNSAFE; one code above: SAFE), and
+    robustness-style clauses (Y_k > Y_label), on boxes with more inputs than one enumeration."""
+    # (10 inputs: more than input splitting's batched range, still input splitting for int8)
+    shapes = (((2, 5, 3), 255), ((3, 6, 6, 2), 30), ((4, 8, 8, 3), 12), ((10, 8, 3), 2))
+    for index in range(count):
+        sizes, span = shapes[index % len(shapes)]
+        qnet = _int8_net(rng, sizes, MODES[(index // len(shapes)) % 2])
+        lo, hi = _code_box(rng, qnet, span)
+        grid = enumerate_box(qnet, np.array(lo), np.array(hi))
+        outputs = simulate(qnet, grid).outputs
+        top = int(outputs[:, 0].max())
+        for offset in (0, 1):
+            threshold = _output_real(qnet, top + offset)
+            yield _query(qnet, lo, hi, (Clause((Atom(((0, Fraction(1)),), -threshold, Relation.GE),)),))
+        label = int(np.argmax(outputs[len(outputs) // 2]))
+        clauses = tuple(
+            Clause((Atom(((k, Fraction(1)), (label, Fraction(-1))), Fraction(0), Relation.GT),))
+            for k in range(qnet.n_outputs)
+            if k != label
+        )
+        yield _query(qnet, lo, hi, clauses)
+
+
+def _check_verdicts(rng: np.random.Generator, count: int) -> None:
+    wrong, split, verdicts = [], 0, set()
+    for query in _verdict_cases(rng, count):
+        assert unsupported_reason(query) is None
+        result = _decide(query)
+        assert result.status is not EngineStatus.UNKNOWN, result.reason
+        verdicts.add(result.status)
+        split += result.counts.get("netlevel.nodes", 0) > 1
+        if (result.status is EngineStatus.UNSAFE) != _truth(query):
+            wrong.append((query.unsafe.clauses[0].text(), result))
+        if result.status is EngineStatus.UNSAFE:
+            assert query.violation(np.array(result.counterexample)) != NO_VIOLATION
+    assert not wrong
+    assert verdicts == {EngineStatus.SAFE, EngineStatus.UNSAFE}
+    assert split > 0  # some verdicts needed the branch and bound
+
+
+def test_int8_verdicts_agree_with_brute_force(rng):
+    _check_verdicts(rng, 8)
+
+
+@pytest.mark.slow
+def test_int8_verdicts_agree_with_brute_force_more(rng):
+    _check_verdicts(np.random.default_rng(99), 60)
+
+
+def test_int8_in_real_arithmetic_is_declined(rng):
+    qnet = _int8_net(rng, (2, 3, 2), RequantMode.ONNXRUNTIME)
+    query = _query(qnet, *_code_box(rng, qnet, 4), ())
+    real = NetworkQuery(qnet, query.regions, query.unsafe, Arithmetic.REAL)
+    assert "int8" in unsupported_reason(real)
+
+
+# ------------------------------------------------------------------ lifted harnesses
+
+needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+LIFT_SEEDS = range(6)
+
+
+@pytest.fixture(scope="module")
+def harnesses(tmp_path_factory):
+    return seeded_instances(tmp_path_factory.mktemp("int8-lift"), make_instance)
+
+
+def _codes_sample(query: NetworkQuery, rng: np.random.Generator, n: int) -> np.ndarray:
+    """Input codes in the box (most) and anywhere in the code range."""
+    code = query.qnet.input_quant.code
+    region = query.regions[0]
+    inside = rng.integers(region.lo, region.hi + 1, size=(n, query.n_inputs))
+    anywhere = rng.integers(code.qmin, code.qmax + 1, size=(n // 4, query.n_inputs))
+    return np.vstack([inside, anywhere, region.lo[None], region.hi[None]])
+
+
+@needs_gcc
+@pytest.mark.parametrize("seed", LIFT_SEEDS)
+@pytest.mark.parametrize("annotated", [False, True], ids=["plain", "invariants"])
+def test_lifted_int8_harness_is_the_codegen_query(harnesses, seed, annotated, rng):
+    instance = harnesses(seed)
+    lifted = lift_file(instance.annotated if annotated else instance.harness, [MODELS_C])
+    assert lifted.lifted, lifted.reason
+    query = lifted.query
+    expected = query_for(instance.qnet, instance.prop)
+    qnet, original = query.qnet, expected.qnet
+    assert qnet.input_quant.code is original.input_quant.code
+    for mine, theirs in zip(qnet.layers, original.layers, strict=True):
+        assert np.array_equal(mine.weights, theirs.weights) and np.array_equal(mine.bias, theirs.bias)
+        assert np.array_equal(mine.int8.table, theirs.int8.table)
+        assert mine.int8.input_zero == theirs.int8.input_zero
+    assert [(r.lo.tolist(), r.hi.tolist()) for r in query.regions] == [
+        (r.lo.tolist(), r.hi.tolist()) for r in expected.regions
+    ]
+    assert (query.invariants is not None) == annotated
+    x = _codes_sample(query, rng, 120)
+    assert np.array_equal(simulate(qnet, x).outputs, simulate(original, x).outputs)
+    mine = [query.violation(row) for row in x]
+    assert mine == [expected.violation(row) for row in x]
+    lines = run_lines(instance.executable, [" ".join(map(str, row)) for row in x])
+    for row, outcome, line in zip(x, mine, lines):
+        inside = bool(np.all((row >= query.regions[0].lo) & (row <= query.regions[0].hi)))
+        if not inside:
+            assert line == "ASSUME-FAILED"
+        elif outcome == NO_VIOLATION:
+            assert line == "HOLDS"
+        else:
+            assert line == f"VIOLATED {query.violation_message(outcome)}"
+
+
+@needs_gcc
+@pytest.mark.parametrize("seed", LIFT_SEEDS)
+def test_int8_harnesses_are_decided_on_the_lifted_path(harnesses, seed):
+    """check_file lifts the harness and the network level decides it (the verdicts themselves are
+    the brute-force oracle's, tests/test_int8_oracle.py)."""
+    instance = harnesses(seed)
+    result = check_file(instance.harness, [MODELS_C], EngineOptions(timeout_s=60))
+    assert result.counts.get("front_end") == 1, result.notes
+    assert result.decided_by.startswith("netlevel"), (result.decided_by, result.notes)
+    assert result.status.value == instance.truth
+
+
+@needs_gcc
+@pytest.mark.parametrize(
+    ("old", "new", "reason"),
+    [
+        ("qv_requant(acc, qv_t1[", "qv_requant(acc + 1, qv_t1[", "qv_requant"),
+        ("((int32_t)x[i] - ", "((int32_t)x[0] - ", "IN[i]"),
+        ("(qv_num)(", "(int8_t)(", "cast to qv_num"),
+        ("int32_t acc = qv_b1[j];", "int32_t acc = qv_b1[0];", "B[j]"),
+    ],
+)
+def test_edited_int8_harness_falls_back(harnesses, old, new, reason, tmp_path):
+    instance = harnesses(0)
+    text = instance.harness.read_text()
+    assert old in text
+    edited = tmp_path / "harness.c"
+    edited.write_text(text.replace(old, new, 1))
+    result = lift_file(edited, [MODELS_C])
+    assert not result.lifted and reason in result.reason, result.reason
+
+
+@needs_gcc
+def test_unsorted_int8_table_falls_back(harnesses, tmp_path):
+    instance = harnesses(0)
+    text = instance.harness.read_text()
+    table = text.index("static const int32_t qv_t1")
+    start = text.index("{", text.index("{", table) + 1) + 1
+    end = text.index("}", start)
+    values = [part.strip() for part in text[start:end].split(",")]
+    assert len(set(values)) > 1
+    edited = tmp_path / "harness.c"
+    edited.write_text(text[:start] + ", ".join(reversed(values)) + text[end:])
+    result = lift_file(edited, [MODELS_C])
+    assert not result.lifted and "not sorted" in result.reason, result.reason
+
+
+@needs_gcc
+def test_int8_cnn_harness_falls_back(tmp_path):
+    """int8 convolutions are left to the scalar path, with the reason."""
+    from qverify.codegen import render_harness
+    from qverify.io import load_network
+    from qverify.properties import robustness
+
+    net = load_network(ROOT / "benchmarks" / "digits-cnn" / "digits_cnn.int8.onnx")
+    qnet = quantize_network(net, ImplementationOptions(Int8Format()))
+    center = np.full(qnet.n_inputs, 0.5)
+    harness = render_harness(qnet, robustness(center, 0.05, 0, qnet.n_outputs)).write(tmp_path)
+    result = lift_file(harness, [MODELS_C])
+    assert not result.lifted and "int8 convolutions and pools" in result.reason, result.reason
