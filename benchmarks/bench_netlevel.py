@@ -181,7 +181,7 @@ class Distance:
     attack_margin: float  # the smallest unsafe margin a per-clause PGD reached (<= 0: a violation in reals)
 
 
-def distance(instance: Instance, mode: str, steps: int = 300, restarts: int = 64) -> Distance:
+def distance(instance: Instance, mode: str, steps: int = 200, restarts: int = 16) -> Distance:
     """The root bounds as the network level computes them (DeepPoly, alpha-CROWN on every hidden
     layer's bounds, alpha-CROWN on the atoms) and a long PGD per unsafe clause on the float64
     surrogate (restarts from the centre and random points): the two sides of the gap a branch
