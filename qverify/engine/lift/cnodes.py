@@ -93,6 +93,23 @@ def index_ref(node: c_ast.Node) -> tuple[str, list[c_ast.Node]] | None:
     return node.name, indices[::-1]
 
 
+def indexed_by(node: c_ast.Node, *indices: str) -> str | None:
+    """The array `a` of `a[i1][i2]...` whose subscripts are exactly the identifiers `indices`, or None."""
+    ref = index_ref(node)
+    if ref is None or len(ref[1]) != len(indices):
+        return None
+    if not all(is_id(subscript, index) for subscript, index in zip(ref[1], indices)):
+        return None
+    return ref[0]
+
+
+def cast_operand(node: c_ast.Node, names: tuple[tuple[str, ...], ...]) -> c_ast.Node | None:
+    """The operand of `(T)e` when T's type names are one of `names`, else None."""
+    if isinstance(node, c_ast.Cast) and type_names(node.to_type) in names:
+        return node.expr
+    return None
+
+
 def call(node: c_ast.Node, name: str | None = None) -> tuple[str, list[c_ast.Node]] | None:
     """`f(args)` as (f, args), or None."""
     if not isinstance(node, c_ast.FuncCall) or not isinstance(node.name, c_ast.ID):

@@ -35,7 +35,16 @@ from pathlib import Path
 import numpy as np
 from pycparser import c_ast
 
-from qverify.engine.lift.cnodes import call, fail, index_ref, integer_constant, is_id, statements, type_names
+from qverify.engine.lift.cnodes import (
+    call,
+    cast_operand,
+    fail,
+    index_ref,
+    indexed_by,
+    integer_constant,
+    is_id,
+    statements,
+)
 from qverify.engine.lift.errors import NotRecognised
 from qverify.engine.lift.layers import bounds_assume, counted_loop, fresh, local_decl
 from qverify.errors import InputError, RangeError
@@ -72,17 +81,11 @@ class Int8Loop:
         return (self.weights, self.bias, self.table, *(self.pre_bounds or ()), *(self.out_bounds or ()))
 
 
-def _is_int32_cast(node: c_ast.Node) -> c_ast.Node | None:
-    if isinstance(node, c_ast.Cast) and type_names(node.to_type) in INT32:
-        return node.expr
-    return None
-
-
 def _row_ref(node: c_ast.Node, j: str, what: str) -> str:
-    ref = index_ref(node)
-    if ref is None or len(ref[1]) != 1 or not is_id(ref[1][0], j):
+    name = indexed_by(node, j)
+    if name is None:
         raise fail(node, f"expected {what}[j]")
-    return ref[0]
+    return name
 
 
 def _product(step: c_ast.Node, acc: str, j: str, i: str) -> tuple[str, str, int]:
@@ -92,19 +95,19 @@ def _product(step: c_ast.Node, acc: str, j: str, i: str) -> tuple[str, str, int]
     product = step.rvalue
     if not (isinstance(product, c_ast.BinaryOp) and product.op == "*"):
         raise fail(step, "expected (int32_t)W[j][i] * ((int32_t)IN[i] - Z)")
-    weight = _is_int32_cast(product.left)
-    w = index_ref(weight) if weight is not None else None
-    if w is None or len(w[1]) != 2 or not is_id(w[1][0], j) or not is_id(w[1][1], i):
+    weight = cast_operand(product.left, INT32)
+    w = indexed_by(weight, j, i) if weight is not None else None
+    if w is None:
         raise fail(product, "the product's left operand is not (int32_t)W[j][i]")
     difference = product.right
     if not (isinstance(difference, c_ast.BinaryOp) and difference.op == "-"):
         raise fail(product, "the product's right operand is not ((int32_t)IN[i] - Z)")
-    value = _is_int32_cast(difference.left)
-    x = index_ref(value) if value is not None else None
+    value = cast_operand(difference.left, INT32)
+    x = indexed_by(value, i) if value is not None else None
     zero = integer_constant(difference.right)
-    if x is None or len(x[1]) != 1 or not is_id(x[1][0], i) or zero is None:
+    if x is None or zero is None:
         raise fail(product, "the product's right operand is not ((int32_t)IN[i] - Z), Z a constant")
-    return w[0], x[0], zero
+    return w, x, zero
 
 
 def _requant_store(store: c_ast.Node, j: str, acc: str) -> tuple[str, int, str, bool]:
@@ -112,10 +115,9 @@ def _requant_store(store: c_ast.Node, j: str, acc: str) -> tuple[str, int, str, 
     if not (isinstance(store, c_ast.Assignment) and store.op == "="):
         raise fail(store, "expected OUT[j] = (qv_num)(QMIN + qv_requant(acc, T[j]))")
     output = _row_ref(store.lvalue, j, "OUT")
-    value = store.rvalue
-    if not (isinstance(value, c_ast.Cast) and type_names(value.to_type) == ("qv_num",)):
+    total = cast_operand(store.rvalue, (("qv_num",),))
+    if total is None:
         raise fail(store, "the stored code is not cast to qv_num")
-    total = value.expr
     if not (isinstance(total, c_ast.BinaryOp) and total.op == "+"):
         raise fail(store, "the stored code is not QMIN + qv_requant(acc, T[j])")
     qmin = integer_constant(total.left)

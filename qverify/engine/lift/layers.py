@@ -25,10 +25,12 @@ from pycparser import c_ast
 
 from qverify.engine.lift.cnodes import (
     call,
+    cast_operand,
     conjuncts,
     fail,
     id_name,
     index_ref,
+    indexed_by,
     integer_constant,
     is_id,
     statements,
@@ -104,10 +106,10 @@ class MacReader:
         return value
 
     def bias_ref(self, node: c_ast.Node) -> bool:
-        ref = index_ref(node)
-        if ref is None or len(ref[1]) != 1 or not is_id(ref[1][0], self.j):
+        name = indexed_by(node, self.j)
+        if name is None:
             return False
-        self._same("bias", ref[0], node)
+        self._same("bias", name, node)
         return True
 
     def product(self, weight: c_ast.Node, value: c_ast.Node) -> Term:
@@ -120,11 +122,6 @@ class MacReader:
         self._same("weights", w[0], weight)
         self._same("input", x[0], value)
         return ("*", k)
-
-    def _cast_to(self, node: c_ast.Node, names: tuple[tuple[str, ...], ...]) -> c_ast.Node | None:
-        if isinstance(node, c_ast.Cast) and type_names(node.to_type) in names:
-            return node.expr
-        return None
 
     def term(self, node: c_ast.Node) -> Term:
         kind = self.arith.kind
@@ -140,7 +137,7 @@ class MacReader:
                 return "b"
             raise fail(node, "expected fxp_add, fxp_mult or the bias")
         if kind == "half":
-            inner = self._cast_to(node, (("qv_num",),))
+            inner = cast_operand(node, (("qv_num",),))
             if inner is None:
                 if self.bias_ref(node):
                     return "b"
@@ -150,7 +147,7 @@ class MacReader:
             return ("+", self.term(node.left), self.term(node.right))
         if isinstance(node, c_ast.BinaryOp) and node.op == "*":
             if kind == "wide":
-                weight = self._cast_to(node.left, INT64_NAMES)
+                weight = cast_operand(node.left, INT64_NAMES)
                 if weight is not None and self._is_one(node.right) and self.bias_ref(weight):
                     return "b"
                 if weight is not None:
@@ -167,7 +164,7 @@ class MacReader:
         """FXP_ONE as fxp.h expands it: ((int64_t)1 << QV_L)."""
         if not (isinstance(node, c_ast.BinaryOp) and node.op == "<<"):
             return False
-        one = self._cast_to(node.left, INT64_NAMES)
+        one = cast_operand(node.left, INT64_NAMES)
         return (
             one is not None
             and integer_constant(one) == 1
