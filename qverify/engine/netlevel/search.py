@@ -288,12 +288,7 @@ class Search:
                 )
             if bounds is None:
                 return NodeVerdict(closed=True)
-            lower, lam_input, lam_post, offset = self.atom_bounds(bounds, xl, xu)
-            if node.inherited_lower is not None:
-                lower = np.maximum(lower, node.inherited_lower)
-            refuted = self.refuted_clauses(lower[None], lam_input[None], offset[None], xl[None], xu[None])[0]
-            if node.inherited_refuted is not None:
-                refuted |= node.inherited_refuted
+            lower, lam_input, lam_post, refuted = self.node_atoms(node, bounds, xl, xu)
             if node.parent is None and self.intermediate_alpha_steps and not refuted.all():
                 # the root of ReLU splitting: every node inherits its intermediate bounds
                 with self.rec.timer("netlevel.intermediate_alpha"):
@@ -309,14 +304,22 @@ class Search:
                     )
                 if bounds is None:
                     return NodeVerdict(closed=True)
-                lower, lam_input, lam_post, offset = self.atom_bounds(bounds, xl, xu)
-                refuted = self.refuted_clauses(
-                    lower[None], lam_input[None], offset[None], xl[None], xu[None]
-                )[0]
+                lower, lam_input, lam_post, refuted = self.node_atoms(node, bounds, xl, xu)
         verdict = self.conclude(node, bounds, xl, xu, lower, lam_input, lam_post, refuted)
         for child in verdict.children:
             child.inherited_lower, child.inherited_refuted = lower, refuted
         return verdict
+
+    def node_atoms(self, node: Node, bounds: Bounds, xl: np.ndarray, xu: np.ndarray):
+        """(lower, lam_input, lam_post, refuted) of one node: its atoms' bounds (`atom_bounds`, no
+        lower than its parent's) and the clauses they refute, with its parent's refuted ones."""
+        lower, lam_input, lam_post, offset = self.atom_bounds(bounds, xl, xu)
+        if node.inherited_lower is not None:
+            lower = np.maximum(lower, node.inherited_lower)
+        refuted = self.refuted_clauses(lower[None], lam_input[None], offset[None], xl[None], xu[None])[0]
+        if node.inherited_refuted is not None:
+            refuted |= node.inherited_refuted
+        return lower, lam_input, lam_post, refuted
 
     def process_many(self, nodes: list[Node]) -> list[NodeVerdict]:
         """Input splitting: the nodes' bounds in one batch (`batch.batch_bounds`), then each node's
