@@ -44,6 +44,9 @@ sys.path.insert(0, str(ROOT))
 import itertools
 
 from qverify.engine.netlevel import decide
+from qverify.engine.netlevel.attack import atom_forms, unsafe_loss
+from qverify.engine.netlevel.bounds import backsubstitute, node_bounds, optimised_bound, tighten_intermediate
+from qverify.engine.netlevel.search import Search
 from qverify.engine.netquery import Arithmetic, NetworkQuery, query_for
 from qverify.engine.result import EngineOptions
 from qverify.engine.strategy import Recorder
@@ -186,15 +189,6 @@ def distance(instance: Instance, mode: str, steps: int = 200, restarts: int = 16
     layer's bounds, alpha-CROWN on the atoms) and a long PGD per unsafe clause on the float64
     surrogate (restarts from the centre and random points): the two sides of the gap a branch
     and bound has to close."""
-    from qverify.engine.netlevel.attack import atom_forms, unsafe_loss
-    from qverify.engine.netlevel.bounds import (
-        backsubstitute,
-        node_bounds,
-        optimised_bound,
-        tighten_intermediate,
-    )
-    from qverify.engine.netlevel.search import Search
-
     query = build_query(instance, mode)
     search = Search(query, EngineOptions(), time.monotonic() + 3600, Recorder())
     model, region = search.model, query.regions[0]
