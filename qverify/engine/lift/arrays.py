@@ -11,6 +11,12 @@ expression `(-2147483647 - 1)` the codegen writes) or C99 hexadecimal floating l
 exact doubles; braces that nest exactly as the declared shape (no brace elision, no partial
 initialisation); as many literals as the shape holds. Anything else is `NotRecognised` (the caller
 then uses the scalar front end, which reads every C initialiser).
+
+The way back, `initialiser`, makes of an array read here the initialiser pycparser would have made
+of its text (the same values, types and nesting; hexadecimal literals written in Python's canonical
+form): when the lifter declines a harness it has parsed, the scalar front end takes the skeleton's
+tree with these initialisers instead of parsing the whole file again (a lookup table's thousand
+literals were most of a small query's parse).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from pycparser import c_ast
 
 from qverify.engine.lift.errors import NotRecognised
 from qverify.input_limits import check_tensor
@@ -159,3 +166,33 @@ def extract_arrays(text: str, filename: str) -> Extraction:
         position = end
     pieces.append(text[position:])
     return Extraction("".join(pieces), arrays)
+
+
+INT32_MIN = -(2**31)
+
+
+def _literal(value: float, integer: bool, suffixed: bool, coord: c_ast.Coord | None) -> c_ast.Node:
+    """pycparser's node of one literal as the codegen writes it (a minus is a unary operator)."""
+    if integer:
+        if value == INT32_MIN:  # `(-2147483647 - 1)`
+            minimum = c_ast.UnaryOp("-", c_ast.Constant("int", "2147483647", coord), coord)
+            return c_ast.BinaryOp("-", minimum, c_ast.Constant("int", "1", coord), coord)
+        magnitude, negative = str(abs(int(value))), value < 0
+        constant = c_ast.Constant("int", magnitude, coord)
+    else:
+        negative = math.copysign(1.0, value) < 0  # -0.0 is written with its minus
+        text = float.hex(abs(float(value))) + ("f" if suffixed else "")
+        constant = c_ast.Constant("float" if suffixed else "double", text, coord)
+    return c_ast.UnaryOp("-", constant, coord) if negative else constant
+
+
+def initialiser(array: ConstArray, coord: c_ast.Coord | None) -> c_ast.InitList:
+    """The fully braced initialiser of `array` as pycparser's nodes (`coord` on each)."""
+
+    def braced(values: np.ndarray) -> c_ast.InitList:
+        if values.ndim == 1:
+            items = [_literal(value, array.integer, array.suffixed, coord) for value in values.tolist()]
+            return c_ast.InitList(items, coord)
+        return c_ast.InitList([braced(row) for row in values], coord)
+
+    return braced(array.values)
