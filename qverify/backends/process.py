@@ -193,9 +193,10 @@ def watch(watched: Watched, limits: Limits, start: float) -> tuple[float, bool, 
         watched.wait_ended(POLL_S)
         return 0.0, False, False
     peak = 0.0
-    members: list[psutil.Process] = []
+    members = [process]  # its children are listed from the MEMBERS_EVERY-th poll on (a small
+    # query, answered before, should not pay for a listing of every process of the machine)
     for poll in itertools.count():
-        if poll % MEMBERS_EVERY == 0:
+        if poll and poll % MEMBERS_EVERY == 0:
             members = _group_members(process)
         peak = max(peak, _rss_mb(members))
         if peak > limits.memory_mb:

@@ -21,7 +21,7 @@ from qverify.errors import InputError, InterruptedRunError, QverifyError
 from qverify.suites.executors import Executor
 from qverify.suites.html_report import write_summary_html
 from qverify.suites.journal import FolderLock, Journal
-from qverify.suites.report import write_plots, write_results, write_summary
+from qverify.suites.report import cactus_png, preload_plotting, write_plots, write_results, write_summary
 from qverify.suites.suite_file import Suite
 from qverify.suites.tasks import TaskSpec, expand, run_task
 from qverify.verification import VerifyOptions
@@ -131,6 +131,8 @@ def _run_locked(
         done = {entry["key"]: entry for entry in journal.resume()}
     specs = expand(suite, formats, options, timeout_s, formats_given)
     todo = [spec for spec in specs if spec.key not in done]
+    if todo:
+        preload_plotting()
     counts = Counter(entry["record"]["status"] for key, entry in done.items())
     bar = tqdm(
         total=len(specs),
@@ -168,6 +170,7 @@ def _run_locked(
         f"options: `{options.key()}`, executor {executor.name}",
     ]
     summary = write_summary(entries, formats, out, header)
-    write_summary_html(entries, formats, out, header)
-    write_plots(entries, out)
+    cactus = cactus_png(entries)
+    write_summary_html(entries, formats, out, header, cactus)
+    write_plots(entries, out, cactus)
     return SuiteRunResult(out, summary, entries, len(todo))
