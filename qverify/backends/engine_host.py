@@ -153,7 +153,8 @@ class EngineHost:
         task: _Task | None = None
         try:
             self.wait_ready(limits.timeout_s)
-            started = self._lines.read(max(0.0, limits.timeout_s - (time.monotonic() - start)))
+            waited = time.monotonic() - start
+            started = self._lines.read(max(0.0, limits.timeout_s - waited))
             if started is None:
                 if self._lines.ended:
                     raise HostEnded(self._stderr_tail())
@@ -170,7 +171,7 @@ class EngineHost:
         stdout, stderr = _read(out), _read(err)
         if task.host_ended:
             stderr += f"\nthe engine host ended during the task: {self._stderr_tail()}"
-        return outcome_of(task.returncode, stdout, stderr, start, watched, limits, task.cpu_s)
+        return outcome_of(task.returncode, stdout, stderr, start, watched, limits, task.cpu_s, waited)
 
     def close(self, kill: bool = False) -> None:
         """End the host (a task it still runs dies with it), at once with `kill`, else when it
@@ -242,6 +243,12 @@ def acquire() -> EngineHost:
         host = EngineHost()
         _every.append(host)
         return host
+
+
+def prewarm() -> None:
+    """Have an idle host ready (started now if there is none): a caller about to run tasks in this
+    process lets the host import the engine while it reads its inputs."""
+    release(acquire())
 
 
 def release(host: EngineHost) -> None:

@@ -123,8 +123,16 @@ class InternalBackend(Backend):
         )
 
     def _from_engine(self, data: dict, outcome: ProcessOutcome) -> Verdict:
-        """The engine's JSON result (its fields are those of a Verdict) as this back end's verdict."""
+        """The engine's JSON result (its fields are those of a Verdict) as this back end's verdict,
+        with `host` in its times: the wait for the engine host's imports (0 on a warm host)."""
+        times = {**data.get("times_s", {}), "host": outcome.startup_s}
         verdict = Verdict.from_json(
-            {**data, "backend": self.name, "peak_memory_mb": outcome.peak_memory_mb, "cpu_s": outcome.cpu_s}
+            {
+                **data,
+                "backend": self.name,
+                "times_s": times,
+                "peak_memory_mb": outcome.peak_memory_mb,
+                "cpu_s": outcome.cpu_s,
+            }
         )
         return replace(verdict, solver=verdict.solver or self.options.solver)

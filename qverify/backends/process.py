@@ -53,6 +53,7 @@ class ProcessOutcome:
     memory_exceeded: bool
     limits: Limits
     cpu_s: float = 0.0  # user + system seconds of the child and of the children it waited for
+    startup_s: float = 0.0  # of wall_s, the wait for a warm engine host still importing the engine
 
     @property
     def limit_reason(self) -> str:
@@ -216,6 +217,7 @@ def outcome_of(
     watched: tuple[float, bool, bool],
     limits: Limits,
     cpu_s: float,
+    startup_s: float = 0.0,
 ) -> ProcessOutcome:
     """The finished (or killed) process's outcome; `watched` is what `watch` returned."""
     peak, timed_out, memory_exceeded = watched
@@ -232,6 +234,7 @@ def outcome_of(
         memory_exceeded,
         limits,
         round(cpu_s, 6),
+        round(startup_s, 6),
     )
 
 

@@ -142,6 +142,33 @@ def _counts_table(entries: Sequence[dict[str, Any]], formats: Sequence[str]) -> 
     return lines
 
 
+# the stages of a task's record (times_s) that the time table sums, in pipeline order
+TIME_STAGES = (
+    ("quantize", "quantize"),
+    ("invariants", "invariants"),
+    ("codegen", "codegen (harness C)"),
+    ("backend.host", "back end start-up: the engine host's imports (once per host)"),
+    ("backend.startup", "back end start-up, all (process, imports, answer)"),
+    ("backend.total", "back end's own work (the engine's reasoning)"),
+    ("replay", "replay of counterexamples (gcc, simulator)"),
+    ("total", "tasks, whole"),
+)
+
+
+def _time_table(entries: Sequence[dict[str, Any]]) -> list[str]:
+    """Where the tasks' time went, summed over the tasks (wall seconds, and the back end's CPU)."""
+    records = [e["record"] for e in entries]
+    lines = ["| stage | seconds, summed over the tasks | share of the tasks' time |", "|---|---:|---:|"]
+    whole = sum(r.get("times_s", {}).get("total", 0.0) for r in records)
+    for key, name in TIME_STAGES:
+        seconds = sum(r.get("times_s", {}).get(key, 0.0) for r in records)
+        share = f"{100 * seconds / whole:.0f} %" if whole > 0 else "-"
+        lines.append(f"| {name} | {seconds:.2f} | {share} |")
+    cpu = sum((r.get("verdict") or {}).get("cpu_s", 0.0) for r in records)
+    lines.append(f"| back end processes' CPU (user + system) | {cpu:.2f} | |")
+    return lines
+
+
 def _outcome_table(entries: Sequence[dict[str, Any]], formats: Sequence[str]) -> list[str]:
     lines = ["| property | " + " | ".join(formats) + " |", "|---|" + "---|" * len(formats)]
     for task, cells in outcome_rows(entries, formats):
@@ -160,6 +187,10 @@ def write_summary(
         "## Counts per suite and format",
         "",
         *_counts_table(entries, formats),
+        "",
+        "## Where the time went",
+        "",
+        *_time_table(entries),
         "",
         "## Outcome per property and format",
         "",

@@ -15,10 +15,11 @@ from typing import Any
 from tqdm import tqdm
 
 from qverify import __version__
+from qverify.backends import engine_host
 from qverify.counterexample import AdversarialExample
 from qverify.counterexample.picture import write_example_png
 from qverify.errors import InputError, InterruptedRunError, QverifyError
-from qverify.suites.executors import Executor
+from qverify.suites.executors import Executor, InProcessExecutor
 from qverify.suites.html_report import write_summary_html
 from qverify.suites.journal import FolderLock, Journal
 from qverify.suites.report import cactus_png, preload_plotting, write_plots, write_results, write_summary
@@ -133,6 +134,8 @@ def _run_locked(
     todo = [spec for spec in specs if spec.key not in done]
     if todo:
         preload_plotting()
+        if options.backend == "internal" and executor.name == InProcessExecutor.name:
+            engine_host.prewarm()  # the engine's imports beside this process's first task's work
     counts = Counter(entry["record"]["status"] for key, entry in done.items())
     bar = tqdm(
         total=len(specs),
