@@ -24,14 +24,14 @@ int main(void) {
   return 0;
 }
 """
-# a 5,000,000-cell array: the engine's symbolic memory of it grows by hundreds of MB
+# a 20,000,000-cell array: more memory than the task may have
 HUNGRY = """int nondet_int(void);
 void __ESBMC_assume(int cond);
 void __ESBMC_assert(int cond, const char *message);
-int a[5000000];
+int a[20000000];
 int main(void) {
   int i = nondet_int();
-  __ESBMC_assume(i >= 0 && i < 5000000);
+  __ESBMC_assume(i >= 0 && i < 20000000);
   __ESBMC_assert(a[i] == 0, "a[i] is 0");
   return 0;
 }

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from qverify.backends.base import Limits
-from qverify.backends.process import ProcessOutcome, kill_group, outcome_of, watch
+from qverify.backends.process import ProcessOutcome, address_space_bytes, kill_group, outcome_of, watch
 from qverify.errors import InternalError
 from qverify.interrupts import child_dies_with_us
 
@@ -141,7 +141,7 @@ class EngineHost:
             "argv": list(argv),
             "cwd": os.getcwd(),
             "env": dict(os.environ),
-            "memory_mb": limits.memory_mb,
+            "address_space": address_space_bytes(limits.memory_mb),
             "out": str(out),
             "err": str(err),
         }

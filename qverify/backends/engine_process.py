@@ -7,7 +7,7 @@ from the same state as every other task (the host itself never runs a task, and 
 can reach it or the next one). Its parent (`qverify.backends.engine_host.EngineHost`) writes one
 JSON line per task on stdin:
 
-    {"argv": [...], "cwd": ..., "env": {...}, "memory_mb": N, "out": PATH, "err": PATH}
+    {"argv": [...], "cwd": ..., "env": {...}, "address_space": BYTES, "out": PATH, "err": PATH}
 
 and the host says `ready` on stdout once it has imported the engine; then it answers each task
 with `started PID` once the task's process exists, and
@@ -33,7 +33,6 @@ import signal
 import sys
 import traceback
 
-from qverify.backends.process import address_space_bytes
 from qverify.interrupts import die_with_parent
 
 
@@ -56,7 +55,7 @@ def _run_task(request: dict, host: int) -> None:
     try:
         os.setsid()  # its own group: a limit kills it and its solver forks, never the host
         die_with_parent(signal.SIGKILL, host)
-        limit = address_space_bytes(int(request["memory_mb"]))
+        limit = int(request["address_space"])
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         os.chdir(request["cwd"])
         os.environ.clear()

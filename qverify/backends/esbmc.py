@@ -22,7 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from qverify.backends.base import Backend, HarnessJob, Limits, Status, Verdict
-from qverify.backends.esbmc_locate import EsbmcLocation, locate_esbmc, resolve_solver
+from qverify.backends.esbmc_locate import AUTO, SOLVERS, EsbmcLocation, locate_esbmc, resolve_solver
 from qverify.backends.esbmc_output import (
     EsbmcOutcome,
     find_nondet_sites,
@@ -47,8 +47,6 @@ __all__ = [
     "version_problem",
 ]
 
-SOLVERS = ("yices", "z3", "bitwuzla", "boolector", "cvc5", "mathsat")  # each is the flag --<name>
-AUTO = "auto"  # the first of esbmc_locate.AUTO_SOLVER_ORDER the executable offers
 SOLVER_FLAGS = frozenset(
     f"--{name}" for name in (*SOLVERS, "cvc", "cvc4", "smtlib", "bitwuzllob", "neurosym")
 )  # if this changes, docs/esbmc.md ("Solver") changes too
