@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -265,8 +266,8 @@ def _pipeline(
     started = clock.lap("invariants", started)
     harness = render_harness(qnet, prop, bounds.bounds).write(workdir / "harness")
     replay = ReplayPrograms(qnet, harness, workdir)
-    if core_free():  # gcc compiles the replays while the back end runs, on a core it leaves free
-        replay.start()
+    if core_free():  # the network's replay C is written and gcc compiles both while the back end runs
+        threading.Thread(target=replay.start, name="qverify-replay", daemon=True).start()
     started = clock.lap("codegen", started)
     try:
         job = HarnessJob(harness, harness.parent, qnet.is_float, qnet.n_inputs)

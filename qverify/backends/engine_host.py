@@ -33,6 +33,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import psutil
+
 from qverify.backends.base import Limits
 from qverify.backends.process import ProcessOutcome, address_space_bytes, kill_group, outcome_of, watch
 from qverify.errors import InternalError
@@ -270,6 +272,22 @@ def _forget(host: EngineHost) -> None:
     if host in _every:
         _every.remove(host)
     host.close()
+
+
+def hosts_cpu_s() -> float:
+    """User + system seconds the live hosts of this process have used themselves (their imports
+    and forks; their tasks' processes are counted with each task): the warm engine's share of a
+    comparison of whole processes (benchmarks/thesis_comparison.py)."""
+    with _lock:
+        hosts = list(_every)
+    total = 0.0
+    for host in hosts:
+        try:
+            times = psutil.Process(host.process.pid).cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
 
 
 def shutdown() -> None:

@@ -93,10 +93,11 @@ def replay_executable(harness: Path) -> Path:
 class ReplayPrograms:
     """A counterexample's two C programs, the harness (does the input violate?) and the network
     (which outputs?), compiled at REPLAY_OPTIMISE once `start` is called: in parallel with the back
-    end, which leaves a core free; only an UNSAFE waits for them (`executables`, which starts them
-    if no one did), any other verdict drops them (`cancel`, after which `start` does nothing: it may
-    come from another thread, `verification.py` starts them once the back end has taken a while). A
-    compiler that cannot start is reported by `executables` only: a SAFE needs no gcc."""
+    end, which leaves a core free (`verification.py` calls it in a thread of its own, so that the
+    network's C is written then too); only an UNSAFE waits for them (`executables`, which starts
+    them if no one did), any other verdict drops them (`cancel`, which waits for a `start` under
+    way, after which `start` does nothing). A compiler that cannot start is reported by
+    `executables` only: a SAFE needs no gcc."""
 
     def __init__(self, qnet: QuantizedNetwork, harness: Path, workdir: Path) -> None:
         self.harness = harness
