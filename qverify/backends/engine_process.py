@@ -157,4 +157,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    code = main()
+    # the parent waits for the host's end at its own exit: the interpreter's teardown of every
+    # engine module would only keep it waiting (the host holds no file or state worth flushing)
+    os._exit(code)
