@@ -27,7 +27,8 @@ disagreements (SAFE against UNSAFE: there must be none), and the ratio ESBMC / i
 times per verdict class (SAFE, UNSAFE, all) on the tasks both decide; writes `comparison.csv`
 (row by row, as tasks finish: a killed run keeps what it did) and `comparison.md` into `--out`
 (default results/thesis-comparison). `--merge A.csv B.csv ...` only reads such files (e.g. parts
-run in parallel with `--only`) and prints and writes the combined summary. Exit status 1 if the
+run in parallel with `--only`; the hosts' CPU from the `hosts.json` beside each) and prints and
+writes the combined summary. Exit status 1 if the
 back ends disagree anywhere both decide.
 """
 
@@ -329,6 +330,17 @@ def read_rows(path: Path) -> list[Row]:
         ]
 
 
+HOSTS_FILE = "hosts.json"  # beside comparison.csv: the engine hosts' own CPU, for --merge
+
+
+def read_host_cpu(csv_path: Path) -> float:
+    """The engine hosts' own CPU of the run that wrote `csv_path` (0 when it did not say)."""
+    try:
+        return float(json.loads((csv_path.parent / HOSTS_FILE).read_text())["host_cpu_s"])
+    except (OSError, ValueError, KeyError):
+        return 0.0
+
+
 def write_markdown(rows: list[Row], lines: list[str], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     table = [
@@ -378,10 +390,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.merge:
         rows = [row for path in args.merge for row in read_rows(path)]
+        host_cpu_s = sum(read_host_cpu(path) for path in args.merge)
         solver = next(
             (r.esbmc.detail for r in rows if r.esbmc.status in DECIDED and r.esbmc.detail), args.esbmc_solver
         )
-        return _finish(rows, solver, args.timeout, args.out)
+        return _finish(rows, solver, args.timeout, args.out, host_cpu_s)
     try:
         esbmc = EsbmcBackend(EsbmcOptions(executable=args.esbmc, solver=args.esbmc_solver))
         print(f"# {esbmc.describe()}", flush=True)
@@ -405,6 +418,9 @@ def main() -> int:
                 print(_line(row), flush=True)
     host_cpu_s = engine_host.hosts_cpu_s()
     engine_host.shutdown()
+    (args.out / HOSTS_FILE).write_text(
+        json.dumps({"host_cpu_s": round(host_cpu_s, 3), "tasks": len(rows)}) + "\n"
+    )
     solver = next(
         (r.esbmc.detail for r in rows if r.esbmc.status in DECIDED and r.esbmc.detail), args.esbmc_solver
     )
