@@ -132,10 +132,6 @@ def _run_locked(
         done = {entry["key"]: entry for entry in journal.resume()}
     specs = expand(suite, formats, options, timeout_s, formats_given)
     todo = [spec for spec in specs if spec.key not in done]
-    if todo:
-        preload_plotting()
-        if options.backend == "internal" and executor.name == InProcessExecutor.name:
-            engine_host.prewarm()  # the engine's imports beside this process's first task's work
     counts = Counter(entry["record"]["status"] for key, entry in done.items())
     bar = tqdm(
         total=len(specs),
@@ -148,6 +144,10 @@ def _run_locked(
     )
     bar.set_postfix_str(_progress_text(counts))
     try:
+        if todo:  # (an interruption from here on is reported with the journal's count)
+            preload_plotting()
+            if options.backend == "internal" and executor.name == InProcessExecutor.name:
+                engine_host.prewarm()  # the engine's imports beside this process's first task's work
         for spec, outcome in executor.map_unordered(run_task, todo):
             record = outcome.to_json()
             entry = _entry(spec, record)
