@@ -15,10 +15,9 @@ from qverify.engine.netlevel.attack import surrogate_forward
 from qverify.engine.netlevel.batch import batch_backsubstitute, batch_bounds, batch_optimised_bound
 from qverify.engine.netlevel.bounds import node_bounds
 from qverify.engine.netlevel.model import build_model
+from qverify.engine.netlevel.query import Arithmetic, query_for
 from qverify.engine.netlevel.search import Search, combination_refutes
-from qverify.engine.netquery import Arithmetic, query_for
-from qverify.engine.result import EngineOptions
-from qverify.engine.strategy import Recorder
+from qverify.engine.result import EngineOptions, Recorder
 from qverify.network import Activation
 from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Relation
 from qverify.quant import (

@@ -23,14 +23,14 @@ import pytest
 
 from qverify.codegen import run_lines
 from qverify.engine import EngineOptions, EngineStatus, check_file
-from qverify.engine.lift import lift_file
-from qverify.engine.netlevel import decide
 from qverify.engine.netlevel.batch import batch_bounds
 from qverify.engine.netlevel.bounds import node_bounds
+from qverify.engine.netlevel.lift import lift_file
 from qverify.engine.netlevel.model import build_model, unsupported_reason
 from qverify.engine.netlevel.points import enumerate_box
-from qverify.engine.netquery import NO_VIOLATION, Arithmetic, NetworkQuery, query_for
-from qverify.engine.strategy import Recorder
+from qverify.engine.netlevel.query import NO_VIOLATION, Arithmetic, NetworkQuery, query_for
+from qverify.engine.netlevel.search import decide
+from qverify.engine.result import Recorder
 from qverify.errors import RangeError
 from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Relation
 from qverify.quant import (

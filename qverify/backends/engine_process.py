@@ -20,11 +20,11 @@ def _import_engine() -> None:
     """The modules `check_file` imports on its first call (qverify.engine.api imports them there, so
     that the parent, which only needs the engine's option names, never pays for them)."""
     import qverify.engine.cfront
-    import qverify.engine.lift
     import qverify.engine.netlevel
-    import qverify.engine.passes.simplify
-    import qverify.engine.strategy
-    import qverify.engine.symex  # noqa: F401 - imported for its cost, now
+    import qverify.engine.netlevel.lift
+    import qverify.engine.scalar.passes.simplify
+    import qverify.engine.scalar.strategy
+    import qverify.engine.scalar.symex  # noqa: F401 - imported for its cost, now
 
 
 def main() -> int:

@@ -146,9 +146,10 @@ def _widest_fitting(net: Network, lo, hi, frac_bits: int) -> IntBitsProposal | N
 
 def run(args: argparse.Namespace) -> int:
     if args.tools:
+        from qverify.backends.esbmc import esbmc_status
         from qverify.tools import detect_tools, format_tools
 
-        print("\n".join(format_tools(detect_tools())))
+        print("\n".join(format_tools(detect_tools(esbmc_status()))))
         if args.network is None:
             return 0
     if args.network is None:

@@ -17,8 +17,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from qverify.engine.netlevel.model import U64, NetModel
-from qverify.engine.netquery import NO_VIOLATION, InputRegion, NetworkQuery
+from qverify.engine.netlevel.model import NetModel
+from qverify.engine.netlevel.query import NO_VIOLATION, InputRegion, NetworkQuery
+from qverify.engine.netlevel.roundoff import U64
 from qverify.properties import Relation
 from qverify.quant import simulate
 

@@ -36,7 +36,8 @@ from qverify.engine.netlevel.bounds import (
     relaxed_constant,
     relu_relaxation,
 )
-from qverify.engine.netlevel.model import TINY, U64, NetModel
+from qverify.engine.netlevel.model import NetModel
+from qverify.engine.netlevel.roundoff import TINY, U64
 from qverify.quant import LayerBounds
 
 

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qverify.engine.netlevel.model import TINY, U64, DenseLayer, NetModel, gamma
+from qverify.engine.netlevel.model import DenseLayer, NetModel
+from qverify.engine.netlevel.roundoff import TINY, U64, gamma
 from qverify.quant import LayerBounds, implementation_bounds
 
 SLOPE_UP = 1.0 + 8 * U64  # rounds a computed slope or intercept past two roundings

@@ -13,7 +13,7 @@ outputs. The rows are built as whole blocks (numpy), not row by row.
 
 The MILP is exact for REAL arithmetic; for the implementation it is the same sound relaxation as the
 bounds (rounding as bounded terms, not as integer quotients: the scalar path's
-`qverify.engine.encode.milp` encodes the words exactly, but it needs the per-scalar node graph this
+`qverify.engine.scalar.milp` encodes the words exactly, but it needs the per-scalar node graph this
 strategy exists to avoid), so a solution is only a candidate that `NetworkQuery.violation` must
 confirm, and a relaxation "infeasible" proves the node safe.
 
@@ -33,7 +33,8 @@ import numpy as np
 
 from qverify.engine.netlevel.attack import AtomForm
 from qverify.engine.netlevel.bounds import Bounds, relu_relaxation
-from qverify.engine.netlevel.model import U64, NetModel
+from qverify.engine.netlevel.model import NetModel
+from qverify.engine.netlevel.roundoff import U64
 from qverify.engine.solvers.base import CheckStatus
 from qverify.engine.solvers.highs import HighsSolver
 

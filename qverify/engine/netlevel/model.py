@@ -35,30 +35,17 @@ convolutions and pools, sigmoid/tanh tables, int8 in real arithmetic.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from qverify.engine.netquery import Arithmetic, NetworkQuery
+from qverify.engine.netlevel.query import Arithmetic, NetworkQuery
+from qverify.engine.netlevel.roundoff import TINY, gamma
+from qverify.engine.netlevel.staircase import Staircase
 from qverify.network import Activation
 from qverify.quant import FixedFormat, FloatFormat, Overflow, QuantizedLayer, QuantizedNetwork, Rounding
 
-if TYPE_CHECKING:  # staircase reads this module's constants
-    from qverify.engine.netlevel.staircase import Staircase
-
-U64 = 2.0**-53  # float64 unit roundoff: every bound computation below is charged with it
-TINY = 1e-290  # covers underflow in the float64 bound computations (far below every real margin)
-
 _UNIT_ROUNDOFF = {np.float16: 2.0**-11, np.float32: 2.0**-24, np.float64: 2.0**-53}
 _ETA = {np.float16: 2.0**-25, np.float32: 2.0**-150, np.float64: 2.0**-1075}
-
-
-def gamma(n: int, unit: float = U64) -> float:
-    """gamma_n = n u / (1 - n u): the relative error bound of an n-term float dot product."""
-    nu = n * unit
-    if nu >= 0.5:
-        return float("inf")
-    return nu / (1.0 - nu) * (1.0 + 1e-12)
 
 
 def unsupported_reason(query: NetworkQuery) -> str | None:
@@ -247,7 +234,6 @@ def build_model(query: NetworkQuery) -> NetModel:
 def _int8_layer(layer: QuantizedLayer) -> DenseLayer:
     """z = acc = W x + (bias - W z_in) on input codes x, exact integers in float64 (|acc| < 2^31),
     and the requantization staircase of every neuron."""
-    from qverify.engine.netlevel.staircase import Staircase
 
     tables = layer.int8
     assert tables is not None and tables.table is not None

@@ -72,12 +72,12 @@ from qverify.engine.netlevel.bounds import (
     with_phase,
 )
 from qverify.engine.netlevel.lp import NodeSolution, solve_node
-from qverify.engine.netlevel.model import U64, NetModel, build_model, gamma, unsupported_reason
+from qverify.engine.netlevel.model import NetModel, build_model, unsupported_reason
+from qverify.engine.netlevel.query import Arithmetic, NetworkQuery
+from qverify.engine.netlevel.roundoff import U64, gamma
 from qverify.engine.netlevel.splitting import input_split_scores
-from qverify.engine.netquery import Arithmetic, NetworkQuery
-from qverify.engine.result import EngineOptions, EngineResult, EngineStatus
+from qverify.engine.result import EngineOptions, EngineResult, EngineStatus, Recorder
 from qverify.engine.solvers.base import CheckStatus
-from qverify.engine.strategy import Recorder
 
 INPUT_SPLIT_DIMENSIONS = 8
 ENUMERATION_LIMIT = 1024  # inputs of a box enumerated through the simulator (implementation)

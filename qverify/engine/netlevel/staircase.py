@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qverify.engine.netlevel.model import TINY, U64
+from qverify.engine.netlevel.roundoff import TINY, U64
 from qverify.quant.affine import INT32_MAX, INT32_MIN, thresholds_reached
 
 
