@@ -5,13 +5,13 @@ Two paths decide a harness. The network level first: `engine.netlevel.lift` read
 generated shape back as layers (a `NetworkQuery`, in a fraction of a second) and
 `engine.netlevel.search` decides it layer by layer. Whatever it does not cover goes down the scalar
 path (`cfront` -> `scalar.symex` -> `scalar.passes.simplify` -> `scalar.strategy.Strategy`), which
-executes the C one operation at a time: C the lifter does
-not recognise, networks the network-level strategy does not support (convolutions, tables),
-`--certify` (its exact SMT re-check needs the scalar program), and queries the network-level
-strategy gives up on while time remains, when the network is small enough for the scalar path's
-exact procedures (`SCALAR_FALLBACK_MACS`); on such fixed-point networks the network level gets
-`NETWORK_LEVEL_SHARE` of the budget, the scalar path the rest. The record says which path decided (`decided_by`,
-`front_end` in the counts: 1 lifted, 0 scalar) and why a harness was not lifted (a note).
+executes the C one operation at a time: C the lifter does not recognise, networks the network-level
+strategy does not support (convolutions, tables), `--certify` (its exact SMT re-check needs the
+scalar program), and queries the network-level strategy gives up on while time remains, when the
+network is small enough for the scalar path's exact procedures (`SCALAR_FALLBACK_MACS`); on such
+fixed-point networks the network level gets `NETWORK_LEVEL_SHARE` of the budget, the scalar path the
+rest. The record says which path decided (`decided_by`, `front_end` in the counts: 1 lifted, 0
+scalar) and why a harness was not lifted (a note).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The C types and source coordinates both engine paths read C with (shared: `cfront`, the
+"""Shared by both paths: the C types and source coordinates the engine reads C with (`cfront`, the
 network level's lifter and the scalar path's SSA all speak of `I32`, `F16`, ...).
 
 A type is a scalar C type as gcc implements it on x86-64: integers of 1..64 bits (signed or not),

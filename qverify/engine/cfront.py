@@ -1,4 +1,5 @@
-"""C front end: preprocess with gcc -E, parse with pycparser, resolve types and literals.
+"""Shared by both paths: C front end: preprocess with gcc -E, parse with pycparser, resolve types and
+literals.
 
 `parse_file(path, include_dirs)` returns a `TranslationUnit`: typedef-resolved global declarations
 and function definitions, ready for symbolic execution (`qverify.engine.scalar.symex`). The system headers

@@ -1,5 +1,5 @@
-"""The engine's options, results and per-stage record: what `check_file` takes and returns (shared by
-both paths: each fills a `Recorder`)."""
+"""Shared by both paths: the engine's options, results and per-stage record: what `check_file` takes and
+returns (shared by both paths: each fills a `Recorder`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The network-level path of the engine: a harness of the generated shape read back as layers and
-decided layer by layer (numpy, HiGHS).
+"""Network level: the network-level path of the engine: a harness of the generated shape read back as layers
+and decided layer by layer (numpy, HiGHS).
 
 `lift` (the array-level front end: harness C -> `query.NetworkQuery`) -> `search.decide` (attack,
 bounds, input/ReLU branch and bound, LP/MILP, exact enumeration). `model` says the arithmetic every

@@ -1,4 +1,5 @@
-"""Counterexample search at network scale, and the one exact confirmation every UNSAFE goes through.
+"""Network level: counterexample search at network scale, and the one exact confirmation every UNSAFE goes
+through.
 
 Points are found in float64 on the real-valued surrogate of the network (batch evaluation of
 corners and random points, then projected gradient descent with analytic gradients through the

@@ -1,4 +1,5 @@
-"""Bounds of many input boxes at once: `bounds.node_bounds` with a batch axis, for input splitting.
+"""Network level: bounds of many input boxes at once: `bounds.node_bounds` with a batch axis, for input
+splitting.
 
 At ACAS Xu size (6 layers of 50 ReLUs) one node's back-substitution is dozens of numpy calls on
 50x50 matrices: Python's overhead per call, not arithmetic, is the cost (measured: ~6.5 ms per

@@ -1,4 +1,5 @@
-"""Sound bounds by back-substitution over the whole network (DeepPoly / CROWN), in float64 numpy.
+"""Network level: sound bounds by back-substitution over the whole network (DeepPoly / CROWN), in float64
+numpy.
 
 A linear bound is carried as an exact inequality `target >= lam . v + const` whose coefficients
 `lam` are the float64 numbers actually stored; every step that computes new coefficients or

@@ -1,4 +1,5 @@
-"""One node of the branch and bound as an LP or MILP over HiGHS (`qverify.engine.solvers.highs`).
+"""Network level: one node of the branch and bound as an LP or MILP over HiGHS
+(`qverify.engine.solvers.highs`).
 
 Columns: the inputs x; per neuron with the linear statement of `NetModel` one row
 z - W h_prev in [b + err_lo, b + err_hi] (free neurons keep only their column bounds), with the

@@ -1,4 +1,5 @@
-"""The network of a `NetworkQuery` as real-valued dense layers plus what the arithmetic adds to them.
+"""Network level: the network of a `NetworkQuery` as real-valued dense layers plus what the arithmetic adds
+to them.
 
 Every analysis of the network-level strategy reads the implemented network through one statement
 per neuron, in normalised real units (words * 2^-l, the float values):

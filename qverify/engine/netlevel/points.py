@@ -1,4 +1,4 @@
-"""Boxes of implementation inputs as finite sets: counting, enumerating and splitting them.
+"""Network level: boxes of implementation inputs as finite sets: counting, enumerating and splitting them.
 
 An integer box holds every word in [lo, hi]; a float box every value of the input type in [lo, hi].
 Float values are numbered by their ordinals (`engine.floatgrid`, shared with the scalar path's

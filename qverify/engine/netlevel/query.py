@@ -1,12 +1,13 @@
-"""One verification query at the level of layers: what the array-level front end produces and the
-network-level strategy decides.
+"""Network level: one verification query at the level of layers: what the array-level front end produces and
+the network-level strategy decides.
 
-The scalar path (`cfront` -> `scalar.symex` -> `scalar.passes.simplify` -> `scalar.strategy`) executes the C one operation at a
-time; at network scale that costs more than any decision. A `NetworkQuery` says the same thing with
-one record per layer: the network *as implemented* (`QuantizedNetwork`, whose exact semantics is
-`qverify.quant.simulate`, bit-exact with the generated C by the codegen tests), the input region in
-the implementation's own domain (words, codes or float values, as the harness's assumes bound the
-nondet inputs), the unsafe set over the exact output values, and the invariants the harness assumes.
+The scalar path (`cfront` -> `scalar.symex` -> `scalar.passes.simplify` -> `scalar.strategy`)
+executes the C one operation at a time; at network scale that costs more than any decision. A
+`NetworkQuery` says the same thing with one record per layer: the network *as implemented*
+(`QuantizedNetwork`, whose exact semantics is `qverify.quant.simulate`, bit-exact with the generated
+C by the codegen tests), the input region in the implementation's own domain (words, codes or float
+values, as the harness's assumes bound the nondet inputs), the unsafe set over the exact output
+values, and the invariants the harness assumes.
 
 Two producers must agree: `qverify.engine.netlevel.lift` reads it back from a generated C harness (the C is
 the contract), and `query_for` builds it from a network, a property and implementation options

@@ -1,5 +1,5 @@
-"""The float64 rounding the network level charges to every bound it computes (one definition for
-the model, the bounds, the staircases and the search)."""
+"""Network level: the float64 rounding the network level charges to every bound it computes (one definition
+for the model, the bounds, the staircases and the search)."""
 
 from __future__ import annotations
 

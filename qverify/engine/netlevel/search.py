@@ -1,4 +1,4 @@
-"""The network-level strategy: attack, sound bounds, branch and bound, LP/MILP, enumeration.
+"""Network level: the network-level strategy: attack, sound bounds, branch and bound, LP/MILP, enumeration.
 
 `decide(query, options, deadline, recorder)` answers a `NetworkQuery` without any per-scalar node
 graph, cheapest step first:

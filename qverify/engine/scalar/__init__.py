@@ -1,4 +1,4 @@
-"""The scalar path of the engine: a bounded model checker over C, one operation at a time, for C
+"""Scalar path: the scalar path of the engine: a bounded model checker over C, one operation at a time, for C
 the network level cannot lift (hand-edited harnesses, C qverify did not generate, constructs the
 lifter declines) and for `--certify`.
 

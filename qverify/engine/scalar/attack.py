@@ -1,4 +1,4 @@
-"""Falsification with the bit-exact evaluator: box corners, random points, local search.
+"""Scalar path: falsification with the bit-exact evaluator: box corners, random points, local search.
 
 A box holding at most ENUMERATE_POINTS points (integers, or values of each float input's type) is
 searched exhaustively instead of locally: every point once, chunk by chunk within the deadline.

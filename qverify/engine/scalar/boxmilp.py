@@ -1,4 +1,4 @@
-"""Refuting one input box by a MILP over the relaxed model with every ReLU exact (HiGHS).
+"""Scalar path: refuting one input box by a MILP over the relaxed model with every ReLU exact (HiGHS).
 
 Symbolic bounds replace each unstable ReLU by its triangle relaxation, and through six layers the
 errors compound: on ACAS Xu phi2 with network 3_3 the violation margin is 60 units, and a box must

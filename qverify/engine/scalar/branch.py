@@ -1,4 +1,4 @@
-"""Branch and bound on the input box with symbolic bounds: `split(...) -> SplitResult`.
+"""Scalar path: branch and bound on the input box with symbolic bounds: `split(...) -> SplitResult`.
 
 A query is a conjunction of literals `e >= 0` (or `e == 0`) over a lowered program. A box of inputs
 is *refuted* when the symbolic upper bound of some literal is negative there (for `==`: the bounds

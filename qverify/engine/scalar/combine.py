@@ -1,4 +1,4 @@
-"""Refuting a box by a convex combination of the literals' linear upper bounds.
+"""Scalar path: refuting a box by a convex combination of the literals' linear upper bounds.
 
 A violation needs every literal `g_r(x) >= 0` of a conjunction to hold at one point. The bounds give,
 per box, affine functions `U_r(x) = a_r . x + c_r >= g_r(x)`; when no literal's bound is negative on

@@ -1,4 +1,4 @@
-"""The bit-exact SSA evaluator, vectorised over many input vectors with numpy.
+"""Scalar path: the bit-exact SSA evaluator, vectorised over many input vectors with numpy.
 
 Integer values of every width are held in int64 arrays (a u64 value as its bit pattern, viewed as
 uint64 where signedness matters); _Float16/float/double values in float16/float32/float64 arrays,

@@ -1,4 +1,4 @@
-"""A fast evaluator of an exact integer lowering: the query's literals on many points at once.
+"""Scalar path: a fast evaluator of an exact integer lowering: the query's literals on many points at once.
 
 The lowering's variables are grouped by depth (1 + the deepest variable in their arguments) and
 kind; each group's affine arguments are one int64 matrix product (modular, like the C's int64, so

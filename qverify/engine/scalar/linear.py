@@ -1,4 +1,5 @@
-"""The piecewise-linear form of a query: affine expressions over a few kinds of nonlinear variables.
+"""Scalar path: the piecewise-linear form of a query: affine expressions over a few kinds of nonlinear
+variables.
 
 `Lowering` maps the SSA nodes of a query to affine expressions over *variables*: the inputs and one
 variable per nonlinear operation. Linear operations (+, -, multiplication by a constant, value-

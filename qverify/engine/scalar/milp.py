@@ -1,4 +1,4 @@
-"""Mixed-integer linear encoding of a lowered query (exact for integer programs).
+"""Scalar path: mixed-integer linear encoding of a lowered query (exact for integer programs).
 
 `encode(lowering, conjunction, mode)` returns a `MilpModel`: columns with bounds and integrality,
 and rows `lo <= a.x <= hi`. One column per lowering variable (plus auxiliary binaries); affine

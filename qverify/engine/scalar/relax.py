@@ -1,4 +1,4 @@
-"""A layered linear relaxation of a lowered query, and symbolic bounds over it (DeepPoly-style).
+"""Scalar path: a layered linear relaxation of a lowered query, and symbolic bounds over it (DeepPoly-style).
 
 `RelaxedModel.build(lowering)` keeps the variables whose relaxation depends on bounds (inputs,
 relu, step) and eliminates the others:

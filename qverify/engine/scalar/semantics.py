@@ -1,4 +1,5 @@
-"""Scalar semantics of every SSA operation, on Python ints and floats: the reference for folding.
+"""Scalar path: scalar semantics of every SSA operation, on Python ints and floats: the reference for
+folding.
 
 C rules as gcc implements them on x86-64 (the replay oracle): integers are two's complement and
 wrap (signed overflow is undefined in C and does not occur in qverify's generated code, which forms

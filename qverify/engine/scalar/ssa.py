@@ -1,14 +1,15 @@
-"""The SSA node set of the engine, declared once, and the factory that builds and interns nodes.
+"""Scalar path: the SSA node set of the engine, declared once, and the factory that builds and interns nodes.
 
 A program is a DAG of nodes: `Const`, `Input` (a nondet call), `Unary`, `Binary`, `Compare`, `Ite`,
 `Cast`, `Read` (a symbolic read of a constant table), `Step` (a univariate piecewise-constant
 function, built by the simplifier from table reads) and the two events `Assume` and `Assert`,
 which `Program.steps` lists in execution order.
 
-Node values are C values of the node's `Type` (`qverify.engine.c_types`): integers of 1..64 bits (signed or not) with C's
-conversion rules, IEEE binary16 (`_Float16`), binary32 and binary64, and booleans. Semantics of
-every operation are in `qverify.engine.scalar.semantics`; the numpy evaluator (`qverify.engine.scalar.evaluate`)
-and the encoders must agree with it (tests check the evaluator against gcc bit for bit).
+Node values are C values of the node's `Type` (`qverify.engine.c_types`): integers of 1..64 bits
+(signed or not) with C's conversion rules, IEEE binary16 (`_Float16`), binary32 and binary64, and
+booleans. Semantics of every operation are in `qverify.engine.scalar.semantics`; the numpy evaluator
+(`qverify.engine.scalar.evaluate`) and the encoders must agree with it (tests check the evaluator
+against gcc bit for bit).
 
 Nodes are built only through `NodeManager`, which folds constants and interns nodes: two
 structurally equal nodes are the same object, so equality is identity and the hash is the id.

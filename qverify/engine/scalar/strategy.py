@@ -1,4 +1,5 @@
-"""The decision strategy for one program: attack, then bounds, splitting, MILP and SMT per query.
+"""Scalar path: the decision strategy for one program: attack, then bounds, splitting, MILP and SMT per
+query.
 
 1. attack: the evaluator on box corners, random points and a local search. A violation (confirmed
    on the original program) ends the run: UNSAFE.

@@ -1,4 +1,4 @@
-"""Symbolic execution of `main`: functions inlined, loops unrolled, constant indices resolved.
+"""Scalar path: symbolic execution of `main`: functions inlined, loops unrolled, constant indices resolved.
 
 The executor walks the pycparser AST of a `TranslationUnit` once, from `main`, keeping every
 variable's current SSA value. Control flow that depends on inputs is handled with path guards: a

@@ -1,4 +1,5 @@
-"""HiGHS (highspy) as a MILP feasibility oracle and optimiser; the only module that imports highspy.
+"""Shared by both paths: hiGHS (highspy) as a MILP feasibility oracle and optimiser; the only module that
+imports highspy.
 
 The engine asks feasibility problems (zero objective): HiGHS stops at the first integer-feasible
 point. Tolerances are tightened (1e-9) well below the 0.5 margin every execution has on every row

@@ -1,6 +1,6 @@
-"""A mixed-integer linear program in HiGHS's row form (columns with bounds and integrality, rows
-`lo <= a.x <= hi`, an optional cost): what `solvers.highs` solves, built by the scalar path's
-encoder (`scalar.milp`), the network level's LP (`netlevel.lp`) and repair's MILP alike."""
+"""Shared by both paths: a mixed-integer linear program in HiGHS's row form (columns with bounds and
+integrality, rows `lo <= a.x <= hi`, an optional cost): what `solvers.highs` solves, built by the scalar
+path's encoder (`scalar.milp`), the network level's LP (`netlevel.lp`) and repair's MILP alike."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The array-level front end: a generated C harness read back as a `NetworkQuery`.
+"""Network level: the array-level front end: a generated C harness read back as a `NetworkQuery`.
 
 The scalar front end (`cfront` -> `symex` -> `passes`) executes the C one operation at a time,
 ~20 us per multiply-add before any reasoning. This package reads the same file as layers instead:

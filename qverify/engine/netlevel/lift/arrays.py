@@ -1,4 +1,5 @@
-"""The constant arrays of a C harness, read with regular expressions and numpy, not a C parser.
+"""Network level: the constant arrays of a C harness, read with regular expressions and numpy, not a C
+parser.
 
 A generated harness is mostly initialisers (`static const qv_num qv_w1[50][5] = { {...}, ... };`):
 hundreds of thousands of literals that pycparser would turn into as many AST nodes. Each such

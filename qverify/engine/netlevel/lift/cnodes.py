@@ -1,4 +1,4 @@
-"""Small readers of pycparser nodes shared by the lifter's matchers: each returns the piece it
+"""Network level: small readers of pycparser nodes shared by the lifter's matchers: each returns the piece it
 recognises or raises `NotRecognised` naming the line."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Why the array-level front end declined a harness."""
+"""Network level: why the array-level front end declined a harness."""
 
 from __future__ import annotations
 

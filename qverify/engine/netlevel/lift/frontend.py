@@ -1,4 +1,4 @@
-"""`lift_file`: a C harness to a `NetworkQuery`, or the reason it is not recognised.
+"""Network level: `lift_file`: a C harness to a `NetworkQuery`, or the reason it is not recognised.
 
 Stages (each timed in `LiftResult.times_s`):
 - read: the file, bounded by `qverify.input_limits`;

@@ -1,5 +1,5 @@
-"""The harness's `main`: nondet inputs, the assumes that bound them, the call of `qv_network`, the
-assertions `!(clause)` over the outputs (`templates/harness.c.j2`).
+"""Network level: the harness's `main`: nondet inputs, the assumes that bound them, the call of `qv_network`,
+the assertions `!(clause)` over the outputs (`templates/harness.c.j2`).
 
 Input bounds become `InputRegion`s in the implementation's domain: integers exactly (a strict
 comparison moves the bound by one), floats as the smallest/largest value of the input type that

@@ -1,4 +1,4 @@
-"""The input lines of a harness's `main`, read as text like the arrays (`lift.arrays`).
+"""Network level: the input lines of a harness's `main`, read as text like the arrays (`lift.arrays`).
 
 An image-size harness has one pair of lines per input,
 

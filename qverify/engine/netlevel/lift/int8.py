@@ -1,4 +1,5 @@
-"""int8 harnesses: the neuron loop of `templates/_network.c.j2` for int8, and the network it states.
+"""Network level: int8 harnesses: the neuron loop of `templates/_network.c.j2` for int8, and the network it
+states.
 
 One dense int8 layer is
 

@@ -1,4 +1,4 @@
-"""The layer loops of `qv_network`, recognised statement by statement.
+"""Network level: the layer loops of `qv_network`, recognised statement by statement.
 
 One dense layer is the neuron loop of `templates/_network.c.j2`:
 

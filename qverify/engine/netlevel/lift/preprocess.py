@@ -1,4 +1,4 @@
-"""One `gcc -E -dD` of the harness skeleton, and what it says about macros and included files.
+"""Network level: one `gcc -E -dD` of the harness skeleton, and what it says about macros and included files.
 
 The skeleton (the harness without its array initialisers) is preprocessed by the scalar front
 end's own `cfront.preprocess` (the same stand-in system headers), with the harness's own folder

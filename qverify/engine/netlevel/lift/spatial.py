@@ -1,4 +1,5 @@
-"""Convolution and pooling loops of `qv_network` (`templates/_network.c.j2`), recognised exactly.
+"""Network level: convolution and pooling loops of `qv_network` (`templates/_network.c.j2`), recognised
+exactly.
 
 A convolution is the loop nest `oc, oy, ox` around the accumulator's start, `j = (oc * OH + oy) *
 OW + ox;`, the product loops `ic, ky, kx` with `iy = oy * SH + ky - PT; ix = ox * SW + kx - PL;`

@@ -1,4 +1,4 @@
-"""The interval domain over SSA values: transfer functions and facts from conditions.
+"""Scalar path: the interval domain over SSA values: transfer functions and facts from conditions.
 
 An interval is a pair `(lo, hi)`, inclusive: Python ints for integer and boolean nodes (exact), and
 Python floats for float nodes, where `(nan, nan)` stands for "any value, NaN included". Every

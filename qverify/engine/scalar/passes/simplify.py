@@ -1,4 +1,4 @@
-"""Simplification with intervals, step by step: `simplify(program) -> Simplified`.
+"""Scalar path: simplification with intervals, step by step: `simplify(program) -> Simplified`.
 
 The steps of a program are processed in execution order. Each step's condition is rebuilt bottom-up
 through the node factory (constant folding, hash-consing, the factory's identities) and the rules

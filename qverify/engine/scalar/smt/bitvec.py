@@ -1,4 +1,5 @@
-"""Exact SMT encoding of a query: bit-vectors with interval-narrowed widths, IEEE floating point.
+"""Scalar path: exact SMT encoding of a query: bit-vectors with interval-narrowed widths, IEEE floating
+point.
 
 `SmtEncoder(builder, interval)` walks the SSA of a query and builds terms through a `TermBuilder`
 (implemented by each solver module, the only importer of its library). Each integer node is a

@@ -1,4 +1,5 @@
-"""Bitwuzla as the exact SMT procedure (bit-vectors, floating point); the only bitwuzla importer."""
+"""Scalar path: bitwuzla as the exact SMT procedure (bit-vectors, floating point); the only bitwuzla
+importer."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Z3 as the exact SMT procedure (bit-vectors, floating point); the only z3 importer."""
+"""Scalar path: Z3 as the exact SMT procedure (bit-vectors, floating point); the only z3 importer."""
 
 from __future__ import annotations
 
