@@ -317,6 +317,9 @@ def network_context(
         "bias_type": "int32_t" if qnet.is_int8 else "qv_num",
         "bound_type": "int32_t" if qnet.is_int8 else "qv_num",
         "uses_relu": not qnet.is_int8 and any(layer.activation is Activation.RELU for layer in qnet.layers),
+        "relu6_top": None
+        if qnet.is_int8 or all(layer.activation is not Activation.RELU6 for layer in qnet.layers)
+        else number_literal(qnet.relu6_top, _literal_type(qnet)),
         "n_inputs": qnet.n_inputs,
         "n_outputs": qnet.n_outputs,
         "normalisation": normalisation_lines(net),

@@ -45,6 +45,7 @@ from qverify.network import (
     PoolQuant,
     TensorQuant,
 )
+from qverify.network.float_view import implied_activation
 
 QUANTIZED_OPS = frozenset(
     {
@@ -443,9 +444,6 @@ class _Reader:
         if pending.kind == "pool":
             self.add_pool(pending.layer, input_quant, output, pending.label)
             return
-        layer = pending.layer
-        if pending.relu:
-            layer = _with_activation(layer, Activation.RELU)
         quant = MacQuant(
             input_quant,
             pending.int_weights,
@@ -455,7 +453,7 @@ class _Reader:
             pending.relu,
             pending.label,
         )
-        self.add_mac(layer, quant)
+        self.add_mac(pending.layer, quant)
 
     # layers shared by both formats
 
@@ -516,7 +514,8 @@ class _Reader:
         return Dense(weights, float_bias, Activation.IDENTITY)
 
     def add_mac(self, layer, quant: MacQuant) -> None:
-        self.layers.append(layer)
+        """The layer with the activation its requantization implies (`qverify.network.float_view`)."""
+        self.layers.append(_with_activation(layer, implied_activation(quant)))
         self.quants.append(quant)
         self.codes = quant.output
 

@@ -68,7 +68,7 @@ def real_bounds(net: Network, lo: np.ndarray, hi: np.ndarray) -> tuple[LayerBoun
         post_lo, post_hi = _outward(
             apply_activation(layer.activation, pre_lo), apply_activation(layer.activation, pre_hi)
         )
-        if layer.activation in (Activation.RELU, Activation.IDENTITY):
+        if layer.activation in (Activation.RELU, Activation.RELU6, Activation.IDENTITY):
             post_lo, post_hi = (
                 apply_activation(layer.activation, pre_lo),
                 apply_activation(layer.activation, pre_hi),
@@ -167,6 +167,9 @@ def activate_bounds(qnet: QuantizedNetwork, activation: Activation, lo, hi):
     """Post-activation bounds of [lo, hi]: every activation of the C is monotone."""
     if activation is Activation.RELU:
         return np.maximum(lo, 0), np.maximum(hi, 0)
+    if activation is Activation.RELU6:
+        six = qnet.relu6_top
+        return np.minimum(np.maximum(lo, 0), six), np.minimum(np.maximum(hi, 0), six)
     if activation is Activation.IDENTITY:
         return lo, hi
     lut = qnet.lut_for(activation)

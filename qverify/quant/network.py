@@ -219,6 +219,13 @@ class QuantizedNetwork:
             return self.input_quant.dequantize(inputs).astype(np.float64)
         return np.asarray(inputs, dtype=np.float64)
 
+    @property
+    def relu6_top(self) -> int | float:
+        """ReLU6's upper clamp, 6, in the implementation's units (a word for fixed point)."""
+        if self.is_fixed:
+            return 6 * self.number.scale  # type: ignore[union-attr]
+        return 6.0
+
     def lut_for(self, activation: Activation) -> Lut:
         for lut in self.luts:
             if lut.activation is activation:
@@ -284,7 +291,7 @@ def _int8_layer(index: int, layer: Layer, quant: LayerQuant, mode: RequantMode) 
                 f"({quant.input.describe()} -> {quant.output.describe()}) is not supported"
             )
         return QuantizedLayer(empty, empty, Activation.IDENTITY, layer, Int8Tables(quant, None, None, None))
-    if layer.activation not in (Activation.IDENTITY, Activation.RELU):
+    if layer.activation not in (Activation.IDENTITY, Activation.RELU, Activation.RELU6):
         raise UnsupportedError(
             f"layer {index}: {layer.activation.value} activation is not supported in int8 (ReLU, fused as "
             "the requantization clamp, and identity are)"
@@ -326,6 +333,15 @@ def _int8_network(net: Network, options: ImplementationOptions) -> QuantizedNetw
     return QuantizedNetwork(source=net, options=options, layers=layers, luts=())
 
 
+def _check_relu6_top(net: Network, fmt: FixedFormat) -> None:
+    """ReLU6 clamps at 6: the format must hold it (a wrapped or saturated 6 would be another function)."""
+    if any(layer.activation is Activation.RELU6 for layer in net.layers) and 6 * fmt.scale > fmt.max_q:
+        raise RangeError(
+            f"relu6 clamps at 6, which {fmt} cannot hold (its largest value is "
+            f"{fmt.max_q / fmt.scale:g}); use more integer bits"
+        )
+
+
 def quantize_network(net: Network, options: ImplementationOptions) -> QuantizedNetwork:
     """Quantise constants and design tables; raises RangeError when `detect` cannot hold a constant."""
     if isinstance(options.number, Int8Format):
@@ -341,6 +357,8 @@ def quantize_network(net: Network, options: ImplementationOptions) -> QuantizedN
     for layer in layers:
         layer.weights.flags.writeable = False
         layer.bias.flags.writeable = False
+    if isinstance(options.number, FixedFormat):
+        _check_relu6_top(net, options.number)
     if isinstance(options.number, FixedFormat) and options.accumulation is Accumulation.WIDE:
         check_wide_accumulator(layers, options.number)
     needed = sorted({layer.activation for layer in net.layers if layer.activation in LIPSCHITZ}, key=str)

@@ -191,6 +191,10 @@ def _int8_layer(layer: QuantizedLayer, codes: np.ndarray) -> np.ndarray:
 def _activate(qnet: QuantizedNetwork, activation: Activation, values: np.ndarray) -> np.ndarray:
     if activation is Activation.RELU:
         return np.where(values < 0, np.zeros_like(values), values)
+    if activation is Activation.RELU6:
+        six = np.asarray(qnet.relu6_top, dtype=values.dtype)
+        clamped = np.where(values < 0, np.zeros_like(values), values)
+        return np.where(clamped > six, six, clamped)
     if activation is Activation.IDENTITY:
         return values
     lut = qnet.lut_for(activation)
