@@ -43,6 +43,7 @@ from qverify.network import (
     MaxPool2D,
     Network,
     PoolQuant,
+    QuantForm,
     TensorQuant,
 )
 from qverify.network.float_view import implied_activation
@@ -309,7 +310,7 @@ class _Reader:
         )
         bias = self.bias(node, label, bias_int, integers.shape[0], input_quant.scale, scales, None)
         layer = self.conv_layer(node, label, integers, scales, bias, input_quant.scale)
-        self.add_mac(layer, MacQuant(input_quant, integers, scales, bias, output, False, label))
+        self.add_mac(layer, MacQuant(input_quant, integers, scales, bias, output, False, label, QuantForm.QOPERATOR))
         self.origin.add("QOperator")
 
     def qgemm(self, node: onnx.NodeProto, label: str) -> None:
@@ -333,7 +334,7 @@ class _Reader:
         bias_int = self.constant(node, label, 6, "bias").value if node.input[6] else None
         bias = self.bias(node, label, bias_int, integers.shape[0], input_quant.scale, scales, None)
         layer = self.dense_layer(node, label, integers, scales, bias, input_quant.scale)
-        self.add_mac(layer, MacQuant(input_quant, integers, scales, bias, output, False, label))
+        self.add_mac(layer, MacQuant(input_quant, integers, scales, bias, output, False, label, QuantForm.QOPERATOR))
         self.origin.add("QOperator")
 
     def qlinear_matmul(self, node: onnx.NodeProto, label: str) -> None:
@@ -348,7 +349,7 @@ class _Reader:
         output = self.tensor_quant(node, label, 6, 7, "output")
         bias = np.zeros(integers.shape[1], dtype=np.int64)
         layer = self.dense_layer(node, label, integers.T, scales, bias, input_quant.scale)
-        self.add_mac(layer, MacQuant(input_quant, integers.T, scales, bias, output, False, label))
+        self.add_mac(layer, MacQuant(input_quant, integers.T, scales, bias, output, False, label, QuantForm.QOPERATOR))
         self.origin.add("QOperator")
 
     # QDQ layers

@@ -206,8 +206,11 @@ def _int8_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray) -> tuple:
     positive, negative = np.maximum(weights, 0), np.minimum(weights, 0)
     zero = tables.input_zero  # type: ignore[union-attr]
     bias = layer.expanded_bias().astype(np.int64)
-    acc_lo = bias + positive @ (lo - zero) + negative @ (hi - zero)
-    acc_hi = bias + positive @ (hi - zero) + negative @ (lo - zero)
+    if tables.paired is not None:  # int8-x86: pair sums saturated at int16
+        acc_lo, acc_hi = tables.paired.bounds(weights, lo, hi)
+    else:
+        acc_lo = bias + positive @ (lo - zero) + negative @ (hi - zero)
+        acc_hi = bias + positive @ (hi - zero) + negative @ (lo - zero)
     table = tables.table  # type: ignore[union-attr]
     if table.shape[0] > 1:
         table = table[layer.source.channel_of()]

@@ -26,10 +26,11 @@ from qverify.network import (
     TensorQuant,
 )
 from qverify.network.qparams import LayerQuant
-from qverify.quant.affine import Int8Format, RequantMode, accumulator_bounds, thresholds
+from qverify.quant.affine import Int8Format, Int8Kernel, RequantMode, accumulator_bounds, thresholds
 from qverify.quant.fixed import FixedFormat, quantize_constants
 from qverify.quant.floatfmt import FloatFormat
 from qverify.quant.lut import LIPSCHITZ, Lut, LutDesign, design_lut
+from qverify.quant.x86 import PairedSums, paired_sums
 
 NumberFormat = FixedFormat | FloatFormat | Int8Format
 WIDE_ACCUMULATOR_LIMIT = 1 << 62  # |acc| below this leaves room for the rounding offset in int64
@@ -80,6 +81,7 @@ class Int8Tables:
     table: np.ndarray | None  # int64 (rows, 255)
     acc_lo: np.ndarray | None  # int64 per output channel: static accumulator bounds
     acc_hi: np.ndarray | None
+    paired: PairedSums | None = None  # int8-x86: the pair-saturating sum (None: the exact sum)
 
     @property
     def input_zero(self) -> int:
@@ -276,7 +278,9 @@ def check_wide_accumulator(layers: tuple[QuantizedLayer, ...], number: FixedForm
             )
 
 
-def _int8_layer(index: int, layer: Layer, quant: LayerQuant, mode: RequantMode) -> QuantizedLayer:
+def _int8_layer(
+    index: int, layer: Layer, quant: LayerQuant, mode: RequantMode, kernel: Int8Kernel
+) -> QuantizedLayer:
     """A layer of an int8 model: integer weights and bias, and its requantization table."""
     empty = np.zeros(0, dtype=np.int64)
     if isinstance(quant, PoolQuant):
@@ -311,8 +315,11 @@ def _int8_layer(index: int, layer: Layer, quant: LayerQuant, mode: RequantMode) 
         ]
     table.flags.writeable = False
     activation = Activation.RELU if quant.relu else Activation.IDENTITY
+    # the x86 sum lies within the exact sum's range (saturation moves a pair sum towards 0, which
+    # its range holds), so the tables above are valid for it too
+    paired = paired_sums(layer, quant, f"layer {index}") if kernel is Int8Kernel.X86 else None
     return QuantizedLayer(
-        quant.weights, quant.bias, activation, layer, Int8Tables(quant, table, acc_lo, acc_hi)
+        quant.weights, quant.bias, activation, layer, Int8Tables(quant, table, acc_lo, acc_hi, paired)
     )
 
 
@@ -327,7 +334,7 @@ def _int8_network(net: Network, options: ImplementationOptions) -> QuantizedNetw
     if options.layout is Layout.BALANCED or options.accumulation is Accumulation.WIDE:
         raise InputError("int8 layers accumulate exactly in int32: --layout/--accumulate do not apply")
     layers = tuple(
-        _int8_layer(index, layer, quant, number.requant)
+        _int8_layer(index, layer, quant, number.requant, number.kernel)
         for index, (layer, quant) in enumerate(zip(net.layers, net.quantization.layers), start=1)
     )
     return QuantizedNetwork(source=net, options=options, layers=layers, luts=())

@@ -178,6 +178,9 @@ def _int8_layer(layer: QuantizedLayer, codes: np.ndarray) -> np.ndarray:
         windows = layer.source.windows()  # type: ignore[union-attr]
         gathered = np.where(windows.valid[None], codes[:, windows.inputs], np.iinfo(np.int64).min)
         return gathered.max(axis=2)
+    if tables.paired is not None:  # int8-x86, a dense layer whose pair sums can saturate
+        acc = tables.paired.accumulate(layer.weights, codes)
+        return apply_thresholds(acc, tables.table, tables.code.qmin)  # type: ignore[arg-type]
     inputs, _ = _gathered(codes - tables.input_zero, layer)  # type: ignore[union-attr]
     acc = layer.expanded_bias().astype(np.int64)[None, :] + np.einsum(
         "bjt,jt->bj", inputs, layer.tap_weights().astype(np.int64)
