@@ -137,8 +137,11 @@ def requantize(acc: np.ndarray, quant: MacQuant, mode: RequantMode, channel: np.
     low = out.zero_point if quant.relu else out.code.qmin
     if mode is RequantMode.ONNXRUNTIME:
         multipliers = ort_multiplier(quant.input.scale, quant.channel_scales(), out.scale)
-        scaled = (acc.astype(np.float32) * multipliers[channels]).astype(np.float32)
-        codes = np.rint(scaled).astype(np.int64) + out.zero_point
+        with np.errstate(over="ignore"):
+            scaled = (acc.astype(np.float32) * multipliers[channels]).astype(np.float32)
+        # beyond the code range the clamp below decides: keep the cast to int64 defined (inf, 1e30)
+        scaled = np.clip(np.rint(scaled), -(1 << 40), 1 << 40)
+        codes = scaled.astype(np.int64) + out.zero_point
     else:
         codes = np.empty(acc.shape, dtype=np.int64)
         scales = quant.channel_scales()
