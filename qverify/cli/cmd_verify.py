@@ -25,6 +25,7 @@ from qverify.cli.options import (
     parse_image_shape,
     property_from_args,
 )
+from qverify.cli.pairs import say_kernel
 from qverify.cli.report import describe_example, warn
 from qverify.cli.startup import startup_times
 from qverify.errors import EXIT_CODES_HELP, EXIT_UNKNOWN, InputError, ResourceLimitError
@@ -92,9 +93,13 @@ def _from_flags(args: argparse.Namespace):
 
 
 def _note_float_view(net, resolved) -> None:
+    """One line when the format is the float view of an int8 model, or when onnxruntime's x86
+    kernels matter for the int8 format chosen."""
     note = float_view_note(net.name, net.quantization is not None, resolved.options)
     if note is not None:
         print(f"note: {note}", file=sys.stderr)
+    elif net.quantization is not None:
+        say_kernel(net, resolved.options.implementation().number)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,12 +3,15 @@ loaded once, an implementation from a format label with a hint for int8, and LO,
 
 from __future__ import annotations
 
+import sys
+
 from qverify.assurance import Implementation, make_implementation
 from qverify.errors import InputError
 from qverify.io import load_network
 from qverify.network import Network
+from qverify.quant.x86 import kernel_statement
 
-INT8_LABELS = ("int8", "int8-tflite")
+INT8_LABELS = ("int8", "int8-x86", "int8-tflite")
 
 
 def pair_of_floats(text: str, option: str) -> tuple[float, float]:
@@ -35,8 +38,18 @@ class ModelFiles:
 def implementation_of(net: Network, label: str) -> Implementation:
     """The network in the format `label`; an int8 label on a float model says how to name the int8 one."""
     try:
-        return make_implementation(net, label)
+        implementation = make_implementation(net, label)
     except InputError as error:
         if label in INT8_LABELS and net.quantization is None:
             raise InputError(f"{error} (or name the int8 model: --candidate {label}=MODEL.onnx)") from None
         raise
+    if implementation.qnet is not None:
+        say_kernel(net, implementation.qnet.options.number)
+    return implementation
+
+
+def say_kernel(net: Network, number: object) -> None:
+    """The one line about onnxruntime's x86 kernels for an int8 model (`quant.x86.kernel_statement`)."""
+    statement = kernel_statement(net, number)
+    if statement is not None:
+        print(f"{statement[0]}: {statement[1]}", file=sys.stderr)

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from qverify.errors import UnsupportedError
-from qverify.network import CodeType, Conv2D, Dense, MacQuant, QuantForm
+from qverify.network import CodeType, Conv2D, Dense, MacQuant, Network, QuantForm
+from qverify.quant.affine import Int8Format, Int8Kernel, RequantMode
 
 INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
 U8_MAX = 255
@@ -150,3 +151,29 @@ def saturation_risks(layers, quants) -> list[str]:
                 "x86 kernels without AVX-VNNI (uint8 x int8)"
             )
     return lines
+
+
+def kernel_statement(net: Network, number: object) -> tuple[str, str] | None:
+    """What a command says about onnxruntime's x86 kernels for this model in this format, as
+    ("warning" | "note", text), or None: a warning when the exact int8 semantics is chosen and some
+    pair sum can saturate; a note when `int8-x86` is chosen and none can (both are the same)."""
+    if not isinstance(number, Int8Format) or number.requant is not RequantMode.ONNXRUNTIME:
+        return None
+    if net.quantization is None:
+        return None
+    risks = saturation_risks(net.layers, net.quantization.layers)
+    if number.kernel is Int8Kernel.X86:
+        if risks:
+            return None
+        return (
+            "note",
+            f"{net.name}: no weight pair can saturate an int16 pair sum: int8-x86 and int8 are the same function",
+        )
+    if not risks:
+        return None
+    more = f" (and {len(risks) - 1} more layers)" if len(risks) > 1 else ""
+    text = (
+        f"{net.name}: {risks[0]}{more}; this verifies the exact int8 semantics (VNNI and ARM kernels), "
+        "--format int8-x86 what onnxruntime computes on x86 CPUs without AVX-VNNI"
+    )
+    return ("warning", text)
