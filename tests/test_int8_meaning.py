@@ -115,13 +115,16 @@ def _grid() -> np.ndarray:
 @pytest.mark.parametrize(
     "settings",
     [
-        QuantizeSettings(),
-        QuantizeSettings(per_channel=True),
-        QuantizeSettings(activations=CodeType.UINT8),
-        QuantizeSettings(QuantFormat.QOP, activations=CodeType.UINT8),
-        QuantizeSettings(QuantFormat.QOP),
+        pytest.param(QuantizeSettings(), id="qdq"),
+        pytest.param(QuantizeSettings(per_channel=True), id="qdq-per-channel", marks=pytest.mark.slow),
+        pytest.param(QuantizeSettings(activations=CodeType.UINT8), id="qdq-uint8", marks=pytest.mark.slow),
+        pytest.param(
+            QuantizeSettings(QuantFormat.QOP, activations=CodeType.UINT8),
+            id="qop-uint8",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(QuantizeSettings(QuantFormat.QOP), id="qop-int8"),
     ],
-    ids=["qdq", "qdq-per-channel", "qdq-uint8", "qop-uint8", "qop-int8"],
 )
 def test_x86_simulator_and_c_are_bit_exact_against_onnxruntime_without_vnni(tmp_path, settings):
     runner = _non_vnni_or_skip()
