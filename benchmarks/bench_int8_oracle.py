@@ -135,13 +135,14 @@ class Instance:
     output: int
     threshold: float
     safe_by_design: bool
+    above: bool = True  # the unsafe set: Y_output >= threshold (else Y_output <= threshold)
 
     def write_property(self, path: Path) -> Path:
         lines = [f"(declare-const X_{i} Real)" for i in range(2)]
         lines += [f"(declare-const Y_{j} Real)" for j in range(3)]
         for i in range(2):
             lines += [f"(assert (>= X_{i} {self.lo[i]!r}))", f"(assert (<= X_{i} {self.hi[i]!r}))"]
-        lines.append(f"(assert (>= Y_{self.output} {self.threshold!r}))")
+        lines.append(f"(assert ({'>=' if self.above else '<='} Y_{self.output} {self.threshold!r}))")
         path.write_text("\n".join(lines) + "\n")
         return path
 
@@ -155,38 +156,69 @@ def box_inputs(net: Network, lo, hi) -> np.ndarray:
     return quant.dequantize(codes)
 
 
-def _largest_code(net: Network, kernel: Int8Kernel, x: np.ndarray) -> np.ndarray:
+def _extreme_codes(net: Network, kernel: Int8Kernel, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     qnet = quantize_network(net, ImplementationOptions(Int8Format(kernel=kernel)))
-    return simulate(qnet, qnet.input_quant.quantize(x)).outputs.max(axis=0)
+    codes = simulate(qnet, qnet.input_quant.quantize(x)).outputs
+    return codes.max(axis=0), codes.min(axis=0)
+
+
+def _candidate_boxes(net: Network) -> list[tuple[float, float, float]]:
+    """(x0, x1, width): a 3 x 3 grid of boxes of width 0.3, and boxes of width 0.04 around the first
+    points of a 41 x 41 grid where the two kernels' simulators differ (saturation is local)."""
+    boxes = [(a, b, BOX_WIDTH) for a in (0.0, 0.35, 0.7) for b in (0.0, 0.35, 0.7)]
+    g = np.linspace(0.0, 0.96, 41)
+    x = np.array([(a, b) for a in g for b in g])
+    outputs = []
+    for kernel in Int8Kernel:
+        qnet = quantize_network(net, ImplementationOptions(Int8Format(kernel=kernel)))
+        outputs.append(simulate(qnet, qnet.input_quant.quantize(x)).outputs)
+    differing = np.flatnonzero(np.any(outputs[0] != outputs[1], axis=1))
+    boxes += [(float(x[i, 0]), float(x[i, 1]), 0.04) for i in differing[:: max(1, len(differing) // 12)][:12]]
+    return boxes
 
 
 def make_instance(path: Path, variant: str, seed: int) -> Instance:
-    """A box and output chosen (by the simulators) where the variant's arithmetic matters, and a
-    threshold half an output step above or below its largest output code there."""
+    """A box, an output and a side chosen (by the simulators) where the variant's arithmetic differs
+    most from the other kernel's, and a threshold half an output step beyond (SAFE, even seeds) or
+    before (UNSAFE, odd seeds) the variant's extreme output code there."""
     net = load_network(path)
     kernel = Int8Kernel.X86 if variant == "int8-x86" else Int8Kernel.EXACT
-    starts = [(a, b) for a in (0.0, 0.35, 0.7) for b in (0.0, 0.35, 0.7)]
+    other = Int8Kernel.EXACT if kernel is Int8Kernel.X86 else Int8Kernel.X86
     scored = []
-    for start in starts:
-        lo = np.array(start)
-        x = box_inputs(net, lo, lo + BOX_WIDTH)
-        mine = _largest_code(net, kernel, x)
-        other = _largest_code(net, Int8Kernel.EXACT if kernel is Int8Kernel.X86 else Int8Kernel.X86, x)
+    for order, (a, b, width) in enumerate(_candidate_boxes(net)):
+        x = box_inputs(net, (a, b), (a + width, b + width))
+        (top, bottom), (other_top, other_bottom) = (
+            _extreme_codes(net, kernel, x),
+            _extreme_codes(net, other, x),
+        )
         for output in range(3):
-            scored.append((abs(int(mine[output]) - int(other[output])), -starts.index(start), output, start, mine))
+            scored.append(
+                (abs(int(top[output]) - int(other_top[output])), -order, output, True, (a, b, width), top)
+            )
+            scored.append(
+                (
+                    abs(int(bottom[output]) - int(other_bottom[output])),
+                    -order,
+                    output,
+                    False,
+                    (a, b, width),
+                    bottom,
+                )
+            )
     scored.sort(key=lambda item: (item[0], item[1]), reverse=True)
-    difference, _, output, start, mine = scored[seed % 3 if scored[0][0] == 0 else 0]
+    _, _, output, above, (a, b, width), extreme = scored[0] if scored[0][0] else scored[2 * (seed % 3)]
     out = net.quantization.output
-    top = float(out.dequantize(np.array([mine[output]]))[0])
+    value = float(out.dequantize(np.array([extreme[output]]))[0])
     safe = seed % 2 == 0
-    threshold = float(np.float32(top + (0.5 if safe else -0.5) * out.scale))
-    lo = tuple(float(v) for v in start)
-    return Instance(path, variant, lo, tuple(v + BOX_WIDTH for v in lo), output, threshold, safe)
+    beyond = 0.5 if safe else -0.5
+    threshold = float(np.float32(value + (beyond if above else -beyond) * out.scale))
+    return Instance(path, variant, (a, b), (a + width, b + width), output, threshold, safe, above)
 
 
 def truth(instance: Instance, outputs: np.ndarray) -> str:
     """SAFE unless some onnxruntime output reaches the threshold (outputs: float32 of every code)."""
-    reached = outputs[:, instance.output].astype(np.float64) >= instance.threshold
+    values = outputs[:, instance.output].astype(np.float64)
+    reached = values >= instance.threshold if instance.above else values <= instance.threshold
     return "UNSAFE" if reached.any() else "SAFE"
 
 
@@ -223,7 +255,8 @@ def main() -> int:
             rows.append((quantized, fmt or "(none: int8)", source, 0, 0, f"skipped: {how}"))
             continue
         instances = [
-            make_instance(getattr(m, attribute), fmt if fmt.startswith("int8") else "", m.seed) for m in models
+            make_instance(getattr(m, attribute), fmt if fmt.startswith("int8") else "", m.seed)
+            for m in models
         ]
         inputs = [box_inputs(load_network(i.model), i.lo, i.hi) for i in instances]
         runner = [sys.executable] if source == "native" else prefix
