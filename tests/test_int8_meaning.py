@@ -227,3 +227,25 @@ def test_vnncomp_run_on_an_int8_model_gives_a_witness_onnxruntime_confirms(model
     y = _ort(m.reduced_path, [values["X_0"], values["X_1"]])
     assert np.array_equal(np.float32(y[instance.output]), np.float32(values[f"Y_{instance.output}"]))
     assert y[instance.output] >= instance.threshold
+
+
+@pytest.mark.parametrize(
+    ("code", "zero", "scale", "relu", "expected"),
+    [
+        (CodeType.INT8, -128, 0.01, False, Activation.RELU),  # onnxruntime's folded ReLU
+        (CodeType.UINT8, 0, 0.01, False, Activation.RELU),
+        (CodeType.INT8, -128, float(np.float32(6 / 255)), False, Activation.RELU6),  # a folded Clip(0, 6)
+        (CodeType.UINT8, 0, float(np.float32(6 / 255)), False, Activation.RELU6),
+        (CodeType.INT8, -20, 0.01, True, Activation.RELU),  # an explicit Relu: the clamp at z
+        (CodeType.INT8, -127, 0.01, False, Activation.IDENTITY),  # clamps at -0.01: range saturation
+        (CodeType.INT8, 3, 0.05, False, Activation.IDENTITY),
+    ],
+)
+def test_the_float_view_activation_of_a_requantization(code, zero, scale, relu, expected):
+    from qverify.network import MacQuant, TensorQuant
+    from qverify.network.float_view import implied_activation
+
+    f32 = float(np.float32(0.01))
+    output = TensorQuant(float(np.float32(scale)), zero, code)
+    quant = MacQuant(TensorQuant(f32, 0, code), np.ones((2, 2)), np.array([f32]), np.zeros(2), output, relu)
+    assert implied_activation(quant) is expected
