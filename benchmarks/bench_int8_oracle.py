@@ -12,8 +12,10 @@ variant, onnxruntime's kernels without AVX-VNNI -- natively on a CPU without it,
 
     python benchmarks/bench_int8_oracle.py [--out DIR] [--seeds 6] [--formats int8,int8-x86,16.16,float]
 
-prints one table: model x variant x verdicts right (the truth each variant is checked against is
-named in the row). The test `tests/test_int8_meaning.py` runs the same instances.
+prints one table: model kind x format x verdicts right against onnxruntime on this CPU and without
+AVX-VNNI, on the same instances per model kind (made for the exact semantics on `--reduce-range`
+models, for `int8-x86` on default ones). `--before DIR` adds the verdicts of an older qverify
+source tree. The test `tests/test_int8_meaning.py` runs the same instances.
 """
 
 from __future__ import annotations
@@ -222,13 +224,21 @@ def truth(instance: Instance, outputs: np.ndarray) -> str:
     return "UNSAFE" if reached.any() else "SAFE"
 
 
-def verify(qverify: list[str], instance: Instance, directory: Path, fmt: str, timeout: float = 120) -> str:
+def verify(
+    qverify: list[str],
+    instance: Instance,
+    directory: Path,
+    fmt: str,
+    timeout: float = 120,
+    env: dict | None = None,
+    tag: str = "",
+) -> str:
     """The first line of `qverify verify MODEL --property P [--format F]`: the verdict."""
-    prop = instance.write_property(directory / f"{instance.model.stem}-{fmt or 'default'}.vnnlib")
+    prop = instance.write_property(directory / f"{instance.model.stem}-{tag or fmt or 'default'}.vnnlib")
     command = [*qverify, "verify", str(instance.model), "--property", str(prop), "--timeout", str(timeout)]
     if fmt:
         command += ["--format", fmt]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     return done.stdout.split("\n", 1)[0].strip() or f"ERROR {done.stderr.strip()[-200:]}"
 
 
@@ -236,40 +246,59 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path(tempfile.mkdtemp(prefix="int8-oracle-")))
     parser.add_argument("--seeds", type=int, default=6)
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="a source tree of an older qverify (e.g. `git archive` of main before issue 28): its default "
+        "verdicts on the same instances, run as `python -m qverify` with PYTHONPATH set to it",
+    )
     args = parser.parse_args()
-    qverify = [str(Path(sys.executable).with_name("qverify"))]
+    qverify = [sys.executable, "-m", "qverify"]
     models = make_models(args.out, range(args.seeds))
     prefix, how = non_vnni_runner()
     print(f"models in {args.out}; onnxruntime without AVX-VNNI: {how}")
-    rows = []  # (models, variant, truth source, right, total, details)
-    plans = [
-        ("--reduce-range", "", "reduced_path", "native"),
-        ("--reduce-range", "16.16", "reduced_path", "native"),
-        ("default", "", "default_path", "native"),
-        ("default", "", "default_path", "non-vnni"),
-        ("default", "int8-x86", "default_path", "non-vnni"),
-        ("default", "16.16", "default_path", "non-vnni"),
-    ]
-    for quantized, fmt, attribute, source in plans:
-        if source == "non-vnni" and prefix is None:
-            rows.append((quantized, fmt or "(none: int8)", source, 0, 0, f"skipped: {how}"))
-            continue
-        instances = [
-            make_instance(getattr(m, attribute), fmt if fmt.startswith("int8") else "", m.seed)
-            for m in models
-        ]
+    formats = ["", "int8-x86", "16.16", "float"] + (["before"] if args.before else [])
+    print(
+        "| models | --format | right vs onnxruntime (this CPU) | right vs onnxruntime without AVX-VNNI | verdicts |"
+    )
+    print("|---|---|---:|---:|---|")
+    for kind, attribute, variant in (
+        ("--reduce-range", "reduced_path", ""),
+        ("default", "default_path", "int8-x86"),
+    ):
+        instances = [make_instance(getattr(m, attribute), variant, m.seed) for m in models]
         inputs = [box_inputs(load_network(i.model), i.lo, i.hi) for i in instances]
-        runner = [sys.executable] if source == "native" else prefix
-        outputs = onnxruntime_outputs(runner, [i.model for i in instances], inputs)
-        verdicts = [verify(qverify, i, args.out, fmt) for i in instances]
-        truths = [truth(i, o) for i, o in zip(instances, outputs)]
-        right = sum(v == t for v, t in zip(verdicts, truths))
-        detail = " ".join(f"{v[:1]}/{t[:1]}" for v, t in zip(verdicts, truths))
-        rows.append((quantized, fmt or "(none: int8)", source, right, len(instances), detail))
-    print("| models | --format | truth: onnxruntime | right | verdict/truth per seed |")
-    print("|---|---|---|---:|---|")
-    for quantized, fmt, source, right, total, detail in rows:
-        print(f"| {quantized} | {fmt} | {source} | {right}/{total} | {detail} |")
+        paths = [i.model for i in instances]
+        native = [
+            truth(i, o) for i, o in zip(instances, onnxruntime_outputs([sys.executable], paths, inputs))
+        ]
+        without = (
+            [truth(i, o) for i, o in zip(instances, onnxruntime_outputs(prefix, paths, inputs))]
+            if prefix
+            else None
+        )
+        for fmt in formats:
+            if fmt == "before":
+                env = os.environ | {"PYTHONPATH": str(args.before)}
+                verdicts = [verify(qverify, i, args.out, "", env=env, tag="before") for i in instances]
+                label = "(none), before issue 28"
+            else:
+                verdicts = [verify(qverify, i, args.out, fmt) for i in instances]
+                label = fmt or "(none: the model's int8)"
+            right_native = sum(v == t for v, t in zip(verdicts, native))
+            right_without = (
+                "-"
+                if without is None
+                else f"{sum(v == t for v, t in zip(verdicts, without))}/{len(verdicts)}"
+            )
+            shown = " ".join(v[:1] if v in ("SAFE", "UNSAFE") else "?" for v in verdicts)
+            print(
+                f"| {kind} | {label} | {right_native}/{len(verdicts)} | {right_without} | {shown} |",
+                flush=True,
+            )
+        truths = " ".join(t[:1] for t in native)
+        other = "" if without is None else " / without VNNI " + " ".join(t[:1] for t in without)
+        print(f"| {kind} | truth | | | this CPU {truths}{other} |", flush=True)
     return 0
 
 
