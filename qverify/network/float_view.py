@@ -23,9 +23,11 @@ what the int8 model computes up to rounding and range saturation.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from qverify.network.model import Activation
+from qverify.network.model import Activation, Network
 from qverify.network.qparams import MacQuant
 
 RELU6_TOP = 6.0
@@ -71,3 +73,10 @@ def describe_implied(quant: MacQuant) -> str:
     )
     top = "and at 6" if activation is Activation.RELU6 else f"(codes saturate at {high:.6g})"
     return f"{activation.value}: {how}, so codes clamp at 0 {top}"
+
+
+def float_network(net: Network) -> Network:
+    """An int8 model's float view as a float network (its int8 parameters dropped): what
+    `qverify convert` writes. The layers already carry the implied activations (the int8 readers
+    build them with `implied_activation`)."""
+    return replace(net, quantization=None) if net.quantization is not None else net
