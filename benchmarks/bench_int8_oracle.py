@@ -217,6 +217,18 @@ def make_instance(path: Path, variant: str, seed: int) -> Instance:
     return Instance(path, variant, (a, b), (a + width, b + width), output, threshold, safe, above)
 
 
+def whole_domain_instance(path: Path, seed: int) -> Instance:
+    """The issue's kind of property: the whole input domain [0, 1]^2, output `seed % 3`, a threshold
+    half an output step above (SAFE) or below (UNSAFE) the largest code the int8 model reaches."""
+    net = load_network(path)
+    top, _ = _extreme_codes(net, Int8Kernel.EXACT, box_inputs(net, (0.0, 0.0), (1.0, 1.0)))
+    out = net.quantization.output
+    output, safe = seed % 3, seed % 2 == 0
+    value = float(out.dequantize(np.array([top[output]]))[0])
+    threshold = float(np.float32(value + (0.5 if safe else -0.5) * out.scale))
+    return Instance(path, "", (0.0, 0.0), (1.0, 1.0), output, threshold, safe)
+
+
 def truth(instance: Instance, outputs: np.ndarray) -> str:
     """SAFE unless some onnxruntime output reaches the threshold (outputs: float32 of every code)."""
     values = outputs[:, instance.output].astype(np.float64)
@@ -262,11 +274,14 @@ def main() -> int:
         "| models | --format | right vs onnxruntime (this CPU) | right vs onnxruntime without AVX-VNNI | verdicts |"
     )
     print("|---|---|---:|---:|---|")
-    for kind, attribute, variant in (
-        ("--reduce-range", "reduced_path", ""),
-        ("default", "default_path", "int8-x86"),
-    ):
-        instances = [make_instance(getattr(m, attribute), variant, m.seed) for m in models]
+    kinds = (
+        ("--reduce-range", "reduced_path", lambda path, seed: make_instance(path, "", seed)),
+        ("--reduce-range, whole domain", "reduced_path", whole_domain_instance),
+        ("default", "default_path", lambda path, seed: make_instance(path, "int8-x86", seed)),
+    )
+    for kind, attribute, build in kinds:
+        slug = "".join(c for c in kind if c.isalnum())
+        instances = [build(getattr(m, attribute), m.seed) for m in models]
         inputs = [box_inputs(load_network(i.model), i.lo, i.hi) for i in instances]
         paths = [i.model for i in instances]
         native = [
@@ -280,10 +295,14 @@ def main() -> int:
         for fmt in formats:
             if fmt == "before":
                 env = os.environ | {"PYTHONPATH": str(args.before)}
-                verdicts = [verify(qverify, i, args.out, "", env=env, tag="before") for i in instances]
+                verdicts = [
+                    verify(qverify, i, args.out, "", env=env, tag=f"before-{slug}") for i in instances
+                ]
                 label = "(none), before issue 28"
             else:
-                verdicts = [verify(qverify, i, args.out, fmt) for i in instances]
+                verdicts = [
+                    verify(qverify, i, args.out, fmt, tag=f"{fmt or 'default'}-{slug}") for i in instances
+                ]
                 label = fmt or "(none: the model's int8)"
             right_native = sum(v == t for v, t in zip(verdicts, native))
             right_without = (
