@@ -244,13 +244,14 @@ def verify(
     timeout: float = 120,
     env: dict | None = None,
     tag: str = "",
+    cwd: Path | None = None,
 ) -> str:
     """The first line of `qverify verify MODEL --property P [--format F]`: the verdict."""
     prop = instance.write_property(directory / f"{instance.model.stem}-{tag or fmt or 'default'}.vnnlib")
     command = [*qverify, "verify", str(instance.model), "--property", str(prop), "--timeout", str(timeout)]
     if fmt:
         command += ["--format", fmt]
-    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env, cwd=cwd)
     return done.stdout.split("\n", 1)[0].strip() or f"ERROR {done.stderr.strip()[-200:]}"
 
 
@@ -262,7 +263,8 @@ def main() -> int:
         "--before",
         type=Path,
         help="a source tree of an older qverify (e.g. `git archive` of main before issue 28): its default "
-        "verdicts on the same instances, run as `python -m qverify` with PYTHONPATH set to it",
+        "verdicts on the same instances, run as `python -m qverify` in that tree (python -m puts the "
+        "working directory first on the path) with PYTHONPATH set to it",
     )
     args = parser.parse_args()
     qverify = [sys.executable, "-m", "qverify"]
@@ -296,7 +298,8 @@ def main() -> int:
             if fmt == "before":
                 env = os.environ | {"PYTHONPATH": str(args.before)}
                 verdicts = [
-                    verify(qverify, i, args.out, "", env=env, tag=f"before-{slug}") for i in instances
+                    verify(qverify, i, args.out, "", env=env, tag=f"before-{slug}", cwd=args.before)
+                    for i in instances
                 ]
                 label = "(none), before issue 28"
             else:
