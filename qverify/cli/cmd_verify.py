@@ -25,8 +25,7 @@ from qverify.cli.options import (
     parse_image_shape,
     property_from_args,
 )
-from qverify.cli.pairs import say_kernel
-from qverify.cli.report import describe_example, warn
+from qverify.cli.report import describe_example, say_kernel, warn
 from qverify.cli.startup import startup_times
 from qverify.errors import EXIT_CODES_HELP, EXIT_UNKNOWN, InputError, ResourceLimitError
 from qverify.input_limits import reading_within

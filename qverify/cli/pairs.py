@@ -3,13 +3,11 @@ loaded once, an implementation from a format label with a hint for int8, and LO,
 
 from __future__ import annotations
 
-import sys
-
 from qverify.assurance import Implementation, make_implementation
+from qverify.cli.report import say_kernel
 from qverify.errors import InputError
 from qverify.io import load_network
 from qverify.network import Network
-from qverify.quant.x86 import kernel_statement
 
 INT8_LABELS = ("int8", "int8-x86", "int8-tflite")
 
@@ -46,10 +44,3 @@ def implementation_of(net: Network, label: str) -> Implementation:
     if implementation.qnet is not None:
         say_kernel(net, implementation.qnet.options.number)
     return implementation
-
-
-def say_kernel(net: Network, number: object) -> None:
-    """The one line about onnxruntime's x86 kernels for an int8 model (`quant.x86.kernel_statement`)."""
-    statement = kernel_statement(net, number)
-    if statement is not None:
-        print(f"{statement[0]}: {statement[1]}", file=sys.stderr)
