@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Benchmark the engine's front ends (a benchmark, not a test): the scalar path (cfront parse,
-symbolic execution, simplification) against the array-level lift (`qverify.engine.lift`).
+symbolic execution, simplification) against the array-level lift (`qverify.engine.netlevel.lift`).
 
 Cases
   acas-16.16  ACAS Xu 1_9 phi_3 at <16,16>, the built-in invariants (as `qverify harness` writes it)
@@ -133,7 +133,7 @@ def peak_resident_mb() -> float:
 
 def lift_only(harness: Path) -> None:
     """The child's side: import, note the resident set, lift, print one JSON line."""
-    from qverify.engine.lift import lift_file
+    from qverify.engine.netlevel.lift import lift_file
 
     baseline = peak_resident_mb()
     start = time.perf_counter()
@@ -151,8 +151,9 @@ def lift_only(harness: Path) -> None:
 
 def scalar_front_end(harness: Path) -> dict[str, float]:
     """parse (gcc -E + pycparser), symbolic execution, simplification: seconds per stage."""
-    from qverify.engine import cfront, symex
-    from qverify.engine.passes.simplify import simplify
+    from qverify.engine import cfront
+    from qverify.engine.scalar import symex
+    from qverify.engine.scalar.passes.simplify import simplify
 
     times = {}
     start = time.perf_counter()

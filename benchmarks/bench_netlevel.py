@@ -43,13 +43,11 @@ sys.path.insert(0, str(ROOT))
 
 import itertools
 
-from qverify.engine.netlevel import decide
 from qverify.engine.netlevel.attack import atom_forms, unsafe_loss
 from qverify.engine.netlevel.bounds import backsubstitute, node_bounds, optimised_bound, tighten_intermediate
-from qverify.engine.netlevel.search import Search
-from qverify.engine.netquery import Arithmetic, NetworkQuery, query_for
-from qverify.engine.result import EngineOptions
-from qverify.engine.strategy import Recorder
+from qverify.engine.netlevel.query import Arithmetic, NetworkQuery, query_for
+from qverify.engine.netlevel.search import Search, decide
+from qverify.engine.result import EngineOptions, Recorder
 from qverify.io import load_network
 from qverify.network import Activation, Dense, Network
 from qverify.properties import read_vnnlib, robustness

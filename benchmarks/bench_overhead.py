@@ -240,8 +240,8 @@ lap("replay.compile")
 print(" ".join(f"{k}={v:.4f}" for k, v in times.items()))
 """
 ENGINE_IMPORTS = (
-    "import qverify.engine.__main__, qverify.engine.cfront, qverify.engine.symex, "
-    "qverify.engine.strategy, qverify.engine.passes.simplify"
+    "import qverify.engine.__main__, qverify.engine.cfront, qverify.engine.scalar.symex, "
+    "qverify.engine.scalar.strategy, qverify.engine.scalar.passes.simplify"
 )
 CPU_QUERIES = (
     (

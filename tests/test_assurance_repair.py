@@ -180,7 +180,8 @@ def test_int8_repair_changes_codes_and_replays_bit_exact_in_c(tmp_path):
 
 
 def test_the_written_repair_must_raise_the_repair_set_accuracy():
-    from qverify.assurance.repair.repair import Accuracy, RepairOutcome, _select
+    from qverify.assurance.repair.records import Accuracy, RepairOutcome
+    from qverify.assurance.repair.repair import _select
 
     def outcome(metric: str, repair: float, changed: bool = True) -> RepairOutcome:
         changes = (WeightChange(0, -1, 0, 1, 0.0625),) if changed else ()

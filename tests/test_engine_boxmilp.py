@@ -11,10 +11,10 @@ import pytest
 
 from qverify.codegen import render_harness
 from qverify.engine import EngineOptions, EngineStatus, check_file
-from qverify.engine.boxmilp import BoxMilp
-from qverify.engine.branch import literal_rows
-from qverify.engine.evaluate import ProgramRunner
-from qverify.engine.relax import RelaxedModel, bounds
+from qverify.engine.scalar.boxmilp import BoxMilp
+from qverify.engine.scalar.branch import literal_rows
+from qverify.engine.scalar.evaluate import ProgramRunner
+from qverify.engine.scalar.relax import RelaxedModel, bounds
 from qverify.engine.solvers.base import CheckStatus
 from qverify.engine.solvers.highs import HighsSolver
 from qverify.io import load_network

@@ -14,9 +14,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from qverify.codegen import NeuronBounds, compile_replay, format_inputs, render_harness, run_lines
-from qverify.engine import cfront, semantics, ssa, symex
-from qverify.engine.evaluate import ASSUME_FAILED, HOLDS, Evaluator, ProgramRunner, input_env
-from qverify.engine.passes.simplify import simplify
+from qverify.engine import c_types, cfront
+from qverify.engine.scalar import semantics, ssa, symex
+from qverify.engine.scalar.evaluate import ASSUME_FAILED, HOLDS, Evaluator, ProgramRunner, input_env
+from qverify.engine.scalar.passes.simplify import simplify
 from qverify.network import Activation, Dense, Network
 from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Relation
 from qverify.quant import (
@@ -209,7 +210,16 @@ def test_float_evaluator_matches_gcc(tmp_path, name, number, layout, activation)
 
 # ------------------------------------------------------------------------------ scalar vs vector
 
-INT_TYPES = [ssa.I8, ssa.I16, ssa.I32, ssa.I64, ssa.U8, ssa.U32, ssa.U64, ssa.int_type(12)]
+INT_TYPES = [
+    c_types.I8,
+    c_types.I16,
+    c_types.I32,
+    c_types.I64,
+    c_types.U8,
+    c_types.U32,
+    c_types.U64,
+    c_types.int_type(12),
+]
 OPS = ["add", "sub", "mul", "div", "rem", "shl", "shr", "shr_rna", "band", "bor", "bxor", "max", "min"]
 
 
@@ -245,7 +255,7 @@ def _column(ty, a, b):
 
 @given(
     st.sampled_from(INT_TYPES),
-    st.sampled_from(INT_TYPES + [ssa.F32, ssa.F64, ssa.BOOL]),
+    st.sampled_from(INT_TYPES + [c_types.F32, c_types.F64, c_types.BOOL]),
     st.integers(-(2**63), 2**63 - 1),
 )
 def test_scalar_casts_match_the_evaluator(source, target, raw):
@@ -267,8 +277,8 @@ def test_scalar_casts_match_the_evaluator(source, target, raw):
 
 def test_float_to_int_truncates_like_c():
     manager = ssa.NodeManager()
-    x = manager.input(ssa.F32, 0, "x")
-    node = manager.cast(ssa.I32, x)
+    x = manager.input(c_types.F32, 0, "x")
+    node = manager.cast(c_types.I32, x)
     samples = np.array([[-2.5], [-0.5], [0.0], [0.99999994], [1234.75], [-7.0]])
     values = Evaluator([node]).evaluate(input_env([x], samples), len(samples), keep=[node])[node.id]
     assert list(values) == [-2, 0, 0, 0, 1234, -7]

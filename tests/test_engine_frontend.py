@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 from qverify.codegen import NeuronBounds, render_harness
-from qverify.engine import EngineOptions, EngineStatus, cfront, check_file, ssa, symex
-from qverify.engine.evaluate import ASSUME_FAILED, HOLDS, VIOLATED, run
+from qverify.engine import EngineOptions, EngineStatus, cfront, check_file
+from qverify.engine.scalar import ssa, symex
+from qverify.engine.scalar.evaluate import ASSUME_FAILED, HOLDS, VIOLATED, run
 from qverify.errors import InputError, UnsupportedError
 from qverify.network import Activation, Dense, Network
 from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Relation

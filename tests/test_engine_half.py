@@ -24,8 +24,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qverify.engine import EngineOptions, EngineStatus, cfront, check_file, ssa, symex
-from qverify.engine.evaluate import evaluate_nodes, input_env
+from qverify.engine import EngineOptions, EngineStatus, c_types, cfront, check_file
+from qverify.engine.scalar import ssa, symex
+from qverify.engine.scalar.evaluate import evaluate_nodes, input_env
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
 
@@ -395,7 +396,7 @@ int main(void)
 """
     )
     program = symex.execute(cfront.parse_file(harness))
-    assert program.inputs[0].ty == ssa.F16
+    assert program.inputs[0].ty == c_types.F16
     kinds = {(type(node).__name__, str(node.ty)) for node in ssa.topological(program.roots())}
     assert ("Binary", "half") in kinds  # (half)(x * c) computed in float is a half product
     result = check_file(harness, [], EngineOptions(timeout_s=20))
@@ -669,7 +670,7 @@ def test_half_oracle_smt_only_slow(half_directory, seed, solver):
 def test_half_real_semantics(half_directory):
     """--semantics real reads half operations as exact reals: an UNSAFE is confirmed in exact
     rational arithmetic, a property far above the outputs is SAFE."""
-    from qverify.engine.evaluate import VIOLATED, RealRunner
+    from qverify.engine.scalar.evaluate import VIOLATED, RealRunner
 
     instance = make_half_instance(2, half_directory, max_points=1024)  # ReLU (a lookup table's
     # index flips between neighbours in real arithmetic: the real network is another function)

@@ -334,8 +334,9 @@ def test_float_oracle(tmp_path, seed, kind):
 def test_float_oracle_real_semantics(tmp_path, seed):
     """--semantics real: an UNSAFE is confirmed in exact rational arithmetic; a clearly safe
     property is SAFE."""
-    from qverify.engine import cfront, symex
-    from qverify.engine.evaluate import VIOLATED, RealRunner
+    from qverify.engine import cfront
+    from qverify.engine.scalar import symex
+    from qverify.engine.scalar.evaluate import VIOLATED, RealRunner
 
     for kind in ("safe", "unsafe"):
         harness, _, _, _ = make_float_instance(seed, tmp_path, kind)

@@ -12,14 +12,15 @@ import numpy as np
 import pytest
 
 from qverify.codegen import render_harness
-from qverify.engine import cfront, ssa, symex
-from qverify.engine.encode.bitvec import SmtEncoder
-from qverify.engine.evaluate import Evaluator, ProgramRunner, input_env
-from qverify.engine.fasteval import LoweredEvaluator
-from qverify.engine.linear import Lowering, conjunctions
-from qverify.engine.passes import intervals as iv
-from qverify.engine.passes.simplify import simplify
-from qverify.engine.relax import RelaxedModel, bounds
+from qverify.engine import c_types, cfront
+from qverify.engine.scalar import ssa, symex
+from qverify.engine.scalar.evaluate import Evaluator, ProgramRunner, input_env
+from qverify.engine.scalar.fasteval import LoweredEvaluator
+from qverify.engine.scalar.linear import Lowering, conjunctions
+from qverify.engine.scalar.passes import intervals as iv
+from qverify.engine.scalar.passes.simplify import simplify
+from qverify.engine.scalar.relax import RelaxedModel, bounds
+from qverify.engine.scalar.smt.bitvec import SmtEncoder
 from qverify.network import Activation, Dense, Network
 from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Relation
 from qverify.quant import FixedFormat, ImplementationOptions, Layout, Overflow, Rounding, quantize_network
@@ -44,25 +45,25 @@ def simplified_root(m, inputs, assumes, root):
 
 def test_factory_folds_and_interns():
     m = ssa.NodeManager()
-    x = m.input(ssa.I32, 0, "x")
-    one, two = m.const(ssa.I32, 1), m.const(ssa.I32, 2)
-    assert m.binary("add", one, two) is m.const(ssa.I32, 3)  # constants fold
+    x = m.input(c_types.I32, 0, "x")
+    one, two = m.const(c_types.I32, 1), m.const(c_types.I32, 2)
+    assert m.binary("add", one, two) is m.const(c_types.I32, 3)  # constants fold
     assert m.binary("add", x, one) is m.binary("add", one, x)  # commutative operands ordered
-    assert m.binary("add", x, m.const(ssa.I32, 0)) is x  # x + 0 -> x
-    assert m.binary("mul", x, m.const(ssa.I32, 0)) is m.const(ssa.I32, 0)  # x * 0 -> 0
+    assert m.binary("add", x, m.const(c_types.I32, 0)) is x  # x + 0 -> x
+    assert m.binary("mul", x, m.const(c_types.I32, 0)) is m.const(c_types.I32, 0)  # x * 0 -> 0
     assert m.ite(m.true, x, one) is x  # ite(true, a, b) -> a
     assert m.ite(m.compare("lt", x, one), x, x) is x  # ite(c, a, a) -> a
     assert m.binary("land", m.compare("lt", x, one), m.false) is m.false
     assert m.lnot(m.lnot(m.compare("lt", x, one))) is m.compare("lt", x, one)
     assert m.lnot(m.compare("lt", x, one)) is m.compare("ge", x, one)  # ints: negated comparison
-    assert m.binary("add", m.const(ssa.I8, 127), m.const(ssa.I8, 1)).value == -128  # wraps
+    assert m.binary("add", m.const(c_types.I8, 127), m.const(c_types.I8, 1)).value == -128  # wraps
 
 
 def test_rule_compare_and_ite_decided_by_intervals():
     m = ssa.NodeManager()
-    x = m.input(ssa.I32, 0, "x")
-    box = [m.land(m.compare("ge", x, m.const(ssa.I32, 0)), m.compare("le", x, m.const(ssa.I32, 10)))]
-    node = m.ite(m.compare("lt", x, m.const(ssa.I32, 20)), x, m.const(ssa.I32, 7))
+    x = m.input(c_types.I32, 0, "x")
+    box = [m.land(m.compare("ge", x, m.const(c_types.I32, 0)), m.compare("le", x, m.const(c_types.I32, 10)))]
+    node = m.ite(m.compare("lt", x, m.const(c_types.I32, 20)), x, m.const(c_types.I32, 7))
     root, _ = simplified_root(m, [x], box, node)
     assert root is x
 
@@ -71,25 +72,29 @@ def test_rule_always_active_relu_stays_max_and_inactive_becomes_zero():
     """An always-active ReLU is kept as max(x, 0) (the relaxation bounds its products' rounding
     per box); an always-inactive one is 0."""
     m = ssa.NodeManager()
-    x = m.input(ssa.I32, 0, "x")
-    zero = m.const(ssa.I32, 0)
+    x = m.input(c_types.I32, 0, "x")
+    zero = m.const(c_types.I32, 0)
     relu = m.ite(m.compare("lt", x, zero), zero, x)
-    active = [m.land(m.compare("ge", x, m.const(ssa.I32, 3)), m.compare("le", x, m.const(ssa.I32, 9)))]
+    active = [
+        m.land(m.compare("ge", x, m.const(c_types.I32, 3)), m.compare("le", x, m.const(c_types.I32, 9)))
+    ]
     root, _ = simplified_root(m, [x], active, relu)
     assert isinstance(root, ssa.Binary) and root.op == "max" and root.a is x and root.b is zero
-    inactive = [m.land(m.compare("ge", x, m.const(ssa.I32, -9)), m.compare("le", x, m.const(ssa.I32, -3)))]
+    inactive = [
+        m.land(m.compare("ge", x, m.const(c_types.I32, -9)), m.compare("le", x, m.const(c_types.I32, -3)))
+    ]
     root, _ = simplified_root(m, [x], inactive, relu)
     assert root is zero
 
 
 def test_rule_relu_becomes_max():
     m = ssa.NodeManager()
-    x = m.input(ssa.I32, 0, "x")
-    zero = m.const(ssa.I32, 0)
-    box = [m.land(m.compare("ge", x, m.const(ssa.I32, -5)), m.compare("le", x, m.const(ssa.I32, 5)))]
+    x = m.input(c_types.I32, 0, "x")
+    zero = m.const(c_types.I32, 0)
+    box = [m.land(m.compare("ge", x, m.const(c_types.I32, -5)), m.compare("le", x, m.const(c_types.I32, 5)))]
     root, _ = simplified_root(m, [x], box, m.ite(m.compare("lt", x, zero), zero, x))
     assert isinstance(root, ssa.Binary) and root.op == "max"
-    y = m.input(ssa.I32, 1, "y")
+    y = m.input(c_types.I32, 1, "y")
     root, _ = simplified_root(m, [x, y], box, m.ite(m.compare("gt", x, y), y, x))
     assert isinstance(root, ssa.Binary) and root.op == "min"
 
@@ -97,16 +102,16 @@ def test_rule_relu_becomes_max():
 def test_rule_max_of_cast_branches_becomes_cast_of_max():
     """An int8 max pool compares int-promoted values and keeps the int8 ones: still a max."""
     m = ssa.NodeManager()
-    x, y = m.input(ssa.I32, 0, "x"), m.input(ssa.I32, 1, "y")
+    x, y = m.input(c_types.I32, 0, "x"), m.input(c_types.I32, 1, "y")
     box = [
-        m.land(m.compare("ge", v, m.const(ssa.I32, -300)), m.compare("le", v, m.const(ssa.I32, 300)))
+        m.land(m.compare("ge", v, m.const(c_types.I32, -300)), m.compare("le", v, m.const(c_types.I32, 300)))
         for v in (x, y)
     ]
-    node = m.ite(m.compare("gt", x, y), m.cast(ssa.I8, x), m.cast(ssa.I8, y))
+    node = m.ite(m.compare("gt", x, y), m.cast(c_types.I8, x), m.cast(c_types.I8, y))
     root, _ = simplified_root(m, [x, y], box, node)
-    assert isinstance(root, ssa.Cast) and root.ty == ssa.I8
+    assert isinstance(root, ssa.Cast) and root.ty == c_types.I8
     assert isinstance(root.a, ssa.Binary) and root.a.op == "max"
-    node = m.ite(m.compare("lt", x, y), m.cast(ssa.I8, x), m.cast(ssa.I8, y))
+    node = m.ite(m.compare("lt", x, y), m.cast(c_types.I8, x), m.cast(c_types.I8, y))
     root, result = simplified_root(m, [x, y], box, node)
     assert isinstance(root.a, ssa.Binary) and root.a.op == "min"
     rng = np.random.default_rng(0)  # same outcome as the original program, wrap-around included
@@ -119,13 +124,19 @@ def test_rule_max_of_cast_branches_becomes_cast_of_max():
 
 def test_rule_saturation_and_its_removal():
     m = ssa.NodeManager()
-    v = m.input(ssa.I64, 0, "v")
-    lo, hi = m.const(ssa.I64, -128), m.const(ssa.I64, 127)
+    v = m.input(c_types.I64, 0, "v")
+    lo, hi = m.const(c_types.I64, -128), m.const(c_types.I64, 127)
     clamp = m.ite(m.compare("lt", v, lo), lo, m.ite(m.compare("gt", v, hi), hi, v))
-    wide = [m.land(m.compare("ge", v, m.const(ssa.I64, -1000)), m.compare("le", v, m.const(ssa.I64, 1000)))]
+    wide = [
+        m.land(
+            m.compare("ge", v, m.const(c_types.I64, -1000)), m.compare("le", v, m.const(c_types.I64, 1000))
+        )
+    ]
     root, _ = simplified_root(m, [v], wide, clamp)
     assert isinstance(root, ssa.Binary) and root.op == "max" and root.a.op == "min"  # max(min(v, 127), -128)
-    narrow = [m.land(m.compare("ge", v, m.const(ssa.I64, -10)), m.compare("le", v, m.const(ssa.I64, 10)))]
+    narrow = [
+        m.land(m.compare("ge", v, m.const(c_types.I64, -10)), m.compare("le", v, m.const(c_types.I64, 10)))
+    ]
     root, _ = simplified_root(m, [v], narrow, clamp)
     assert root is v  # in range: the saturation disappears
 
@@ -133,51 +144,65 @@ def test_rule_saturation_and_its_removal():
 def test_rule_fxp_shift_patterns():
     for rounding, expected in (("nearest", "shr_rna"), ("floor", "shr")):
         m = ssa.NodeManager()
-        v = m.input(ssa.I64, 0, "v")
-        l = m.const(ssa.I32, 4)
-        zero = m.const(ssa.I64, 0)
+        v = m.input(c_types.I64, 0, "v")
+        l = m.const(c_types.I32, 4)
+        zero = m.const(c_types.I64, 0)
         offset = 8 if rounding == "nearest" else 15
         if rounding == "nearest":
-            positive = m.binary("shr", m.binary("add", v, m.const(ssa.I64, 8)), l)
+            positive = m.binary("shr", m.binary("add", v, m.const(c_types.I64, 8)), l)
         else:
             positive = m.binary("shr", v, l)
         negative = m.unary(
-            "neg", m.binary("shr", m.binary("add", m.unary("neg", v), m.const(ssa.I64, offset)), l)
+            "neg", m.binary("shr", m.binary("add", m.unary("neg", v), m.const(c_types.I64, offset)), l)
         )
         node = m.ite(m.compare("ge", v, zero), positive, negative)
-        box = [m.land(m.compare("ge", v, m.const(ssa.I64, -300)), m.compare("le", v, m.const(ssa.I64, 300)))]
+        box = [
+            m.land(
+                m.compare("ge", v, m.const(c_types.I64, -300)), m.compare("le", v, m.const(c_types.I64, 300))
+            )
+        ]
         root, _ = simplified_root(m, [v], box, node)
         assert isinstance(root, ssa.Binary) and root.op == expected and root.a is v
 
 
 def test_rule_wrap_pattern():
     m = ssa.NodeManager()
-    v = m.input(ssa.I64, 0, "v")
-    bits = m.binary("band", m.cast(ssa.U64, v), m.const(ssa.U64, 0xFF))
-    flipped = m.binary("bxor", bits, m.const(ssa.U64, 0x80))
-    node = m.binary("sub", m.cast(ssa.I64, flipped), m.const(ssa.I64, 0x80))
-    box = [m.land(m.compare("ge", v, m.const(ssa.I64, -1000)), m.compare("le", v, m.const(ssa.I64, 1000)))]
+    v = m.input(c_types.I64, 0, "v")
+    bits = m.binary("band", m.cast(c_types.U64, v), m.const(c_types.U64, 0xFF))
+    flipped = m.binary("bxor", bits, m.const(c_types.U64, 0x80))
+    node = m.binary("sub", m.cast(c_types.I64, flipped), m.const(c_types.I64, 0x80))
+    box = [
+        m.land(
+            m.compare("ge", v, m.const(c_types.I64, -1000)), m.compare("le", v, m.const(c_types.I64, 1000))
+        )
+    ]
     root, _ = simplified_root(m, [v], box, node)
-    assert isinstance(root, ssa.Cast) and isinstance(root.a, ssa.Cast) and root.a.ty == ssa.int_type(8)
+    assert isinstance(root, ssa.Cast) and isinstance(root.a, ssa.Cast) and root.a.ty == c_types.int_type(8)
 
 
 def test_rule_cast_chain():
     m = ssa.NodeManager()
-    v = m.input(ssa.I64, 0, "v")
-    node = m.cast(ssa.I64, m.cast(ssa.I32, v))
-    box = [m.land(m.compare("ge", v, m.const(ssa.I64, -10)), m.compare("le", v, m.const(ssa.I64, 10)))]
+    v = m.input(c_types.I64, 0, "v")
+    node = m.cast(c_types.I64, m.cast(c_types.I32, v))
+    box = [
+        m.land(m.compare("ge", v, m.const(c_types.I64, -10)), m.compare("le", v, m.const(c_types.I64, 10)))
+    ]
     root, _ = simplified_root(m, [v], box, node)
     assert root is v
 
 
 def test_rule_table_lookup_is_tabulated():
     m = ssa.NodeManager()
-    x = m.input(ssa.I32, 0, "x")
-    table = ssa.Table("t", ssa.I32, tuple(range(0, 40, 2)))
-    index = m.binary("div", m.binary("add", m.cast(ssa.I64, x), m.const(ssa.I64, 10)), m.const(ssa.I64, 1))
+    x = m.input(c_types.I32, 0, "x")
+    table = ssa.Table("t", c_types.I32, tuple(range(0, 40, 2)))
+    index = m.binary(
+        "div", m.binary("add", m.cast(c_types.I64, x), m.const(c_types.I64, 10)), m.const(c_types.I64, 1)
+    )
     read = m.read(table, index)
-    node = m.ite(m.compare("lt", x, m.const(ssa.I32, -10)), m.const(ssa.I32, -1), read)
-    box = [m.land(m.compare("ge", x, m.const(ssa.I32, -50)), m.compare("le", x, m.const(ssa.I32, 50)))]
+    node = m.ite(m.compare("lt", x, m.const(c_types.I32, -10)), m.const(c_types.I32, -1), read)
+    box = [
+        m.land(m.compare("ge", x, m.const(c_types.I32, -50)), m.compare("le", x, m.const(c_types.I32, 50)))
+    ]
     root, result = simplified_root(m, [x], box, node)
     assert isinstance(root, ssa.Step) and root.a is x
     assert result.stats["tabulated"] >= 1
@@ -189,18 +214,18 @@ def test_rule_table_lookup_is_tabulated():
 
 def every_kind(m: ssa.NodeManager) -> tuple[list, list[ssa.Node]]:
     """One node of each kind (over two inputs), for the every-pass-handles-every-kind test."""
-    x, y = m.input(ssa.I32, 0, "x"), m.input(ssa.I32, 1, "y")
-    table = ssa.Table("t", ssa.I32, (5, 1, 4, 1, 5))
+    x, y = m.input(c_types.I32, 0, "x"), m.input(c_types.I32, 1, "y")
+    table = ssa.Table("t", c_types.I32, (5, 1, 4, 1, 5))
     nodes = [
-        m.const(ssa.I32, 3),
+        m.const(c_types.I32, 3),
         x,
         m.unary("neg", x),
         m.binary("add", x, y),
         m.compare("lt", x, y),
         m.ite(m.compare("lt", x, y), x, y),
-        m.cast(ssa.I64, x),
-        m.read(table, m.cast(ssa.I64, y)),
-        m.step(ssa.I32, x, (-100, 0, 3), (1, 2, 3)),
+        m.cast(c_types.I64, x),
+        m.read(table, m.cast(c_types.I64, y)),
+        m.step(c_types.I32, x, (-100, 0, 3), (1, 2, 3)),
     ]
     return [x, y], nodes
 
@@ -211,13 +236,13 @@ def test_every_pass_handles_every_kind():
     kinds = {type(node) for node in nodes}
     assert kinds == set(ssa.iter_kinds())
     box = [
-        m.land(m.compare("ge", v, m.const(ssa.I32, -4)), m.compare("le", v, m.const(ssa.I32, 4)))
+        m.land(m.compare("ge", v, m.const(c_types.I32, -4)), m.compare("le", v, m.const(c_types.I32, 4)))
         for v in inputs
     ]
     steps = [ssa.Assume(cond) for cond in box]
     steps += [
         ssa.Assert(
-            m.compare("ne", m.cast(ssa.I32, n), m.const(ssa.I32, 99)),
+            m.compare("ne", m.cast(c_types.I32, n), m.const(c_types.I32, 99)),
             f"k{i}",
         )
         for i, n in enumerate(nodes)
@@ -338,7 +363,7 @@ def test_lowering_relaxation_and_fast_evaluator_agree_with_the_program(tmp_path,
 def test_literals_remember_whether_they_were_assumed():
     """The splitter may drop assumed literals on intermediate values (never the violation's)."""
     m = ssa.NodeManager()
-    i16 = ssa.I16
+    i16 = c_types.I16
     x, y = m.input(i16, 0, "x"), m.input(i16, 1, "y")
     total = m.binary("add", x, y)
     conds = [
@@ -352,7 +377,7 @@ def test_literals_remember_whether_they_were_assumed():
 
 
 def test_pairwise_combinations_use_only_the_tightest_literals():
-    from qverify.engine.combine import fixed_weights, tightest_literals
+    from qverify.engine.scalar.combine import fixed_weights, tightest_literals
 
     chosen = tightest_literals(np.array([5.0, -1.0, 3.0, 0.5, 9.0]), limit=3)
     assert chosen.tolist() == [1, 2, 3]
@@ -367,7 +392,7 @@ def test_rounding_noise_intervals_contain_every_error(mode):
     """NoiseTable: per box, the summed error interval of alpha * e((c z + k) / d) contains the exact
     error at every integer z of the box (zero band, generic, single points, both signs of c and
     alpha, boxes on either side of 0)."""
-    from qverify.engine.relax import NoiseTable, _quotients
+    from qverify.engine.scalar.relax import NoiseTable, _quotients
 
     rng = np.random.default_rng(mode)
     entries = []

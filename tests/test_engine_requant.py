@@ -25,9 +25,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qverify.engine import EngineOptions, EngineStatus, cfront, check_file, ssa, symex
-from qverify.engine.evaluate import evaluate_nodes
-from qverify.engine.passes.simplify import _Simplifier
+from qverify.engine import EngineOptions, EngineStatus, cfront, check_file
+from qverify.engine.scalar import ssa, symex
+from qverify.engine.scalar.evaluate import evaluate_nodes
+from qverify.engine.scalar.passes.simplify import _Simplifier
 from tests.test_engine_half import build_replay, log_outcome, replay
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
@@ -151,7 +152,7 @@ def test_tabulated_step_equals_the_program(tmp_path, monkeypatch, seed):
 def test_tabulation_falls_back_beyond_the_breakpoint_budget(tmp_path, monkeypatch):
     """More table breakpoints than the budget: the tabulation bisects with intervals instead, and
     the step is still exact."""
-    from qverify.engine.passes import simplify as simplify_module
+    from qverify.engine.scalar.passes import simplify as simplify_module
 
     monkeypatch.setattr(simplify_module, "BREAKPOINT_BUDGET", 16)
     tables = [requant_thresholds(float(np.float32(1e-3)), 0, -128, 127, False)]

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from qverify.engine import EngineOptions, EngineStatus, check_file
-from qverify.engine.encode.milp import MilpModel
 from qverify.engine.solvers.base import CheckResult, CheckStatus, isolated
 from qverify.engine.solvers.highs import TRUSTED_MAGNITUDE, HighsSolver, OptimumStatus
+from qverify.engine.solvers.milp import MilpModel
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc (the preprocessor) not installed")
 

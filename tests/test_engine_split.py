@@ -10,7 +10,7 @@ import pytest
 
 from qverify.codegen import render_harness
 from qverify.engine import EngineOptions, EngineStatus, check_file
-from qverify.engine.relax import RelaxedModel, _relu_gaps, bounds
+from qverify.engine.scalar.relax import RelaxedModel, _relu_gaps, bounds
 from qverify.io import load_network
 from qverify.network import Activation
 from qverify.properties.builders import to_normalised
@@ -88,7 +88,7 @@ def test_acas_xu_phi1_splits_along_the_inputs_that_drive_the_unstable_relus(tmp_
 def test_box_points_of_a_64_input_box():
     """A box of few points over more inputs than numpy's meshgrid takes (32): every point, first
     input slowest (a digits robustness query at <5,3> failed here)."""
-    from qverify.engine.branch import box_points
+    from qverify.engine.scalar.branch import box_points
 
     lo = np.zeros(64)
     hi = np.zeros(64)

@@ -1,4 +1,4 @@
-"""The array-level front end (`qverify.engine.lift`) against the codegen's own inputs (`query_for`),
+"""The array-level front end (`qverify.engine.netlevel.lift`) against the codegen's own inputs (`query_for`),
 the compiled C (gcc replay, verdict per line) and the simulator of the original network (outputs
 bit for bit), for every implementation option; and the scalar engine's evaluator on small nets."""
 
@@ -19,9 +19,10 @@ from qverify.codegen import (
     render_network,
     run_lines,
 )
-from qverify.engine import cfront, symex
-from qverify.engine.evaluate import ASSUME_FAILED, HOLDS, ProgramRunner
-from qverify.engine.lift import lift_file
+from qverify.engine import cfront
+from qverify.engine.netlevel.lift import lift_file
+from qverify.engine.scalar import symex
+from qverify.engine.scalar.evaluate import ASSUME_FAILED, HOLDS, ProgramRunner
 from qverify.invariants import IntervalMethod, compute_bounds
 from qverify.io import load_network
 from qverify.properties import read_vnnlib, robustness, to_normalised

@@ -11,8 +11,8 @@ import pytest
 from lift_cases import small_network, split_property
 
 from qverify.codegen import render_harness
-from qverify.engine.lift import lift_file
-from qverify.engine.netquery import Arithmetic
+from qverify.engine.netlevel.lift import lift_file
+from qverify.engine.netlevel.query import Arithmetic
 from qverify.errors import InputError
 from qverify.network import Activation, Conv2D, Dense, Network
 from qverify.quant import FixedFormat, FloatFormat, FloatKind, ImplementationOptions, Layout, quantize_network
@@ -138,7 +138,7 @@ def test_int8_harness_is_lifted_over_codes(tmp_path):
     the codegen query's verdict (over (code - zero) * scale) on every input tried; its
     invariant-free twin with an edited requantization call is declined (tests/test_netlevel_int8.py
     covers the int8 loop's other edits)."""
-    from qverify.engine.netquery import query_for
+    from qverify.engine.netlevel.query import query_for
     from qverify.io import load_network
     from qverify.properties import read_vnnlib, to_normalised
     from qverify.quant import Int8Format

@@ -17,7 +17,7 @@ from test_lift_fallback import EDITS, MODELS_C, _edit, _harness
 from qverify.codegen import render_harness
 from qverify.engine.api import check_file
 from qverify.engine.cfront import float_literal, int_literal, parse_text, preprocess
-from qverify.engine.lift import lift_file
+from qverify.engine.netlevel.lift import lift_file
 from qverify.engine.result import EngineOptions
 from qverify.invariants import compute_bounds
 from qverify.network import Activation, Dense, Network

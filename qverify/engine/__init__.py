@@ -1,10 +1,14 @@
 """qverify's built-in checker for the C that qverify generates (and hand-written C in its style).
 
-Stages (one module each): `cfront` (gcc -E + pycparser) -> `symex` (inline, unroll: SSA of `ssa`)
--> `passes.simplify` (folding, hash-consing, intervals, pattern rules, tabulated lookups) ->
-`strategy` (attack with the bit-exact `evaluate`, symbolic bounds `relax`, input splitting `branch`,
-exact MILP `encode.milp` + `solvers.highs`, exact SMT `solvers.bitwuzla` / `solvers.z3`).
-See docs/engine.md.
+Two paths, and `api.check_file` chooses between them (docs/engine.md, "Two paths"):
+- `engine.netlevel` -- the network level: `netlevel.lift` reads a harness of the generated shape
+  back as layers (`netlevel.query.NetworkQuery`), `netlevel.search` decides it layer by layer
+  (attack, bounds, branch and bound, LP/MILP);
+- `engine.scalar` -- the scalar path: a bounded model checker over the C itself (symbolic
+  execution to SSA, simplification, attack, relaxation, splitting, MILP, SMT), for C the network
+  level cannot lift.
+What both use sits beside them: `cfront` and `c_types` (reading C), `solvers` (the decision
+procedure interface, HiGHS and its MILP record), `result` (options, results, the stage record).
 
     >>> from qverify.engine import check_file, EngineOptions
     >>> result = check_file(Path("harness.c"), [Path("models_c")], EngineOptions(timeout_s=60))

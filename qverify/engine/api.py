@@ -1,15 +1,17 @@
-"""`check_file`: front end, simplification and strategy, with a deadline through every stage.
+"""`check_file`, the engine's one door: it chooses the path that decides a harness, with a deadline
+through every stage.
 
-Two paths decide a harness. The array-level one first: `engine.lift` reads a harness of the
-generated shape back as layers (a `NetworkQuery`, in a fraction of a second) and `engine.netlevel`
-decides it layer by layer. Whatever it does not cover goes down the scalar path (`cfront` ->
-`symex` -> `simplify` -> `Strategy`), which executes the C one operation at a time: C the lifter does
-not recognise, networks the network-level strategy does not support (convolutions, tables),
-`--certify` (its exact SMT re-check needs the scalar program), and queries the network-level
-strategy gives up on while time remains, when the network is small enough for the scalar path's
-exact procedures (`SCALAR_FALLBACK_MACS`); on such fixed-point networks the network level gets
-`NETWORK_LEVEL_SHARE` of the budget, the scalar path the rest. The record says which path decided (`decided_by`,
-`front_end` in the counts: 1 lifted, 0 scalar) and why a harness was not lifted (a note).
+Two paths decide a harness. The network level first: `engine.netlevel.lift` reads a harness of the
+generated shape back as layers (a `NetworkQuery`, in a fraction of a second) and
+`engine.netlevel.search` decides it layer by layer. Whatever it does not cover goes down the scalar
+path (`cfront` -> `scalar.symex` -> `scalar.passes.simplify` -> `scalar.strategy.Strategy`), which
+executes the C one operation at a time: C the lifter does not recognise, networks the network-level
+strategy does not support (convolutions, tables), `--certify` (its exact SMT re-check needs the
+scalar program), and queries the network-level strategy gives up on while time remains, when the
+network is small enough for the scalar path's exact procedures (`SCALAR_FALLBACK_MACS`); on such
+fixed-point networks the network level gets `NETWORK_LEVEL_SHARE` of the budget, the scalar path the
+rest. The record says which path decided (`decided_by`, `front_end` in the counts: 1 lifted, 0
+scalar) and why a harness was not lifted (a note).
 """
 
 from __future__ import annotations
@@ -20,25 +22,24 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from qverify.engine.result import EngineOptions, EngineResult, EngineStatus
+from qverify.engine.result import EngineOptions, EngineResult, EngineStatus, Recorder
 from qverify.errors import InputError, InternalError, ResourceLimitError, ToolMissingError, UnsupportedError
 
 if TYPE_CHECKING:  # the stages are imported where they run (see check_file)
     from qverify.engine.cfront import TranslationUnit
-    from qverify.engine.lift.frontend import ParsedHarness
-    from qverify.engine.netquery import NetworkQuery
-    from qverify.engine.strategy import Recorder
+    from qverify.engine.netlevel.lift.frontend import ParsedHarness
+    from qverify.engine.netlevel.query import NetworkQuery
 
 
 def smt_factory(name: str, narrow: bool = True):
     """A fresh SMT decision procedure by name (each module imports its own library); `narrow=False`
     encodes every integer at its C width (no interval reasoning: what --certify uses)."""
     if name == "bitwuzla":
-        from qverify.engine.solvers.bitwuzla import BitwuzlaSolver
+        from qverify.engine.scalar.smt.bitwuzla import BitwuzlaSolver
 
         return BitwuzlaSolver(narrow)
     if name == "z3":
-        from qverify.engine.solvers.z3 import Z3Solver
+        from qverify.engine.scalar.smt.z3 import Z3Solver
 
         return Z3Solver(narrow)
     raise ToolMissingError(f"no SMT solver named {name}")
@@ -60,8 +61,8 @@ def _lifted(
 ) -> tuple[NetworkQuery | None, ParsedHarness | None]:
     """The harness as a NetworkQuery in the engine's semantics, or None (the reason is noted) with
     the lifter's parse of it when there is one (the scalar front end takes it)."""
-    from qverify.engine.lift import lift_file
-    from qverify.engine.netquery import Arithmetic
+    from qverify.engine.netlevel.lift import lift_file
+    from qverify.engine.netlevel.query import Arithmetic
 
     with recorder.timer("lift"):
         lifted = lift_file(path, include_dirs, Arithmetic.IMPLEMENTATION)
@@ -88,7 +89,8 @@ def _scalar_unit(path: Path, include_dirs: Sequence[Path], parsed: ParsedHarness
 
 def _network_level(query: NetworkQuery, options: EngineOptions, deadline: float, recorder: Recorder):
     """The network-level verdict, or None when the scalar path should decide instead."""
-    from qverify.engine.netlevel import decide, unsupported_reason
+    from qverify.engine.netlevel.model import unsupported_reason
+    from qverify.engine.netlevel.search import decide
 
     unsupported = unsupported_reason(query)
     if unsupported is not None:  # the scalar path covers it
@@ -121,9 +123,9 @@ def check_file(
     # the engine's stages are imported here, not with the package: `qverify verify` imports
     # qverify.engine.result for its option names and runs the engine in a child process, so the
     # parent never needs them (pycparser, the SSA and every strategy module: ~0.15 s)
-    from qverify.engine import ssa, symex
-    from qverify.engine.passes.simplify import simplify
-    from qverify.engine.strategy import Recorder, Strategy
+    from qverify.engine.scalar import ssa, symex
+    from qverify.engine.scalar.passes.simplify import simplify
+    from qverify.engine.scalar.strategy import Strategy
 
     options = options or EngineOptions()
     start = time.monotonic()

@@ -1,7 +1,8 @@
-"""C front end: preprocess with gcc -E, parse with pycparser, resolve types and literals.
+"""Shared by both paths: C front end: preprocess with gcc -E, parse with pycparser, resolve types and
+literals.
 
 `parse_file(path, include_dirs)` returns a `TranslationUnit`: typedef-resolved global declarations
-and function definitions, ready for symbolic execution (`qverify.engine.symex`). The system headers
+and function definitions, ready for symbolic execution (`qverify.engine.scalar.symex`). The system headers
 are replaced by small stand-ins (`FAKE_HEADERS`, written to a temporary folder): stdint.h and the
 like declare what verification C uses; stdio.h, math.h and stdlib.h declare their functions only so
 that a call to one is reported as unsupported at the line of the call. gcc's `_Float16` is a
@@ -26,15 +27,15 @@ from pathlib import Path
 from pycparser import c_ast, c_parser
 from pycparser.c_parser import ParseError
 
-from qverify.engine import ssa
-from qverify.engine.ssa import Coord
+from qverify.engine import c_types
+from qverify.engine.c_types import Coord
 from qverify.errors import InputError, ToolMissingError, UnsupportedError
 
 PREPROCESS_TIMEOUT_S = 120
 BUILTINS_HEADER = "qv_builtins.h"
 # gcc's built-in type names that pycparser does not know: declared as typedef names by
 # BUILTINS_HEADER, resolved to these types
-BUILTIN_TYPES = {"_Float16": ssa.F16}
+BUILTIN_TYPES = {"_Float16": c_types.F16}
 
 # Integer types of x86-64 Linux (LP64); int64_t is `long long` here (same width and rank behaviour).
 FAKE_HEADERS = {
@@ -141,40 +142,40 @@ class FuncT:
     variadic: bool = False
 
 
-CType = ssa.Type | ArrayT | PointerT | VoidT | FuncT | OpaqueT
+CType = c_types.Type | ArrayT | PointerT | VoidT | FuncT | OpaqueT
 VOID = VoidT()
 
 _SCALAR_NAMES = {
     ("void",): VOID,
-    ("_Bool",): ssa.BOOL,
-    ("char",): ssa.I8,
-    ("signed", "char"): ssa.I8,
-    ("unsigned", "char"): ssa.U8,
-    ("short",): ssa.I16,
-    ("short", "int"): ssa.I16,
-    ("signed", "short"): ssa.I16,
-    ("signed", "short", "int"): ssa.I16,
-    ("unsigned", "short"): ssa.U16,
-    ("unsigned", "short", "int"): ssa.U16,
-    ("int",): ssa.I32,
-    ("signed",): ssa.I32,
-    ("signed", "int"): ssa.I32,
-    ("unsigned",): ssa.U32,
-    ("unsigned", "int"): ssa.U32,
-    ("long",): ssa.I64,
-    ("long", "int"): ssa.I64,
-    ("signed", "long"): ssa.I64,
-    ("signed", "long", "int"): ssa.I64,
-    ("unsigned", "long"): ssa.U64,
-    ("unsigned", "long", "int"): ssa.U64,
-    ("long", "long"): ssa.I64,
-    ("long", "long", "int"): ssa.I64,
-    ("signed", "long", "long"): ssa.I64,
-    ("signed", "long", "long", "int"): ssa.I64,
-    ("unsigned", "long", "long"): ssa.U64,
-    ("unsigned", "long", "long", "int"): ssa.U64,
-    ("float",): ssa.F32,
-    ("double",): ssa.F64,
+    ("_Bool",): c_types.BOOL,
+    ("char",): c_types.I8,
+    ("signed", "char"): c_types.I8,
+    ("unsigned", "char"): c_types.U8,
+    ("short",): c_types.I16,
+    ("short", "int"): c_types.I16,
+    ("signed", "short"): c_types.I16,
+    ("signed", "short", "int"): c_types.I16,
+    ("unsigned", "short"): c_types.U16,
+    ("unsigned", "short", "int"): c_types.U16,
+    ("int",): c_types.I32,
+    ("signed",): c_types.I32,
+    ("signed", "int"): c_types.I32,
+    ("unsigned",): c_types.U32,
+    ("unsigned", "int"): c_types.U32,
+    ("long",): c_types.I64,
+    ("long", "int"): c_types.I64,
+    ("signed", "long"): c_types.I64,
+    ("signed", "long", "int"): c_types.I64,
+    ("unsigned", "long"): c_types.U64,
+    ("unsigned", "long", "int"): c_types.U64,
+    ("long", "long"): c_types.I64,
+    ("long", "long", "int"): c_types.I64,
+    ("signed", "long", "long"): c_types.I64,
+    ("signed", "long", "long", "int"): c_types.I64,
+    ("unsigned", "long", "long"): c_types.U64,
+    ("unsigned", "long", "long", "int"): c_types.U64,
+    ("float",): c_types.F32,
+    ("double",): c_types.F64,
 }
 
 
@@ -198,10 +199,10 @@ def unsupported(node: c_ast.Node | None, what: str) -> UnsupportedError:
 _INT_SUFFIX = re.compile(r"([uUlL]*)$")
 
 
-def int_literal(text: str, node: c_ast.Node | None = None) -> tuple[int, ssa.Type]:
+def int_literal(text: str, node: c_ast.Node | None = None) -> tuple[int, c_types.Type]:
     """A C integer constant (decimal, octal, hex, char) and its type by C99 6.4.4.1."""
     if text.startswith(("'", "L'")):
-        return char_literal(text, node), ssa.I32
+        return char_literal(text, node), c_types.I32
     suffix = _INT_SUFFIX.search(text).group(1).lower()
     digits = text[: len(text) - len(suffix)] if suffix else text
     try:
@@ -217,19 +218,19 @@ def int_literal(text: str, node: c_ast.Node | None = None) -> tuple[int, ssa.Typ
         raise InputError(f"{where(node)}bad integer constant {text}") from error
     unsigned = "u" in suffix
     longs = suffix.count("l")
-    candidates: list[ssa.Type] = []
+    candidates: list[c_types.Type] = []
     if not unsigned:
         if longs == 0:
-            candidates.append(ssa.I32)
+            candidates.append(c_types.I32)
             if not decimal:
-                candidates.append(ssa.U32)
-        candidates.append(ssa.I64)
+                candidates.append(c_types.U32)
+        candidates.append(c_types.I64)
         if not decimal:
-            candidates.append(ssa.U64)
+            candidates.append(c_types.U64)
     else:
         if longs == 0:
-            candidates.append(ssa.U32)
-        candidates.append(ssa.U64)
+            candidates.append(c_types.U32)
+        candidates.append(c_types.U64)
     for ty in candidates:
         if ty.min <= value <= ty.max:
             return value, ty
@@ -278,17 +279,17 @@ def nearest_float(value: Fraction, bits: int) -> float:
     return sign * float(result)
 
 
-def float_literal(text: str, node: c_ast.Node | None = None) -> tuple[float, ssa.Type]:
+def float_literal(text: str, node: c_ast.Node | None = None) -> tuple[float, c_types.Type]:
     """A C floating constant (decimal or hexadecimal, suffix f/l) rounded once to its type."""
     body = text
-    ty = ssa.F64
+    ty = c_types.F64
     if body[-1] in "fF":
-        body, ty = body[:-1], ssa.F32
+        body, ty = body[:-1], c_types.F32
     elif body[-1] in "lL":
         body = body[:-1]  # long double: treated as double
     try:
         if body.lower().startswith("0x"):
-            exact = Fraction(float.fromhex(body)) if ty == ssa.F64 else _hex_fraction(body)
+            exact = Fraction(float.fromhex(body)) if ty == c_types.F64 else _hex_fraction(body)
         else:
             exact = Fraction(body)
     except (ValueError, ZeroDivisionError) as error:
@@ -349,7 +350,7 @@ class TypeResolver:
                 return ctype, const or inner_const
             if isinstance(inner, c_ast.Enum):
                 self.enum(inner)
-                return ssa.I32, const
+                return c_types.I32, const
             if isinstance(inner, (c_ast.Struct, c_ast.Union)):
                 return OpaqueT(f"{type(inner).__name__.lower()} {inner.name or ''}".strip()), const
             raise unsupported(node, f"type {type(inner).__name__}")

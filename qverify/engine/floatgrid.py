@@ -1,4 +1,6 @@
-"""The values of an IEEE type as consecutive integers: counting, enumerating and bisecting float boxes.
+"""Shared by both paths: the values of an IEEE type as consecutive integers: counting, enumerating and
+bisecting float boxes (shared: the scalar path's splitting and the network level's `points` number float
+boxes alike).
 
 A float input box [lo, hi] holds finitely many values of the input's type. Reading the bit pattern
 of a value as a sign-magnitude integer and negating it for negative values gives its *ordinal*:

@@ -1,9 +1,11 @@
-"""The engine's options and results (what `check_file` takes and returns)."""
+"""Shared by both paths: the engine's options, results and per-stage record: what `check_file` takes and
+returns (shared by both paths: each fills a `Recorder`)."""
 
 from __future__ import annotations
 
 import enum
 import math
+import time
 from dataclasses import dataclass, field
 
 from qverify.errors import InputError
@@ -86,3 +88,37 @@ class EngineResult:
             "counts": dict(self.counts),
             "notes": list(self.notes),
         }
+
+
+class Recorder:
+    """Per-stage times and counts for the verdict record."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, float] = {}
+        self.counts: dict[str, int] = {}
+        self.notes: tuple[str, ...] = ()
+
+    def note(self, text: str) -> None:
+        self.notes += (text,)
+
+    def add_time(self, stage: str, seconds: float) -> None:
+        self.times[stage] = self.times.get(stage, 0.0) + seconds
+
+    def add(self, name: str, value: int) -> None:
+        self.counts[name] = self.counts.get(name, 0) + int(value)
+
+    def peak(self, name: str, value: int) -> None:
+        self.counts[name] = max(self.counts.get(name, 0), int(value))
+
+    class _Timer:
+        def __init__(self, recorder: Recorder, stage: str) -> None:
+            self.recorder, self.stage = recorder, stage
+
+        def __enter__(self) -> None:
+            self.start = time.monotonic()
+
+        def __exit__(self, *exc: object) -> None:
+            self.recorder.add_time(self.stage, time.monotonic() - self.start)
+
+    def timer(self, stage: str) -> Recorder._Timer:
+        return Recorder._Timer(self, stage)

@@ -10,43 +10,17 @@ Conventions (shared by every stage):
 
 from __future__ import annotations
 
-import enum
 import hashlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from qverify.errors import InputError
+from qverify.network.activation import Activation
+from qverify.network.arrays import frozen_array, require_finite
+from qverify.network.qparams import AffineQuantization
+from qverify.network.spatial import AveragePool2D, Conv2D, MaxPool2D
 from qverify.network.taps import Taps
-
-if TYPE_CHECKING:
-    from qverify.network.qparams import AffineQuantization
-    from qverify.network.spatial import AveragePool2D, Conv2D, MaxPool2D
-
-
-class Activation(enum.Enum):
-    """Activation applied after a dense layer's affine map."""
-
-    RELU = "relu"
-    SIGMOID = "sigmoid"
-    TANH = "tanh"
-    IDENTITY = "identity"
-
-
-def frozen_array(values: object, dtype: type = np.float64, ndim: int | None = None) -> np.ndarray:
-    """A read-only copy of `values`, so frozen dataclasses really are immutable."""
-    array = np.array(values, dtype=dtype, copy=True)
-    if ndim is not None and array.ndim != ndim:
-        raise InputError(f"expected a {ndim}-dimensional array, got shape {array.shape}")
-    array.flags.writeable = False
-    return array
-
-
-def require_finite(array: np.ndarray, what: str) -> None:
-    if not np.all(np.isfinite(array)):
-        bad = np.argwhere(~np.isfinite(array))[0]
-        raise InputError(f"{what} holds a non-finite value at index {tuple(int(i) for i in bad)}")
 
 
 @dataclass(frozen=True, slots=True, eq=False)

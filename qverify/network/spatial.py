@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from qverify.errors import InputError
-from qverify.network.model import Activation, frozen_array, require_finite
+from qverify.network.activation import Activation
+from qverify.network.arrays import frozen_array, require_finite
 from qverify.network.taps import Taps
 
 Shape3 = tuple[int, int, int]

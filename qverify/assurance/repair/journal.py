@@ -16,7 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from qverify.assurance.repair.repair import Accuracy, RepairOutcome, RepairSettings, RepairStudy, WeightChange
+from qverify.assurance.repair.records import (
+    Accuracy,
+    RepairOutcome,
+    RepairSettings,
+    RepairStudy,
+    WeightChange,
+)
 from qverify.assurance.repair.target import repaired_network
 
 

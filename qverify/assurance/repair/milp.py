@@ -42,8 +42,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from qverify.assurance.repair.readout import Readout
-from qverify.engine.encode.milp import MilpModel
 from qverify.engine.solvers.highs import HighsSolver, Optimum, OptimumStatus
+from qverify.engine.solvers.milp import MilpModel
 from qverify.errors import InternalError
 
 INF = math.inf

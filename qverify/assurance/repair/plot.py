@@ -8,7 +8,7 @@ import io
 
 import numpy as np
 
-from qverify.assurance.repair.repair import RepairReport
+from qverify.assurance.repair.records import RepairReport
 
 
 def repair_figure_png(report: RepairReport) -> bytes:

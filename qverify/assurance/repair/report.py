@@ -12,7 +12,7 @@ import numpy as np
 
 from qverify.assurance.repair.metrics import RANDOM
 from qverify.assurance.repair.plot import repair_figure_png
-from qverify.assurance.repair.repair import RepairOutcome, RepairReport
+from qverify.assurance.repair.records import RepairOutcome, RepairReport
 from qverify.assurance.repair.reverify import VerdictChange
 from qverify.errors import InputError
 

@@ -1,12 +1,9 @@
-"""The engine at network scale: deciding a `NetworkQuery` layer by layer (numpy, HiGHS).
+"""Network level: the network-level path of the engine: a harness of the generated shape read back as layers
+and decided layer by layer (numpy, HiGHS).
 
-`decide` (search.py) is the strategy; `exact.real_outputs` the exact rational reading of the
-network that REAL-arithmetic confirmations use. See search.py for the pipeline and model.py for
-the arithmetic each analysis assumes.
+`lift` (the array-level front end: harness C -> `query.NetworkQuery`) -> `search.decide` (attack,
+bounds, input/ReLU branch and bound, LP/MILP, exact enumeration). `model` says the arithmetic every
+analysis assumes; `exact.real_outputs` is the exact rational reading of the network that
+REAL-arithmetic confirmations use. The package imports nothing itself, so that reading a harness
+(`lift`) does not load the search. See docs/engine.md, "Network level".
 """
-
-from qverify.engine.netlevel.exact import real_outputs
-from qverify.engine.netlevel.model import unsupported_reason
-from qverify.engine.netlevel.search import decide
-
-__all__ = ["decide", "real_outputs", "unsupported_reason"]

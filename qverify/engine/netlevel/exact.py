@@ -1,4 +1,5 @@
-"""Exact rational evaluation of a network with the C's constants read as reals (`--semantics real`).
+"""Network level: exact rational evaluation of a network with the C's constants read as reals (`--semantics
+real`).
 
 Every constant of a fixed-point or float implementation is dyadic (words * 2^-l, or a float value
 m * 2^e), and so is every input the harness accepts. The real network's outputs are then dyadic too

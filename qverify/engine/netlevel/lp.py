@@ -1,4 +1,5 @@
-"""One node of the branch and bound as an LP or MILP over HiGHS (`qverify.engine.solvers.highs`).
+"""Network level: one node of the branch and bound as an LP or MILP over HiGHS
+(`qverify.engine.solvers.highs`).
 
 Columns: the inputs x; per neuron with the linear statement of `NetModel` one row
 z - W h_prev in [b + err_lo, b + err_hi] (free neurons keep only their column bounds), with the
@@ -13,7 +14,7 @@ outputs. The rows are built as whole blocks (numpy), not row by row.
 
 The MILP is exact for REAL arithmetic; for the implementation it is the same sound relaxation as the
 bounds (rounding as bounded terms, not as integer quotients: the scalar path's
-`qverify.engine.encode.milp` encodes the words exactly, but it needs the per-scalar node graph this
+`qverify.engine.scalar.milp` encodes the words exactly, but it needs the per-scalar node graph this
 strategy exists to avoid), so a solution is only a candidate that `NetworkQuery.violation` must
 confirm, and a relaxation "infeasible" proves the node safe.
 
@@ -31,9 +32,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from qverify.engine.netlevel.activations import relu_relaxation
 from qverify.engine.netlevel.attack import AtomForm
-from qverify.engine.netlevel.bounds import Bounds, relu_relaxation
-from qverify.engine.netlevel.model import U64, NetModel
+from qverify.engine.netlevel.bounds import Bounds
+from qverify.engine.netlevel.model import NetModel
+from qverify.engine.netlevel.roundoff import U64
 from qverify.engine.solvers.base import CheckStatus
 from qverify.engine.solvers.highs import HighsSolver
 

@@ -1,8 +1,8 @@
-"""Boxes of implementation inputs as finite sets: counting, enumerating and splitting them.
+"""Network level: boxes of implementation inputs as finite sets: counting, enumerating and splitting them.
 
 An integer box holds every word in [lo, hi]; a float box every value of the input type in [lo, hi].
-Float values are numbered by their ordered bit patterns (the sign-magnitude encoding mapped to a
-monotone integer), so a float box is an integer range of numbers too: splitting ends at single
+Float values are numbered by their ordinals (`engine.floatgrid`, shared with the scalar path's
+splitting), so a float box is an integer range of numbers too: splitting ends at single
 values and a box with few values is enumerated, the way integer boxes end at single words.
 """
 
@@ -10,37 +10,28 @@ from __future__ import annotations
 
 import numpy as np
 
+from qverify.engine import floatgrid
 from qverify.quant import QuantizedNetwork
 
-_INT_TYPES = {2: np.int16, 4: np.int32, 8: np.int64}
 
-
-def _float_type(qnet: QuantizedNetwork) -> type[np.floating]:
-    return qnet.number.dtype  # type: ignore[union-attr]
+def _bits(qnet: QuantizedNetwork) -> int:
+    """The width of a float format's input type."""
+    return 8 * np.dtype(qnet.number.dtype).itemsize  # type: ignore[union-attr]
 
 
 def ordinals(qnet: QuantizedNetwork, values: np.ndarray) -> np.ndarray:
     """Integers that number the input values monotonically (the words themselves for integer
-    formats; for floats the ordered bit patterns, -0 and +0 both 0)."""
+    formats; for floats the ordinals of `engine.floatgrid`, -0 and +0 both 0)."""
     if qnet.is_integer:
         return np.asarray(values, dtype=np.int64)
-    dtype = _float_type(qnet)
-    size = np.dtype(dtype).itemsize
-    bits = np.asarray(values, dtype=dtype).view(_INT_TYPES[size]).astype(np.int64)
-    sign_bit = 1 << (8 * size - 1)
-    return np.where(bits < 0, -(bits & (sign_bit - 1)), bits)
+    return floatgrid.ordinal(values, _bits(qnet))
 
 
 def values_of(qnet: QuantizedNetwork, numbers: np.ndarray) -> np.ndarray:
     """The inverse of `ordinals` (as float64 for float formats)."""
     if qnet.is_integer:
         return np.asarray(numbers, dtype=np.int64)
-    dtype = _float_type(qnet)
-    size = np.dtype(dtype).itemsize
-    numbers = np.asarray(numbers, dtype=np.int64)
-    lowest = np.int64(-(1 << (8 * size - 1)))  # the sign bit alone, as a signed pattern
-    bits = np.where(numbers < 0, (-numbers) | lowest, numbers).astype(_INT_TYPES[size])
-    return bits.view(dtype).astype(np.float64)
+    return floatgrid.from_ordinal(numbers, _bits(qnet))
 
 
 def count(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) -> int:
@@ -89,7 +80,7 @@ def split_at_value(
     a, b = ordinals(qnet, lo[dimension : dimension + 1])[0], ordinals(qnet, hi[dimension : dimension + 1])[0]
     if a >= b:
         return None
-    middle = int(ordinals(qnet, np.array([real_middle]).astype(_float_type(qnet)))[0])
+    middle = int(ordinals(qnet, np.array([real_middle]))[0])
     middle = min(max(middle, int(a)), int(b) - 1)
     left_hi, right_lo = hi.copy(), lo.copy()
     left_hi[dimension] = values_of(qnet, np.array([middle]))[0]

@@ -1,4 +1,4 @@
-"""Which input to bisect: the one that moves the open atoms' bounds most, relaxation included.
+"""Network level: which input to bisect: the one that moves the open atoms' bounds most, relaxation included.
 
 Bisecting input i of a box helps an atom's lower bound in two ways: the bound's own linear term
 shrinks (|coefficient_i| x width_i), and the unstable ReLUs that input i drives become stable or

@@ -1,4 +1,4 @@
-"""int8 requantization as the network level reads it: a monotone staircase per neuron, and its
+"""Network level: int8 requantization as the network level reads it: a monotone staircase per neuron, and its
 sound linear relaxation on an accumulator interval.
 
 An int8 layer computes acc = bias + sum w (x - z_in) exactly (int32 by construction, see
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qverify.engine.netlevel.model import TINY, U64
+from qverify.engine.netlevel.roundoff import TINY, U64
 from qverify.quant.affine import INT32_MAX, INT32_MIN, thresholds_reached
 
 

@@ -1,4 +1,4 @@
-"""The decision-procedure interface: `check(problem, deadline) -> CheckResult`.
+"""Shared by both paths: the decision-procedure interface: `check(problem, deadline) -> CheckResult`.
 
 Each back end lives in its own module and is the only importer of its library; a missing library
 raises `ToolMissingError` (qverify.errors) at construction, for the caller to fall back.

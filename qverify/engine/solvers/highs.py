@@ -1,8 +1,9 @@
-"""HiGHS (highspy) as a MILP feasibility oracle and optimiser; the only module that imports highspy.
+"""Shared by both paths: hiGHS (highspy) as a MILP feasibility oracle and optimiser; the only module that
+imports highspy.
 
 The engine asks feasibility problems (zero objective): HiGHS stops at the first integer-feasible
 point. Tolerances are tightened (1e-9) well below the 0.5 margin every execution has on every row
-of an integer encoding (see `qverify.engine.encode.milp` and docs/engine.md). `minimize` solves a
+of an integer encoding (see `qverify.engine.scalar.milp` and docs/engine.md). `minimize` solves a
 model with an objective (`MilpModel.cost`) to optimality or to its time limit, for callers that
 want the best solution rather than any (weight repair, `qverify.assurance.repair`); its result says
 which of the two it got.
@@ -19,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qverify.engine.encode.milp import MilpModel
 from qverify.engine.solvers.base import CheckResult, CheckStatus, DecisionProcedure
+from qverify.engine.solvers.milp import MilpModel
 from qverify.errors import ToolMissingError
 
 try:

@@ -1,0 +1,240 @@
+"""Network level: int8 harnesses: the neuron loop of `templates/_network.c.j2` for int8, and the network it
+states.
+
+One dense int8 layer is
+
+    for (j = 0; j < N; j++) {
+        int32_t acc = B[j];
+        for (i = 0; i < N_IN; i++) {
+            acc += (int32_t)W[j][i] * ((int32_t)IN[i] - Z);
+        }
+        [__ESBMC_assume(PRE_LO[j] <= acc && acc <= PRE_HI[j]);]
+        OUT[j] = (qv_num)(QMIN + qv_requant(acc, T[j]));      (per-tensor: T[0])
+        [__ESBMC_assume(OUT_LO[j] <= OUT[j] && OUT[j] <= OUT_HI[j]);]
+    }
+
+with W `int8_t [N][N_IN]`, B `int32_t [N]`, T `int32_t [N or 1][255]` sorted rows and QMIN the
+minimum of qv_num's codes. `qv_requant` is int8.h's (checked byte for byte with the header): the
+number of thresholds <= acc, so the layer is exactly `simulate`'s int8 layer on these integers:
+acc = B + sum W (x - Z) (int32 by the generator's proof, re-checked here from the constants) and
+code = QMIN + #{k : T[k] <= acc}.
+
+What the C does not state is the quantization's meaning: the scales (and which runtime's rounding
+made the tables) appear only in comments. The lifted network needs neither: its layers carry the
+tables themselves, every scale is 1 and the output's zero point 0, so `output_reals` gives the codes
+and the unsafe atoms, which the C states over codes (`(int64_t)y[k] >= 80`), are read over codes
+exactly. The requantization mode recorded is the default (it names how tables were made, not used).
+The invariant assumes (`int32_t` arrays) bound acc and the stored code: `LayerBounds` with `pre` the
+accumulator, as `qverify.quant.intervals` states int8 bounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from pycparser import c_ast
+
+from qverify.engine.netlevel.lift.cnodes import (
+    call,
+    cast_operand,
+    fail,
+    index_ref,
+    indexed_by,
+    integer_constant,
+    is_id,
+    statements,
+)
+from qverify.engine.netlevel.lift.errors import NotRecognised
+from qverify.engine.netlevel.lift.layers import bounds_assume, counted_loop, fresh, local_decl
+from qverify.errors import InputError, RangeError
+from qverify.network import Activation, AffineQuantization, CodeType, Dense, MacQuant, Network, TensorQuant
+from qverify.quant import ImplementationOptions, Int8Format, QuantizedLayer, QuantizedNetwork
+from qverify.quant.affine import LEVELS, accumulator_bounds
+from qverify.quant.network import Int8Tables
+
+CODE_TYPES = {("int8_t",): CodeType.INT8, ("uint8_t",): CodeType.UINT8}
+ARRAY_TYPES = {"weights": ("int8_t",), "bias": ("int32_t",), "table": ("int32_t",), "bounds": ("int32_t",)}
+INT32 = (("int32_t",),)
+
+
+@dataclass(frozen=True, slots=True)
+class Int8Loop:
+    """One recognised int8 dense layer (the arrays it reads and writes, sizes, zero point, table)."""
+
+    weights: str
+    bias: str
+    table: str
+    per_channel: bool
+    input_zero: int
+    qmin: int
+    input: str
+    output: str
+    n_out: int
+    n_in: int
+    line: str
+    pre_bounds: tuple[str, str] | None = None
+    out_bounds: tuple[str, str] | None = None
+    activation: Activation = Activation.IDENTITY  # the clamp (a fused ReLU's too) is in the table
+
+    def constant_names(self) -> tuple[str, ...]:
+        return (self.weights, self.bias, self.table, *(self.pre_bounds or ()), *(self.out_bounds or ()))
+
+
+def _row_ref(node: c_ast.Node, j: str, what: str) -> str:
+    name = indexed_by(node, j)
+    if name is None:
+        raise fail(node, f"expected {what}[j]")
+    return name
+
+
+def _product(step: c_ast.Node, acc: str, j: str, i: str) -> tuple[str, str, int]:
+    """`acc += (int32_t)W[j][i] * ((int32_t)IN[i] - Z);` as (W, IN, Z)."""
+    if not (isinstance(step, c_ast.Assignment) and step.op == "+=" and is_id(step.lvalue, acc)):
+        raise fail(step, "expected acc += (int32_t)W[j][i] * ((int32_t)IN[i] - Z)")
+    product = step.rvalue
+    if not (isinstance(product, c_ast.BinaryOp) and product.op == "*"):
+        raise fail(step, "expected (int32_t)W[j][i] * ((int32_t)IN[i] - Z)")
+    weight = cast_operand(product.left, INT32)
+    w = indexed_by(weight, j, i) if weight is not None else None
+    if w is None:
+        raise fail(product, "the product's left operand is not (int32_t)W[j][i]")
+    difference = product.right
+    if not (isinstance(difference, c_ast.BinaryOp) and difference.op == "-"):
+        raise fail(product, "the product's right operand is not ((int32_t)IN[i] - Z)")
+    value = cast_operand(difference.left, INT32)
+    x = indexed_by(value, i) if value is not None else None
+    zero = integer_constant(difference.right)
+    if x is None or zero is None:
+        raise fail(product, "the product's right operand is not ((int32_t)IN[i] - Z), Z a constant")
+    return w, x, zero
+
+
+def _requant_store(store: c_ast.Node, j: str, acc: str) -> tuple[str, int, str, bool]:
+    """`OUT[j] = (qv_num)(QMIN + qv_requant(acc, T[j or 0]));` as (OUT, QMIN, T, per channel)."""
+    if not (isinstance(store, c_ast.Assignment) and store.op == "="):
+        raise fail(store, "expected OUT[j] = (qv_num)(QMIN + qv_requant(acc, T[j]))")
+    output = _row_ref(store.lvalue, j, "OUT")
+    total = cast_operand(store.rvalue, (("qv_num",),))
+    if total is None:
+        raise fail(store, "the stored code is not cast to qv_num")
+    if not (isinstance(total, c_ast.BinaryOp) and total.op == "+"):
+        raise fail(store, "the stored code is not QMIN + qv_requant(acc, T[j])")
+    qmin = integer_constant(total.left)
+    requant = call(total.right, "qv_requant")
+    if qmin is None or requant is None or len(requant[1]) != 2 or not is_id(requant[1][0], acc):
+        raise fail(store, "the stored code is not QMIN + qv_requant(acc, T[j])")
+    table = index_ref(requant[1][1])
+    if table is None or len(table[1]) != 1:
+        raise fail(store, "qv_requant's table is not T[j] or T[0]")
+    per_channel = is_id(table[1][0], j)
+    if not per_channel and integer_constant(table[1][0]) != 0:
+        raise fail(store, "qv_requant's table is not T[j] or T[0]")
+    return output, qmin, table[0], per_channel
+
+
+def match_int8_layer(node: c_ast.Node, loop_vars: set[str], forbidden: set[str]) -> Int8Loop:
+    """One int8 neuron loop (module docstring)."""
+    j, n_out, body = counted_loop(node, loop_vars)
+    items = statements(body)
+    first = local_decl(items[0], INT32) if items else None
+    if first is None or first[1] is None:
+        raise fail(items[0] if items else node, "neuron loop does not start with `int32_t acc = B[j];`")
+    acc, init = first
+    if not fresh(acc, forbidden | loop_vars):
+        raise fail(items[0], f"accumulator {acc} shadows another name")
+    bias = _row_ref(init, j, "B")
+    if len(items) < 3:
+        raise fail(node, "an int8 neuron loop is the accumulator, the product loop and the store")
+    i, n_in, inner = counted_loop(items[1], loop_vars)
+    body_items = statements(inner)
+    if i == j or len(body_items) != 1:
+        raise fail(items[1], "expected one statement in the product loop")
+    weights, source, zero = _product(body_items[0], acc, j, i)
+    position = 2
+    pre = bounds_assume(items[position], j, c_ast.ID(acc))
+    position += pre is not None
+    if position >= len(items):
+        raise fail(node, "neuron loop ends before the code is stored")
+    output, qmin, table, per_channel = _requant_store(items[position], j, acc)
+    store = items[position]
+    position += 1
+    out = bounds_assume(items[position], j, store.lvalue) if position < len(items) else None
+    position += out is not None
+    if position != len(items):
+        raise fail(items[position], "statement not recognised in an int8 neuron loop")
+    line = f"{node.coord.file}:{node.coord.line}" if node.coord else "?"
+    return Int8Loop(
+        weights, bias, table, per_channel, zero, qmin, source, output, n_out, n_in, line, pre, out
+    )
+
+
+def check_int8_arrays(
+    loops: list[Int8Loop], arrays: dict[str, np.ndarray], types: dict[str, tuple[str, ...] | None]
+) -> None:
+    """Each layer's arrays have the template's element types and shapes, and sorted tables."""
+    for loop in loops:
+        rows = loop.n_out if loop.per_channel else 1
+        expected = {
+            loop.weights: ("weights", (loop.n_out, loop.n_in)),
+            loop.bias: ("bias", (loop.n_out,)),
+            loop.table: ("table", (rows, LEVELS)),
+        }
+        for name in (*(loop.pre_bounds or ()), *(loop.out_bounds or ())):
+            expected[name] = ("bounds", (loop.n_out,))
+        for name, (kind, shape) in expected.items():
+            if types.get(name) != ARRAY_TYPES[kind] or arrays[name].shape != shape:
+                raise NotRecognised(
+                    f"{loop.line}: {name} is not {' '.join(ARRAY_TYPES[kind])} {list(shape)} "
+                    f"(the template's {kind})"
+                )
+        if np.any(np.diff(arrays[loop.table], axis=1) < 0):
+            raise NotRecognised(f"{loop.line}: {loop.table} has a row that is not sorted")
+
+
+def int8_network(
+    path: Path, loops: list[Int8Loop], arrays: dict[str, np.ndarray], code: CodeType
+) -> QuantizedNetwork:
+    """The network the loops state (module docstring: scales 1, output zero point 0)."""
+    layers, sources, quants = [], [], []
+    for index, loop in enumerate(loops):
+        if loop.qmin != code.qmin:
+            raise NotRecognised(f"{loop.line}: codes start at {loop.qmin}, qv_num's at {code.qmin}")
+        output_zero = loops[index + 1].input_zero if index + 1 < len(loops) else 0
+        weights, bias, table = arrays[loop.weights], arrays[loop.bias], arrays[loop.table]
+        try:
+            quant = MacQuant(
+                TensorQuant(1.0, loop.input_zero, code, f"{loop.line} input"),
+                weights,
+                np.ones(table.shape[0]),
+                bias,
+                TensorQuant(1.0, output_zero, code, f"{loop.line} output"),
+                False,
+                f"{loop.line}",
+            )
+            acc_lo, acc_hi = accumulator_bounds(quant, np.abs(weights).sum(axis=1))
+        except (InputError, RangeError) as error:
+            raise NotRecognised(f"{loop.line}: {error}") from error
+        source = Dense(weights.astype(np.float64), bias.astype(np.float64), Activation.IDENTITY)
+        frozen = np.array(table, dtype=np.int64)
+        frozen.flags.writeable = False
+        sources.append(source)
+        quants.append(quant)
+        layers.append(
+            QuantizedLayer(
+                quant.weights,
+                quant.bias,
+                Activation.IDENTITY,
+                source,
+                Int8Tables(quant, frozen, acc_lo, acc_hi),
+            )
+        )
+    try:
+        quantization = AffineQuantization(quants[0].input, tuple(quants), "lifted C")
+        net = Network(tuple(sources), name=f"lifted {path.name}", source=str(path), quantization=quantization)
+    except InputError as error:
+        raise NotRecognised(f"{path}: the layers do not chain as a network ({error})") from error
+    return QuantizedNetwork(
+        source=net, options=ImplementationOptions(Int8Format()), layers=tuple(layers), luts=()
+    )
