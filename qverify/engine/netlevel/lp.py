@@ -10,7 +10,8 @@ HiGHS's presolve would otherwise spend most of a small MILP's time on, measured 
 row bounds W h_prev alone, in [lo - b - err_hi, hi - b - err_lo] (widened by the float64 rounding
 of those differences). An unstable neuron has z and h columns with the triangle (LP) or the big-M
 encoding with one binary (MILP), both with the node's bounds; one unsafe clause's atoms on the
-outputs. The rows are built as whole blocks (numpy), not row by row.
+outputs. The rows are built as whole blocks (numpy; a layer's weights as the sparse rows of its
+operation, so a convolution's rows hold its taps only), not row by row.
 
 The MILP is exact for REAL arithmetic; for the implementation it is the same sound relaxation as the
 bounds (rounding as bounded terms, not as integer quotients: the scalar path's
@@ -31,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import sparse
 
 from qverify.engine.netlevel.activations import relu_relaxation
 from qverify.engine.netlevel.attack import AtomForm
@@ -69,6 +71,17 @@ class _Rows:
         self.counts.append(np.count_nonzero(keep, axis=1))
         self.lo.append(lo if isinstance(lo, np.ndarray) else np.full(len(values), lo))
         self.hi.append(hi if isinstance(hi, np.ndarray) else np.full(len(values), hi))
+
+    def add_sparse(self, block: sparse.csr_array, columns: np.ndarray, lo, hi) -> None:
+        """Rows of a CSR block whose column c is the model's column columns[c], in [lo, hi]."""
+        block = sparse.csr_array(block)
+        block.eliminate_zeros()
+        block.sort_indices()
+        self.index.append(columns[block.indices])
+        self.value.append(block.data)
+        self.counts.append(np.diff(block.indptr))
+        self.lo.append(lo if isinstance(lo, np.ndarray) else np.full(block.shape[0], lo))
+        self.hi.append(hi if isinstance(hi, np.ndarray) else np.full(block.shape[0], hi))
 
     def arrays(self) -> dict[str, np.ndarray]:
         counts = np.concatenate(self.counts) if self.counts else np.zeros(0, np.int64)
@@ -117,7 +130,7 @@ def solve_node(
     for k, layer in enumerate(model.layers):
         lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
         live = previous >= 0
-        weights, inputs = layer.weights[:, live], previous[live]
+        weights, inputs = layer.op.rows()[:, live], previous[live]
         related = ~bounds.free[k]
         base_lo, base_hi = layer.bias + bounds.err_lo[k], layer.bias + bounds.err_hi[k]
         relu = layer.relu
@@ -128,12 +141,14 @@ def solve_node(
         own[kept] = columns.add(lo[kept], hi[kept])
         linear = kept & related
         if linear.any():
-            count = int(linear.sum())
-            block = np.empty((count, 1 + len(inputs)))
-            block[:, 0], block[:, 1:] = 1.0, -weights[linear]
-            cols = np.empty((count, 1 + len(inputs)), dtype=np.int64)
-            cols[:, 0], cols[:, 1:] = own[linear], inputs
-            rows.add(cols, block, base_lo[linear], base_hi[linear])
+            # z - W h in [b + err_lo, b + err_hi]: the neuron's own column first, then W's row
+            block = sparse.hstack([sparse.identity(int(linear.sum()), format="csr"), -weights[linear]])
+            rows.add_sparse(
+                sparse.csr_array(block),
+                np.concatenate([own[linear], inputs]),
+                base_lo[linear],
+                base_hi[linear],
+            )
         folded = inactive & related
         if folded.any():
             low = lo[folded] - base_hi[folded]
@@ -148,7 +163,7 @@ def solve_node(
                     + np.abs(base_hi[folded])
                 )
             )
-            rows.add(inputs, weights[folded], low - widen, high + widen)
+            rows.add_sparse(weights[folded], inputs, low - widen, high + widen)
         if not relu:
             previous = own
             continue

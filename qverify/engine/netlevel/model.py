@@ -42,11 +42,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from qverify.engine.netlevel.activations import Identity, NetActivation, Relu, Stairs
-from qverify.engine.netlevel.operations import DenseOperation, LinearOperation
+from qverify.engine.netlevel.operations import (
+    AveragePoolOperation,
+    DenseOperation,
+    LinearOperation,
+    SparseOperation,
+)
 from qverify.engine.netlevel.query import Arithmetic, NetworkQuery
 from qverify.engine.netlevel.roundoff import TINY, gamma
 from qverify.engine.netlevel.staircase import Staircase
-from qverify.network import Activation
+from qverify.network import Activation, AveragePool2D, Conv2D, Dense
 from qverify.quant import FixedFormat, FloatFormat, Overflow, QuantizedLayer, QuantizedNetwork, Rounding
 
 _UNIT_ROUNDOFF = {np.float16: 2.0**-11, np.float32: 2.0**-24, np.float64: 2.0**-53}
@@ -59,10 +64,9 @@ def unsupported_reason(query: NetworkQuery) -> str | None:
     if qnet.is_int8 and query.arithmetic is Arithmetic.REAL:
         return "netlevel: int8 networks have no real-arithmetic reading"
     for index, layer in enumerate(qnet.layers, start=1):
-        if not layer.is_dense:
-            return (
-                f"netlevel: layer {index} ({layer.source.describe()}): convolutions and pools not supported"
-            )
+        supported = (Dense,) if qnet.is_int8 else (Dense, Conv2D, AveragePool2D)
+        if not isinstance(layer.source, supported):
+            return f"netlevel: layer {index} ({layer.source.describe()}): not supported"
         if layer.activation not in (Activation.RELU, Activation.IDENTITY):
             return f"netlevel: layer {index}: {layer.activation.value} activation tables not supported"
     return None
@@ -161,17 +165,18 @@ class NetModel:
             zeros = np.zeros(hmax.shape[:-1] + (n,))
             return zeros, zeros, np.ones(zeros.shape, dtype=bool)
         # hmax may carry a leading batch axis: one row of max |h| per box
-        sums = np.abs(layer.bias) + layer.op.magnitude(hmax)
-        magnitude = sums * (1 + gamma(layer.op.forward_terms + 2)) + TINY
+        slack = 1 + gamma(layer.op.forward_terms + 2)
+        magnitude = (np.abs(layer.bias) + layer.op.magnitude(hmax)) * slack + TINY
+        # the partial sums' reach (an average pool adds the window before its one product)
+        reach = (np.abs(layer.bias) + layer.op.sum_reach(hmax)) * slack + TINY
         if self.is_fixed:
             count = self.rounding_count(index, hmax)
-            reach = magnitude + count * self.unit
-            related = reach * (1 + 1e-9) <= self.word_max
+            related = (reach + count * self.unit) * (1 + 1e-9) <= self.word_max
             return count * self.round_lo, count * self.round_hi, related
         terms = layer.op.forward_terms
         bound = gamma(terms + 1, self.float_u) * magnitude + 2 * terms * self.float_eta
         bound = bound * (1 + 1e-9) + TINY
-        related = np.isfinite(bound) & (magnitude * 2 < self.float_max)
+        related = np.isfinite(bound) & (reach * 2 < self.float_max)
         return -bound, bound, related
 
     def rounding_count(self, index: int, hmax: np.ndarray) -> np.ndarray:
@@ -212,15 +217,10 @@ def build_model(query: NetworkQuery) -> NetModel:
         dtype = number.dtype
         float_u, float_eta = _UNIT_ROUNDOFF[dtype], _ETA[dtype]
         float_max = float(np.finfo(dtype).max)
-    layers = []
-    for layer in qnet.layers:
-        weights = np.asarray(layer.weights, dtype=np.float64) * (unit if unit else 1.0)
-        bias = np.asarray(layer.bias, dtype=np.float64) * (unit if unit else 1.0)
-        activation = Relu() if layer.activation is Activation.RELU else Identity()
-        layers.append(NetLayer(DenseOperation(weights), bias, activation))
+    layers = tuple(_layer(layer, unit if unit else 1.0) for layer in qnet.layers)
     return NetModel(
         qnet=qnet,
-        layers=tuple(layers),
+        layers=layers,
         real=real,
         unit=unit,
         round_lo=round_lo,
@@ -232,6 +232,38 @@ def build_model(query: NetworkQuery) -> NetModel:
         float_eta=float_eta,
         float_max=float_max,
     )
+
+
+def linear_operation(layer: QuantizedLayer, scale: float) -> tuple[LinearOperation, np.ndarray]:
+    """The layer's linear part with its constants read as reals (words * `scale`, or the float
+    values with scale 1), and the bias of every neuron: a dense matrix, a convolution's taps, an
+    average pool's windows with each neuron's reciprocal."""
+    source = layer.source
+    if isinstance(source, Dense):
+        weights = np.asarray(layer.weights, dtype=np.float64) * scale
+        return DenseOperation(weights), np.asarray(layer.bias, dtype=np.float64) * scale
+    if isinstance(source, Conv2D):
+        taps = source.taps()
+        valid = taps.valid
+        rows = np.repeat(np.arange(layer.n_out), taps.count)
+        values = np.asarray(layer.weights, dtype=np.float64).reshape(-1)[taps.weights[valid]] * scale
+        op = SparseOperation.of_taps(rows, taps.inputs[valid], values, layer.n_out, layer.n_in)
+        return op, np.asarray(layer.expanded_bias(), dtype=np.float64) * scale
+    if isinstance(source, AveragePool2D):
+        windows = source.windows()
+        rows = np.repeat(np.arange(layer.n_out), windows.count)
+        reciprocal = np.asarray(layer.weights, dtype=np.float64) * scale
+        op = AveragePoolOperation.of_taps(
+            rows, windows.inputs[windows.valid], reciprocal[rows], layer.n_out, layer.n_in
+        )
+        return op, np.zeros(layer.n_out)
+    raise ValueError(f"no linear operation for {source.describe()}")  # type: ignore[union-attr]
+
+
+def _layer(layer: QuantizedLayer, scale: float) -> NetLayer:
+    op, bias = linear_operation(layer, scale)
+    activation = Relu() if layer.activation is Activation.RELU else Identity()
+    return NetLayer(op, bias, activation)
 
 
 def _int8_layer(layer: QuantizedLayer) -> NetLayer:
