@@ -27,7 +27,8 @@ from scipy.optimize import Bounds as ScipyBounds
 from scipy.optimize import LinearConstraint, milp
 
 from qverify.codegen import CompiledNetwork, render_network
-from qverify.engine.netlevel.bounds import batch_bounds, node_bounds
+from qverify.engine.netlevel.activations import MaxPool
+from qverify.engine.netlevel.bounds import batch_bounds, node_bounds, with_phase
 from qverify.engine.netlevel.exact import real_outputs
 from qverify.engine.netlevel.model import build_model, unsupported_reason
 from qverify.engine.netlevel.operations import SparseOperation
@@ -35,7 +36,7 @@ from qverify.engine.netlevel.points import enumerate_box
 from qverify.engine.netlevel.query import NO_VIOLATION, Arithmetic, NetworkQuery, query_for
 from qverify.engine.netlevel.search import decide
 from qverify.engine.result import EngineOptions, EngineStatus, Recorder
-from qverify.network import Activation, AveragePool2D, Conv2D, Dense, Network
+from qverify.network import Activation, AveragePool2D, Conv2D, Dense, MaxPool2D, Network
 from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Relation
 from qverify.quant import (
     Accumulation,
@@ -108,7 +109,26 @@ def depthwise(rng: np.random.Generator) -> Network:
     return Network((conv, second, dense), name="depthwise")
 
 
-NETWORKS = (conv_average, grouped_strided, depthwise)
+def conv_max(rng: np.random.Generator) -> Network:
+    """1x4x4 -> conv 2x2 -> 2x3x3 ReLU -> max pool 2x2 stride 1 (overlapping windows) -> dense 2:
+    16 inputs (ReLU and pool splitting)."""
+    conv = Conv2D(rng.uniform(-1, 1, (2, 1, 2, 2)), rng.uniform(-0.5, 0.5, 2), Activation.RELU, (1, 4, 4))
+    pool = MaxPool2D(conv.output_shape, (2, 2), (1, 1))
+    dense = Dense(rng.uniform(-1, 1, (2, pool.n_out)), rng.uniform(-0.5, 0.5, 2), Activation.IDENTITY)
+    return Network((conv, pool, dense), name="conv-max")
+
+
+def signed_max(rng: np.random.Generator) -> Network:
+    """1x2x4 -> conv 1x2 without activation (negative values) -> 2x2x3 -> max pool 2x2 stride 2
+    padded on the right -> dense 3 ReLU -> dense 2: 8 inputs (input splitting)."""
+    conv = Conv2D(rng.uniform(-1, 1, (2, 1, 1, 2)), rng.uniform(-0.5, 0.5, 2), Activation.IDENTITY, (1, 2, 4))
+    pool = MaxPool2D(conv.output_shape, (2, 2), (2, 2), (0, 0, 0, 1))
+    hidden = Dense(rng.uniform(-1, 1, (3, pool.n_out)), rng.uniform(-0.5, 0.5, 3), Activation.RELU)
+    dense = Dense(rng.uniform(-1, 1, (2, 3)), rng.uniform(-0.5, 0.5, 2), Activation.IDENTITY)
+    return Network((conv, pool, hidden, dense), name="signed-max")
+
+
+NETWORKS = (conv_average, grouped_strided, depthwise, conv_max, signed_max)
 OPTIONS = [
     ImplementationOptions(FixedFormat(8, 8)),
     ImplementationOptions(FixedFormat(6, 6, Rounding.FLOOR), accumulation=Accumulation.WIDE),
@@ -130,22 +150,26 @@ def _threshold(n_inputs: int, lo, hi, threshold: Fraction, second: bool) -> Prop
 def _box(
     qnet: QuantizedNetwork, rng: np.random.Generator, words: int
 ) -> tuple[list[Fraction], list[Fraction]]:
-    """A box of `words` implementation values per input near the origin (reals)."""
+    """A box of `words` implementation values per input near the origin (reals) on at most 12
+    inputs (the others pinned to one value): enumerable, but more than one enumeration's worth."""
     n = qnet.n_inputs
+    varying = np.zeros(n, dtype=bool)
+    varying[rng.permutation(n)[:12]] = True
     if qnet.is_fixed:
         scale = qnet.number.scale
         start = rng.integers(-scale // 4, scale // 4, n)
-        return [Fraction(int(v), scale) for v in start], [Fraction(int(v) + words - 1, scale) for v in start]
+        end = start + np.where(varying, words - 1, 0)
+        return [Fraction(int(v), scale) for v in start], [Fraction(int(v), scale) for v in end]
     dtype = qnet.number.dtype
     start = rng.uniform(-0.25, 0.25, n).astype(dtype)
     ends = start.copy()
     for _ in range(words - 1):
-        ends = np.nextafter(ends, dtype(np.inf))
+        ends = np.where(varying, np.nextafter(ends, dtype(np.inf)), ends)
     return [Fraction(float(v)) for v in start], [Fraction(float(v)) for v in ends]
 
 
 def _words(qnet: QuantizedNetwork) -> int:
-    return 3 if qnet.n_inputs <= 9 else 2
+    return 3 if qnet.n_inputs <= 9 else 2  # at most 3^9 or 2^12 inputs per box
 
 
 def _layer_matrix(layer) -> tuple[np.ndarray, np.ndarray]:
@@ -215,8 +239,9 @@ def test_verdicts_agree_with_brute_force(network, options, rng, tmp_path):
 @pytest.mark.parametrize("options", OPTIONS + ["real"], ids=lambda o: o if isinstance(o, str) else o.key())
 @pytest.mark.parametrize("network", NETWORKS, ids=lambda f: f.__name__)
 def test_bounds_contain_every_execution(network, options, rng):
-    """node_bounds (no phase, and a ReLU phase of the first layer fixed either way) and a batch of
-    three boxes contain every execution of their boxes, layer by layer."""
+    """node_bounds (no phase; a ReLU phase of the first layer fixed either way; a max pool's input
+    split at its `split_value` either way) and a batch of three boxes contain every execution of
+    their boxes, layer by layer, before and after the activation."""
     arithmetic = REAL if options == "real" else IMPLEMENTATION
     options = ImplementationOptions(FloatFormat(FloatKind.FLOAT)) if options == "real" else options
     net = network(rng)
@@ -231,43 +256,87 @@ def test_bounds_contain_every_execution(network, options, rng):
     xu = np.stack([model.input_reals(region.hi) for region in regions])
     words = (np.stack([r.lo for r in regions]), np.stack([r.hi for r in regions])) if qnet.is_fixed else None
     batch = batch_bounds(model, xl, xu, None, None, region_words=words)
+    tolerance = 1e-9 if arithmetic is REAL else 0.0
+    pools = [k for k, layer in enumerate(model.layers) if isinstance(layer.activation, MaxPool)]
     for b, region in enumerate(regions):
         grid = enumerate_box(qnet, region.lo, region.hi)
-        pres, fine = _executions(qnet, arithmetic, grid)
-        for phase in (0, 1, -1):
-            phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
-            selected = fine.copy()
-            if phase:
-                phases[0][1] = phase
-                selected &= pres[0][:, 1] > 0 if phase > 0 else pres[0][:, 1] <= 0
-            bounds = node_bounds(model, xl[b], xu[b], phases, region_words=(region.lo, region.hi))
+        pres, posts, fine = _executions(model, qnet, arithmetic, grid)
+        phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
+        plain = node_bounds(model, xl[b], xu[b], phases, region_words=(region.lo, region.hi))
+        cases = [(phases, fine, plain)]
+        for phase in (1, -1):
+            fixed = [p.copy() for p in phases]
+            fixed[0][1] = phase
+            selected = fine & (pres[0][:, 1] > 0 if phase > 0 else pres[0][:, 1] <= 0)
+            cases.append(
+                (
+                    fixed,
+                    selected,
+                    node_bounds(model, xl[b], xu[b], fixed, region_words=(region.lo, region.hi)),
+                )
+            )
+        for k in pools if plain is not None else ():
+            inputs, at, gap = model.layers[k].activation.split_value(plain.pre_lo[k], plain.pre_hi[k])
+            if not (gap > 0).any():
+                continue
+            o = int(np.argmax(gap))
+            for phase in (1, -1):
+                child = with_phase(model, plain, k, int(inputs[o]), phase, float(at[o]))
+                split = [p.copy() for p in phases]
+                split[k][inputs[o]] = phase
+                values = pres[k][:, inputs[o]]
+                selected = fine & (values >= at[o] if phase > 0 else values <= at[o])
+                if child is not None:
+                    child = node_bounds(
+                        model, xl[b], xu[b], split, child, k + 1, None, (region.lo, region.hi)
+                    )
+                cases.append((split, selected, child))
+        for _, selected, bounds in cases:
             if bounds is None:
                 assert not selected.any()
                 continue
-            for k, values in enumerate(pres):
-                assert np.all(values[selected] >= bounds.pre_lo[k] - 1e-9 * (arithmetic is REAL))
-                assert np.all(values[selected] <= bounds.pre_hi[k] + 1e-9 * (arithmetic is REAL))
+            for k in range(len(model.layers)):
+                post_lo, post_hi = bounds.post(model, k)
+                assert np.all(pres[k][selected] >= bounds.pre_lo[k] - tolerance)
+                assert np.all(pres[k][selected] <= bounds.pre_hi[k] + tolerance)
+                assert np.all(posts[k][selected] >= post_lo - tolerance)
+                assert np.all(posts[k][selected] <= post_hi + tolerance)
         assert not batch.empty[b] or not fine.any()
-        for k, values in enumerate(pres):
-            assert np.all(values[fine] >= batch.pre_lo[k][b] - 1e-9 * (arithmetic is REAL))
-            assert np.all(values[fine] <= batch.pre_hi[k][b] + 1e-9 * (arithmetic is REAL))
+        for k in range(len(model.layers)):
+            assert np.all(pres[k][fine] >= batch.pre_lo[k][b] - tolerance)
+            assert np.all(pres[k][fine] <= batch.pre_hi[k][b] + tolerance)
 
 
-def _executions(qnet: QuantizedNetwork, arithmetic: Arithmetic, grid: np.ndarray):
-    """Every layer's pre-activation values (real units) and which rows the bounds describe (no
-    overflow): the simulator's, or the real network's in float64 (exact to ~1e-15 here)."""
+def _executions(model, qnet: QuantizedNetwork, arithmetic: Arithmetic, grid: np.ndarray):
+    """Every model layer's values before and after its activation (real units: a max pool's layer
+    reads its inputs, its activation gives the pooled values) and which rows the bounds describe
+    (no overflow): the simulator's, or the real network's in float64 (exact to ~1e-15 here)."""
     if arithmetic is REAL:
         values = grid.astype(np.float64)
-        pres = []
+        pres, posts = [], []
         for layer in qnet.layers:
+            if isinstance(layer.source, MaxPool2D):
+                windows = layer.source.windows()
+                pres.append(values)
+                values = np.where(windows.valid, values[:, windows.inputs], -np.inf).max(axis=2)
+                posts.append(values)
+                continue
             matrix, bias = _layer_matrix(layer)
             pre = values @ matrix.astype(np.float64).T + bias.astype(np.float64)
             pres.append(pre)
             values = np.maximum(pre, 0.0) if layer.activation is Activation.RELU else pre
-        return pres, np.ones(len(grid), dtype=bool)
+            posts.append(values)
+        return pres, posts, np.ones(len(grid), dtype=bool)
     run = simulate(qnet, grid, trace=True)
     scale = 1.0 / qnet.number.scale if qnet.is_fixed else 1.0
-    return [trace.pre.astype(np.float64) * scale for trace in run.layers], ~np.asarray(run.overflowed)
+    pres, posts = [], []
+    inputs = grid.astype(np.float64) * scale
+    for layer, trace in zip(qnet.layers, run.layers):
+        pooled = isinstance(layer.source, MaxPool2D)
+        pres.append(inputs if pooled else trace.pre.astype(np.float64) * scale)
+        posts.append(trace.post.astype(np.float64) * scale)
+        inputs = posts[-1]
+    return pres, posts, ~np.asarray(run.overflowed)
 
 
 def _milp_maximum(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) -> float:
@@ -288,6 +357,21 @@ def _milp_maximum(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) -> flo
     previous = list(range(len(lo)))
     value_lo, value_hi = np.asarray(lo, float), np.asarray(hi, float)
     for layer in qnet.layers:
+        if isinstance(layer.source, MaxPool2D):  # y >= x_i, y <= x_i + (U - l_i)(1 - d_i), sum d = 1
+            windows = layer.source.windows()
+            inside = [windows.inputs[o, : windows.count[o]] for o in range(layer.n_out)]
+            y_lo = np.array([value_lo[members].max() for members in inside])
+            y_hi = np.array([value_hi[members].max() for members in inside])
+            y = columns(y_lo, y_hi)
+            for o, members in enumerate(inside):
+                chosen = columns([0.0] * len(members), [1.0] * len(members), 1)
+                rows.append(({d: 1.0 for d in chosen}, 1.0, 1.0))
+                for i, d in zip(members, chosen):
+                    big = y_hi[o] - value_lo[i]
+                    rows.append(({y[o]: 1.0, previous[i]: -1.0}, 0.0, np.inf))
+                    rows.append(({y[o]: 1.0, previous[i]: -1.0, d: big}, -np.inf, big))
+            previous, value_lo, value_hi = y, y_lo, y_hi
+            continue
         matrix, bias = (part.astype(np.float64) for part in _layer_matrix(layer))
         pos, neg = np.maximum(matrix, 0), np.minimum(matrix, 0)
         z_lo = pos @ value_lo + neg @ value_hi + bias
@@ -361,6 +445,13 @@ def test_real_outputs_are_exact_on_convolutions_and_pools(rng):
                 reals = [Fraction(float(v)) for v in x]
                 constant = lambda v: Fraction(float(v))
             for layer in qnet.layers:
+                if isinstance(layer.source, MaxPool2D):
+                    windows = layer.source.windows()
+                    reals = [
+                        max(reals[i] for i in windows.inputs[o, : windows.count[o]])
+                        for o in range(layer.n_out)
+                    ]
+                    continue
                 matrix, bias = _layer_matrix(layer)
                 pre = [
                     sum(
@@ -405,3 +496,65 @@ def test_convolutions_stay_sparse(rng):
     lam = rng.normal(size=(3, op.n_out))
     np.testing.assert_allclose(op.backward(lam), lam @ dense, rtol=1e-12, atol=1e-12)
     assert _decide(query).status is EngineStatus.SAFE
+
+
+def test_max_pool_relaxation_and_splits_hold_on_wide_boxes(rng):
+    """The max pool's relaxation holds at random points of random input boxes (overlapping and
+    padded windows, negative inputs, ties); the children of a pool split (`with_phase` at the
+    split value, later layers bounded again) contain every sampled execution on their side."""
+    pool = MaxPool2D((2, 3, 3), (2, 2), (1, 1), (0, 0, 1, 0))
+    windows = pool.windows()
+    activation = MaxPool(windows.inputs, windows.valid)
+    for _ in range(200):
+        lo = rng.normal(0, 1, 18)
+        hi = lo + rng.exponential(1, 18) * (rng.random(18) > 0.2)
+        lo[rng.random(18) < 0.1] = hi.max()  # ties at the top
+        hi = np.maximum(lo, hi)
+        relaxation = activation.relaxation(lo, hi)
+        z = lo + rng.random((64, 18)) * (hi - lo)
+        h = activation.forward(z)
+        low = relaxation.a * z[:, relaxation.lower_index] + relaxation.c
+        high = relaxation.s * z[:, relaxation.upper_index] + relaxation.t
+        assert np.all(low <= h) and np.all(h <= high)
+        post_lo, post_hi = activation.post_bounds(lo, hi)
+        assert np.all(post_lo <= h) and np.all(h <= post_hi)
+    checked = 0
+    for options in (
+        ImplementationOptions(FixedFormat(8, 8)),
+        ImplementationOptions(FloatFormat(FloatKind.FLOAT)),
+    ):
+        net = conv_max(rng)
+        qnet = quantize_network(net, options)
+        lo, hi = [Fraction(-1, 2)] * 16, [Fraction(1, 2)] * 16
+        query = query_for(qnet, _threshold(16, lo, hi, Fraction(0), False))
+        model = build_model(query)
+        region = query.regions[0]
+        xl, xu = model.input_reals(region.lo), model.input_reals(region.hi)
+        grid = rng.integers(region.lo, region.hi + 1, (4000, 16)) if qnet.is_fixed else None
+        if grid is None:
+            grid = rng.uniform(-0.5, 0.5, (4000, 16)).astype(np.float32).astype(np.float64)
+        pres, posts, fine = _executions(model, qnet, IMPLEMENTATION, grid)
+        phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
+        words = (region.lo, region.hi) if qnet.is_fixed else None
+        plain = node_bounds(model, xl, xu, phases, region_words=words)
+        inputs, at, gap = model.layers[1].activation.split_value(plain.pre_lo[1], plain.pre_hi[1])
+        for o in np.flatnonzero(gap > 0)[:6]:
+            for phase in (1, -1):
+                split = [p.copy() for p in phases]
+                split[1][inputs[o]] = phase
+                child = with_phase(model, plain, 1, int(inputs[o]), phase, float(at[o]))
+                values = pres[1][:, inputs[o]]
+                selected = fine & (values >= at[o] if phase > 0 else values <= at[o])
+                if child is not None:
+                    child = node_bounds(model, xl, xu, split, child, 2, None, words)
+                if child is None:
+                    assert not selected.any()
+                    continue
+                for k in range(len(model.layers)):
+                    post_lo, post_hi = child.post(model, k)
+                    assert np.all(pres[k][selected] >= child.pre_lo[k]) and np.all(
+                        pres[k][selected] <= child.pre_hi[k]
+                    )
+                    assert np.all(posts[k][selected] >= post_lo) and np.all(posts[k][selected] <= post_hi)
+                checked += 1
+    assert checked > 0

@@ -204,7 +204,7 @@ def unsafe_loss(model: NetModel, forms: list[AtomForm], x: np.ndarray) -> tuple[
     grad = matrix[best_atom]
     for index in range(len(model.layers) - 1, -1, -1):
         layer = model.layers[index]
-        grad = layer.op.backward(grad * layer.activation.derivative(pres[index]))
+        grad = layer.op.backward(layer.activation.pullback(grad, pres[index]))
     return best_value, grad
 
 

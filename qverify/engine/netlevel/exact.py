@@ -3,7 +3,7 @@ real`).
 
 Every constant of a fixed-point or float implementation is dyadic (words * 2^-l, or a float value
 m * 2^e), and so is every input the harness accepts. The real network's outputs are then dyadic too
-(affine maps, average pools and ReLU keep the denominator a power of two), so the evaluation runs on
+(affine maps, pools and ReLU keep the denominator a power of two), so the evaluation runs on
 Python integers scaled by a common power of two: a dense layer is one object-array matrix-vector
 product of integers, a convolution or an average pool its terms per neuron gathered and summed,
 exact and fast (ACAS Xu: ~2 ms a point, against ~0.1 s with `Fraction` per operation).
@@ -17,7 +17,7 @@ from fractions import Fraction
 import numpy as np
 
 from qverify.errors import UnsupportedError
-from qverify.network import Activation, AveragePool2D, Conv2D, Dense
+from qverify.network import Activation, AveragePool2D, Conv2D, Dense, MaxPool2D
 from qverify.quant import QuantizedLayer, QuantizedNetwork
 
 
@@ -32,9 +32,14 @@ class _DyadicLayer:
     shift: int
     relu: bool
     inputs: np.ndarray | None = None
+    maximum: np.ndarray | None = None  # a max pool: which window positions are inputs
 
     def pre_activation(self, values: np.ndarray, shift: int) -> np.ndarray:
-        """(W h + b 2^shift) for h = values / 2^shift: the numerators over 2^(self.shift + shift)."""
+        """(W h + b 2^shift) for h = values / 2^shift: the numerators over 2^(self.shift + shift);
+        a max pool's outputs over 2^shift (self.shift is 0)."""
+        if self.maximum is not None:
+            windows = values[self.inputs]
+            return np.array([max(row[valid]) for row, valid in zip(windows, self.maximum)], dtype=object)
         if self.inputs is None:
             products = self.weights.dot(values)
         else:
@@ -75,6 +80,11 @@ def _dyadic_network(qnet: QuantizedNetwork) -> tuple[_DyadicLayer, ...]:
     scale = qnet.number.scale if qnet.is_fixed else 1  # type: ignore[union-attr]
     layers = []
     for layer in qnet.layers:
+        if isinstance(layer.source, MaxPool2D):
+            windows = layer.source.windows()
+            empty = np.zeros(0, dtype=object)
+            layers.append(_DyadicLayer(empty, empty, 0, False, windows.inputs, windows.valid))
+            continue
         if not isinstance(layer.source, (Dense, Conv2D, AveragePool2D)) or layer.activation not in (
             Activation.RELU,
             Activation.IDENTITY,

@@ -11,7 +11,9 @@ row bounds W h_prev alone, in [lo - b - err_hi, hi - b - err_lo] (widened by the
 of those differences). An unstable neuron has z and h columns with the triangle (LP) or the big-M
 encoding with one binary (MILP), both with the node's bounds; one unsafe clause's atoms on the
 outputs. The rows are built as whole blocks (numpy; a layer's weights as the sparse rows of its
-operation, so a convolution's rows hold its taps only), not row by row.
+operation, so a convolution's rows hold its taps only), not row by row. A max pool's open window
+has an output column above each of its inputs and below the relaxation's upper side (LP), or
+below each input plus a big-M term of one binary per input (MILP: exact); see `_max_pool`.
 
 The MILP is exact for REAL arithmetic; for the implementation it is the same sound relaxation as the
 bounds (rounding as bounded terms, not as integer quotients: the scalar path's
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from qverify.engine.netlevel.activations import relu_relaxation
+from qverify.engine.netlevel.activations import MaxPool, relu_relaxation
 from qverify.engine.netlevel.attack import AtomForm
 from qverify.engine.netlevel.bounds import Bounds
 from qverify.engine.netlevel.model import NetModel
@@ -129,6 +131,9 @@ def solve_node(
     previous = columns.add(xl, xu)  # the columns of the previous layer's values; -1: the value is 0
     for k, layer in enumerate(model.layers):
         lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
+        if isinstance(layer.activation, MaxPool):
+            previous = _max_pool(columns, rows, layer.activation, lo, hi, previous, integer)
+            continue
         live = previous >= 0
         weights, inputs = layer.op.rows()[:, live], previous[live]
         related = ~bounds.free[k]
@@ -210,3 +215,59 @@ def solve_node(
         x = np.array([result.inputs[i] for i in range(len(xl))], dtype=np.float64)
         return NodeSolution(CheckStatus.SAT, np.clip(x, xl, xu))
     return NodeSolution(result.status, None, result.reason)
+
+
+def _max_pool(
+    columns: _Columns,
+    rows: _Rows,
+    pool: MaxPool,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    previous: np.ndarray,
+    integer: bool,
+) -> np.ndarray:
+    """A max pool over the previous layer's columns (its inputs, bounded by [lo, hi]: the node's
+    bounds, splits included): a stable window's output is its input's column; an open window's
+    output y has a column with y >= x_i for every input of the window, and y <= s x_m + t (the
+    relaxation's upper side: LP) or, with binaries d_i (one per input, sum 1), y <= x_i + (U -
+    l_i) (1 - d_i), U the window's largest upper bound (MILP: exact). An input whose column is -1
+    (the value 0) enters as the constant 0."""
+    inputs_live = previous >= 0
+    if inputs_live.any():  # the node's bounds on the pool's inputs (a split may have narrowed them)
+        live = np.flatnonzero(inputs_live)
+        rows.add(previous[live][:, None], np.ones((len(live), 1)), lo[live], hi[live])
+    relaxation = pool.relaxation(lo, hi)
+    post_lo, post_hi = pool.post_bounds(lo, hi)
+    unstable = pool.open_neurons(lo, hi)
+    post = previous[relaxation.lower_index].copy()  # stable: the output is its input
+    windows = np.flatnonzero(unstable)
+    if not len(windows):
+        return post
+    y = columns.add(post_lo[windows], post_hi[windows])
+    post[windows] = y
+    owner, slot = np.nonzero(pool.valid[windows])
+    members = pool.inputs[windows][owner, slot]
+    x = previous[members]
+    _pair_rows(rows, y[owner], x, np.ones(len(x)), 0.0, np.inf)  # y - x_i >= 0
+    m = relaxation.upper_index[windows]
+    _pair_rows(rows, y, previous[m], relaxation.s[windows], -np.inf, relaxation.t[windows])
+    if integer:
+        d = columns.add(np.zeros(len(x)), np.ones(len(x)), integer=True)
+        groups = sparse.csr_array((np.ones(len(x)), (owner, np.arange(len(x)))), shape=(len(windows), len(x)))
+        rows.add_sparse(groups, d, 1.0, 1.0)  # one input of each window is its max
+        member_lo = np.where(x >= 0, lo[members], 0.0)
+        big = np.maximum(post_hi[windows][owner] - member_lo, 0.0)
+        # y - x_i + big d_i <= big
+        block = np.column_stack([np.ones(len(x)), -np.ones(len(x)), big])
+        cols = np.column_stack([y[owner], np.where(x >= 0, x, y[owner]), d])
+        block[:, 1] = np.where(x >= 0, -1.0, 0.0)
+        rows.add(cols, block, -np.inf, big)
+    return post
+
+
+def _pair_rows(rows: _Rows, y: np.ndarray, x: np.ndarray, slope: np.ndarray, lo, hi) -> None:
+    """Rows y - slope x in [lo, hi], one per entry; x = -1 stands for the constant 0."""
+    present = x >= 0
+    cols = np.column_stack([y, np.where(present, x, y)])
+    values = np.column_stack([np.ones(len(y)), np.where(present, -slope, 0.0)])
+    rows.add(cols, values, lo, hi)

@@ -41,17 +41,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qverify.engine.netlevel.activations import Identity, NetActivation, Relu, Stairs
+from qverify.engine.netlevel.activations import Identity, MaxPool, NetActivation, Relu, Stairs
 from qverify.engine.netlevel.operations import (
     AveragePoolOperation,
     DenseOperation,
+    IdentityOperation,
     LinearOperation,
     SparseOperation,
 )
 from qverify.engine.netlevel.query import Arithmetic, NetworkQuery
 from qverify.engine.netlevel.roundoff import TINY, gamma
 from qverify.engine.netlevel.staircase import Staircase
-from qverify.network import Activation, AveragePool2D, Conv2D, Dense
+from qverify.network import Activation, AveragePool2D, Conv2D, Dense, MaxPool2D
 from qverify.quant import FixedFormat, FloatFormat, Overflow, QuantizedLayer, QuantizedNetwork, Rounding
 
 _UNIT_ROUNDOFF = {np.float16: 2.0**-11, np.float32: 2.0**-24, np.float64: 2.0**-53}
@@ -64,7 +65,7 @@ def unsupported_reason(query: NetworkQuery) -> str | None:
     if qnet.is_int8 and query.arithmetic is Arithmetic.REAL:
         return "netlevel: int8 networks have no real-arithmetic reading"
     for index, layer in enumerate(qnet.layers, start=1):
-        supported = (Dense,) if qnet.is_int8 else (Dense, Conv2D, AveragePool2D)
+        supported = (Dense,) if qnet.is_int8 else (Dense, Conv2D, AveragePool2D, MaxPool2D)
         if not isinstance(layer.source, supported):
             return f"netlevel: layer {index} ({layer.source.describe()}): not supported"
         if layer.activation not in (Activation.RELU, Activation.IDENTITY):
@@ -110,7 +111,13 @@ class NetLayer:
 
     @property
     def n_out(self) -> int:
+        """Pre-activation values (z)."""
         return self.op.n_out
+
+    @property
+    def n_post(self) -> int:
+        """Post-activation values (h: a pool's outputs; z's count otherwise)."""
+        return self.activation.outputs(self.op.n_out)
 
     @property
     def n_in(self) -> int:
@@ -161,7 +168,7 @@ class NetModel:
         they are free values in their interval)."""
         layer = self.layers[index]
         n = layer.n_out
-        if self.real:
+        if self.real or layer.op.exact:  # (an exact operation does no arithmetic)
             zeros = np.zeros(hmax.shape[:-1] + (n,))
             return zeros, zeros, np.ones(zeros.shape, dtype=bool)
         # hmax may carry a leading batch axis: one row of max |h| per box
@@ -188,7 +195,7 @@ class NetModel:
         word per product: on a 784-256x6 network these terms cost more of the root's margin than
         the relaxation; inactive neurons are a third to a half of a layer.)"""
         layer = self.layers[index]
-        if self.wide:
+        if self.wide and not layer.op.exact:
             return np.ones(hmax.shape[:-1] + (layer.n_out,))
         return layer.op.live_products((hmax > 0).astype(np.float64))
 
@@ -257,13 +264,23 @@ def linear_operation(layer: QuantizedLayer, scale: float) -> tuple[LinearOperati
             rows, windows.inputs[windows.valid], reciprocal[rows], layer.n_out, layer.n_in
         )
         return op, np.zeros(layer.n_out)
+    if isinstance(source, MaxPool2D):
+        return IdentityOperation(layer.n_in), np.zeros(layer.n_in)
     raise ValueError(f"no linear operation for {source.describe()}")  # type: ignore[union-attr]
 
 
 def _layer(layer: QuantizedLayer, scale: float) -> NetLayer:
     op, bias = linear_operation(layer, scale)
+    if isinstance(layer.source, MaxPool2D):
+        return NetLayer(op, bias, max_pool(layer.source))
     activation = Relu() if layer.activation is Activation.RELU else Identity()
     return NetLayer(op, bias, activation)
+
+
+def max_pool(source: MaxPool2D) -> MaxPool:
+    """The pool's windows as the activation of an identity layer."""
+    windows = source.windows()
+    return MaxPool(windows.inputs, windows.valid)
 
 
 def _int8_layer(layer: QuantizedLayer) -> NetLayer:

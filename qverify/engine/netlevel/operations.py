@@ -18,8 +18,9 @@ analyses need of W, with any number of leading batch axes on the vectors:
   `backward` adds (their gamma_n);
 - `sum_reach(v)`: how large the C's partial sums can grow (overflow checks).
 
-`DenseOperation` holds a matrix; `SparseOperation` a convolution's taps (scipy CSR), and
-`AveragePoolOperation` a pool's windows with the reciprocal of each divisor.
+`DenseOperation` holds a matrix; `SparseOperation` a convolution's taps (scipy CSR),
+`AveragePoolOperation` a pool's windows with the reciprocal of each divisor, and
+`IdentityOperation` the input of a max pool (the max itself is an activation, `activations.MaxPool`).
 """
 
 from __future__ import annotations
@@ -79,6 +80,11 @@ class LinearOperation(ABC):
         """The largest magnitude a partial sum of the neuron's terms can reach from inputs with
         |h| <= v, the bias left out (fixed point: overflow; IEEE: no infinity on the way)."""
         return self.magnitude(v)
+
+    @property
+    def exact(self) -> bool:
+        """No arithmetic at all (z = h): no rounding term, no float64 charge, nothing to refine."""
+        return False
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -245,3 +251,48 @@ class AveragePoolOperation(SparseOperation):
 
     def sum_reach(self, v: np.ndarray) -> np.ndarray:
         return self._apply(self.window, v, self.n_out)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class IdentityOperation(LinearOperation):
+    """z = h: a max pool's layer reads its inputs unchanged (its activation takes the maxima), with
+    no arithmetic, so no rounding term and no float64 charge."""
+
+    n_in: int
+    n_out: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n_out", self.n_in)
+
+    @property
+    def exact(self) -> bool:
+        return True
+
+    @property
+    def forward_terms(self) -> int:
+        return 1
+
+    @property
+    def backward_terms(self) -> int:
+        return 1
+
+    def forward(self, h: np.ndarray) -> np.ndarray:
+        return h
+
+    def backward(self, lam: np.ndarray) -> np.ndarray:
+        return lam
+
+    def magnitude(self, v: np.ndarray) -> np.ndarray:
+        return v
+
+    def interval(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return lo, hi
+
+    def live_products(self, live: np.ndarray) -> np.ndarray:
+        return np.zeros_like(live)
+
+    def matrix(self) -> np.ndarray:
+        return np.eye(self.n_in)
+
+    def rows(self) -> sparse.csr_array:
+        return sparse.csr_array(sparse.identity(self.n_in, format="csr"))

@@ -45,6 +45,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from qverify.engine.netlevel import points
+from qverify.engine.netlevel.activations import MaxPool
 from qverify.engine.netlevel.attack import (
     AtomForm,
     Confirmer,
@@ -111,7 +112,9 @@ class Node:
     parent: Bounds | None
     start: int
     depth: int
-    split: tuple[int, int, int] | None = None  # (layer, neuron, phase) of a ReLU split child
+    # (layer, neuron, phase, value) of a split child: a ReLU's phase (value None), or a max pool's
+    # input at or above (phase 1) / at or below (-1) the value
+    split: tuple[int, int, int, float | None] | None = None
     # the parent's atom lower bounds and refuted clauses: they hold on the child's subset too, and a
     # child's own bounds (DeepPoly slopes below the split) can be looser than its parent's
     inherited_lower: np.ndarray | None = None
@@ -146,7 +149,7 @@ class Search:
             [i for i, f in enumerate(self.forms) if f.clause == c] for c in range(len(query.unsafe.clauses))
         ]
         self.real = query.arithmetic is Arithmetic.REAL
-        n_outputs = self.model.layers[-1].n_out
+        n_outputs = self.model.layers[-1].n_post
         self.atom_matrix = np.array([f.coefficients for f in self.forms]).reshape(len(self.forms), n_outputs)
         self.atom_constants = np.array([f.constant for f in self.forms])
         self.invariants = None if self.real else query.invariants
@@ -612,13 +615,14 @@ class Search:
         if model.n_inputs > INPUT_SPLIT_DIMENSIONS and atoms and not model.stepped:  # (int8: no ReLU phases)
             best = self.relu_to_split(node, bounds, lam_post, atoms)
             if best is not None:
-                k, j = best
+                k, j, at = best
                 children = []
                 for phase in (1, -1):
                     phases = [p.copy() if i == k else p for i, p in enumerate(node.phases)]
                     phases[k][j] = phase
+                    split = (k, j, phase, at)
                     children.append(
-                        Node(node.region, node.lo, node.hi, phases, bounds, k, node.depth + 1, (k, j, phase))
+                        Node(node.region, node.lo, node.hi, phases, bounds, k, node.depth + 1, split)
                     )
                 return NodeVerdict(children=tuple(children), priority=priority)
             # every ReLU phase is fixed and the node stays open (rounding terms, relaxed atoms):
@@ -652,12 +656,21 @@ class Search:
                 return NodeVerdict(children=children, priority=priority)
         return NodeVerdict(abandoned="netlevel: a single input left open (internal)")
 
-    def relu_to_split(self, node, bounds, lam_post, atoms) -> tuple[int, int] | None:
-        """The open ReLU (layer, neuron) with the best BaBSR-like score (|coefficient| in the open
-        atoms' bounds x the triangle relaxation's intercept), or None when every phase is fixed."""
+    def relu_to_split(self, node, bounds, lam_post, atoms) -> tuple[int, int, float | None] | None:
+        """The open ReLU (layer, neuron, None) with the best BaBSR-like score (|coefficient| in the
+        open atoms' bounds x the triangle relaxation's intercept), or a max pool's window (layer,
+        its input of the largest upper bound, the value to split that input at: `MaxPool.split_value`,
+        scored by the chord's gap the same way), or None when every phase is fixed."""
         model = self.model
         best, best_score = None, 0.0
         for k, layer in enumerate(model.layers):
+            if isinstance(layer.activation, MaxPool) and k in lam_post:
+                inputs, at, gap = layer.activation.split_value(bounds.pre_lo[k], bounds.pre_hi[k])
+                usable = (gap > 0) & (node.phases[k][inputs] == 0)
+                score = np.where(usable, np.abs(lam_post[k][atoms]).sum(axis=0) * gap + 1e-30, -1.0)
+                o = int(np.argmax(score))
+                if score[o] > best_score:
+                    best, best_score = (k, int(inputs[o]), float(at[o])), float(score[o])
             if not layer.relu or k not in lam_post:
                 continue
             lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
@@ -669,7 +682,7 @@ class Search:
             score = np.where(unstable, score + 1e-30, -1.0)
             j = int(np.argmax(score))
             if score[j] > best_score:
-                best, best_score = (k, j), float(score[j])
+                best, best_score = (k, j, None), float(score[j])
         return best
 
 

@@ -45,6 +45,8 @@ def input_split_scores(
             influence = layer.op.magnitude(influence.transpose(0, 2, 1)).transpose(0, 2, 1)
             peak = influence.max(axis=(1, 2), keepdims=True)
             influence = influence / np.where(peak > 0, peak, 1.0)  # only the shares of each row matter
+        if not layer.activation.elementwise:
+            influence = _pooled(layer, influence)
         if not layer.relu:
             continue
         lo, hi = pre_lo[k], pre_hi[k]
@@ -58,3 +60,8 @@ def input_split_scores(
         alive = (hi > 0) & (phases[k] >= 0)
         influence = influence * alive[:, :, None]
     return np.where(atoms.any(axis=1)[:, None], score, width)
+
+
+def _pooled(layer, influence: np.ndarray) -> np.ndarray:
+    """Influence on a pool's outputs: the largest of its window's."""
+    return layer.activation.forward(influence.transpose(0, 2, 1)).transpose(0, 2, 1)
