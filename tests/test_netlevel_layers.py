@@ -13,7 +13,9 @@ and real arithmetic:
   ReLU splitting (more); in real arithmetic the maximum comes from a MILP over the exact ReLU
   network (scipy), thresholds a clear margin on either side; every UNSAFE is an exact violation,
   and a sample is replayed through the compiled C;
-- `exact.real_outputs` is exact on these layers.
+- `exact.real_outputs` is exact on these layers;
+- int8 convolutions and max pools on codes (both requantization modes): bounds contain every
+  execution's accumulators and codes, verdicts agree with brute force over the codes.
 """
 
 from __future__ import annotations
@@ -36,7 +38,20 @@ from qverify.engine.netlevel.points import enumerate_box
 from qverify.engine.netlevel.query import NO_VIOLATION, Arithmetic, NetworkQuery, query_for
 from qverify.engine.netlevel.search import decide
 from qverify.engine.result import EngineOptions, EngineStatus, Recorder
-from qverify.network import Activation, AveragePool2D, Conv2D, Dense, MaxPool2D, Network
+from qverify.errors import RangeError
+from qverify.network import (
+    Activation,
+    AffineQuantization,
+    AveragePool2D,
+    CodeType,
+    Conv2D,
+    Dense,
+    MacQuant,
+    MaxPool2D,
+    Network,
+    PoolQuant,
+    TensorQuant,
+)
 from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Relation
 from qverify.quant import (
     Accumulation,
@@ -44,8 +59,10 @@ from qverify.quant import (
     FloatFormat,
     FloatKind,
     ImplementationOptions,
+    Int8Format,
     Overflow,
     QuantizedNetwork,
+    RequantMode,
     Rounding,
     quantize_network,
     simulate,
@@ -558,3 +575,144 @@ def test_max_pool_relaxation_and_splits_hold_on_wide_boxes(rng):
                     assert np.all(posts[k][selected] >= post_lo) and np.all(posts[k][selected] <= post_hi)
                 checked += 1
     assert checked > 0
+
+
+# ------------------------------------------------------------------ int8 convolutions and pools
+
+
+def int8_cnn(rng: np.random.Generator, mode: RequantMode) -> QuantizedNetwork:
+    """A random int8 model as a quantizer states it: 1x3x3 codes -> conv 2x2 (2 channels, padded
+    right and bottom) with the ReLU clamp -> max pool 2x2 stride 1 on codes -> dense 2; int8 or
+    uint8 codes, per-tensor or per-channel weights (9 inputs)."""
+    for _ in range(20):
+        code = CodeType.INT8 if rng.random() < 0.5 else CodeType.UINT8
+        per_channel = rng.random() < 0.5
+
+        quant_in, output = _tensor(rng, code, "input"), _tensor(rng, code, "output")
+        hidden = _tensor(rng, code, "hidden", rng.random() < 0.5)
+        weights = rng.integers(-127, 128, size=(2, 1, 2, 2))
+        scales = np.array(
+            [float(np.float32(rng.uniform(0.002, 0.05))) for _ in range(2 if per_channel else 1)]
+        )
+        bias = rng.integers(-3000, 3000, size=2)
+        conv = Conv2D(
+            weights * np.broadcast_to(scales, (2,))[:, None, None, None],
+            bias * quant_in.scale * np.broadcast_to(scales, (2,)),
+            Activation.RELU,
+            (1, 3, 3),
+            (1, 1),
+            (0, 0, 1, 1),
+        )
+        conv_quant = MacQuant(quant_in, weights, scales, bias, hidden, True, "conv")
+        pool = MaxPool2D(conv.output_shape, (2, 2), (1, 1))
+        pool_quant = PoolQuant(hidden, hidden, "pool")
+        dense_weights = rng.integers(-127, 128, size=(2, pool.n_out))
+        dense_scales = np.array(
+            [float(np.float32(rng.uniform(0.002, 0.05))) for _ in range(2 if per_channel else 1)]
+        )
+        dense_bias = rng.integers(-3000, 3000, size=2)
+        dense = Dense(
+            dense_weights * np.broadcast_to(dense_scales, (2,))[:, None],
+            dense_bias * hidden.scale * np.broadcast_to(dense_scales, (2,)),
+            Activation.IDENTITY,
+        )
+        dense_quant = MacQuant(hidden, dense_weights, dense_scales, dense_bias, output, False, "dense")
+        net = Network(
+            (conv, pool, dense),
+            name="int8-cnn",
+            quantization=AffineQuantization(quant_in, (conv_quant, pool_quant, dense_quant)),
+        )
+        try:
+            return quantize_network(net, ImplementationOptions(Int8Format(mode)))
+        except RangeError:
+            continue
+    raise RuntimeError("no int8 network")
+
+
+def _tensor(rng: np.random.Generator, code: CodeType, what: str, relu: bool = False) -> TensorQuant:
+    """A random tensor quantization (a ReLU range starts at the code's minimum)."""
+    zero = code.qmin if relu else int(rng.integers(code.qmin + 20, code.qmax - 20))
+    scale = float(np.float32(np.exp(rng.uniform(np.log(0.005), np.log(0.1)))))
+    return TensorQuant(scale, zero, code, what)
+
+
+def _int8_query(
+    qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray, threshold_code: int | None
+) -> NetworkQuery:
+    """Codes [lo, hi] (the real box whose points quantize to them) and Y_0 >= the real value of an
+    output code (None: no clause)."""
+    quant = qnet.input_quant
+    box = Box(
+        tuple((int(a) - quant.zero_point) * Fraction(quant.scale) for a in lo),
+        tuple((int(b) - quant.zero_point) * Fraction(quant.scale) for b in hi),
+    )
+    clauses: tuple[Clause, ...] = ()
+    if threshold_code is not None:
+        out = qnet.output_quant
+        threshold = (threshold_code - out.zero_point) * Fraction(out.scale)
+        clauses = (Clause((Atom(((0, Fraction(1)),), -threshold, Relation.GE),)),)
+    query = query_for(qnet, Property("int8", (box,), OutputCondition(clauses)))
+    assert np.array_equal(query.regions[0].lo, lo) and np.array_equal(query.regions[0].hi, hi)
+    return query
+
+
+@pytest.mark.parametrize("mode", [RequantMode.ONNXRUNTIME, RequantMode.TFLITE], ids=lambda m: m.value)
+def test_int8_convolutions_and_pools(mode, rng, tmp_path):
+    """int8 conv + max pool on codes: every layer's bounds (one box and a batch) contain every
+    execution's accumulators and codes, and `decide` agrees with brute force at the true maximum
+    of output code 0 (UNSAFE) and one code above (SAFE); a counterexample replayed in the C."""
+    replayed = 0
+    for _ in range(3):
+        qnet = int8_cnn(rng, mode)
+        code = qnet.input_quant.code
+        lo = rng.integers(code.qmin, code.qmax - 3, 9)
+        hi = lo + 2
+        query = _int8_query(qnet, lo, hi, None)
+        assert unsupported_reason(query) is None
+        model = build_model(query)
+        grid = enumerate_box(qnet, lo, hi)  # 3^9 codes
+        run = simulate(qnet, grid, trace=True)
+        accumulators = _int8_accumulators(qnet, grid)
+        phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
+        single = node_bounds(model, lo.astype(float), hi.astype(float), phases)
+        batch = batch_bounds(
+            model, np.stack([lo, lo]).astype(float), np.stack([hi, hi]).astype(float), None, None
+        )
+        for bounds in (single, batch.box(1)):
+            for k, layer in enumerate(model.layers):
+                pre = run.layers[k - 1].post if isinstance(layer.activation, MaxPool) else accumulators[k]
+                post_lo, post_hi = bounds.post(model, k)
+                assert np.all(pre >= bounds.pre_lo[k]) and np.all(pre <= bounds.pre_hi[k])
+                assert np.all(run.layers[k].post >= post_lo) and np.all(run.layers[k].post <= post_hi)
+        top = int(run.outputs[:, 0].max())
+        for threshold in (top, top + 1):
+            if threshold > qnet.output_quant.code.qmax:
+                continue
+            query = _int8_query(qnet, lo, hi, threshold)
+            result = _decide(query, ("attack",))
+            assert result.status is not EngineStatus.UNKNOWN, result.reason
+            assert (result.status is EngineStatus.UNSAFE) == (threshold == top), result
+            if result.status is EngineStatus.UNSAFE:
+                point = np.array(result.counterexample)
+                assert query.violation(point) != NO_VIOLATION
+                if not replayed:
+                    _replay_in_c(qnet, query, point, tmp_path)
+                    replayed += 1
+
+
+def _int8_accumulators(qnet: QuantizedNetwork, grid: np.ndarray) -> list[np.ndarray | None]:
+    """Each MAC layer's exact int32 accumulators (bias + sum w (x - z_in) over the valid taps)."""
+    values = grid.astype(np.int64)
+    run = simulate(qnet, grid, trace=True)
+    result = []
+    for layer, trace in zip(qnet.layers, run.layers):
+        if layer.is_mac:
+            taps = layer.source.taps()
+            gathered = values[:, taps.inputs] - layer.int8.input_zero
+            result.append(
+                layer.expanded_bias()[None, :] + np.einsum("bjt,jt->bj", gathered, layer.tap_weights())
+            )
+        else:
+            result.append(None)
+        values = trace.post.astype(np.int64)
+    return result

@@ -153,7 +153,8 @@ class Confirmer:
         # `pre` is the code); the model's statement computes them exactly (integers below 2^31)
         accumulators = surrogate_forward(self.model, point[None, :])[1] if self.model.stepped else None
         for k, (bounds, trace) in enumerate(zip(invariants, run.layers)):
-            pre = trace.pre[0] if accumulators is None else accumulators[k][0]
+            pooled = self.model.layers[k].op.exact  # (a pool's trace holds its outputs, as its invariant)
+            pre = trace.pre[0] if accumulators is None or pooled else accumulators[k][0]
             for values, lo, hi in (
                 (pre, bounds.pre_lo, bounds.pre_hi),
                 (trace.post[0], bounds.post_lo, bounds.post_hi),

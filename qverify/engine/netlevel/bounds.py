@@ -363,7 +363,7 @@ def layer_bounds(
             if phase is not None:
                 refine &= phase == 0
             lo, hi = _refine(model, bounds, k, lo, hi, refine, xl, xu)
-        if invariants is not None and not model.real:
+        if invariants is not None and not model.real and not layer.op.exact:  # (a pool's bound its outputs)
             scale = model.unit if model.is_fixed else 1.0
             lo = np.maximum(lo, invariants[k].pre_lo.astype(np.float64) * scale)
             hi = np.minimum(hi, invariants[k].pre_hi.astype(np.float64) * scale)

@@ -65,7 +65,7 @@ def unsupported_reason(query: NetworkQuery) -> str | None:
     if qnet.is_int8 and query.arithmetic is Arithmetic.REAL:
         return "netlevel: int8 networks have no real-arithmetic reading"
     for index, layer in enumerate(qnet.layers, start=1):
-        supported = (Dense,) if qnet.is_int8 else (Dense, Conv2D, AveragePool2D, MaxPool2D)
+        supported = (Dense, Conv2D, MaxPool2D) if qnet.is_int8 else (Dense, Conv2D, AveragePool2D, MaxPool2D)
         if not isinstance(layer.source, supported):
             return f"netlevel: layer {index} ({layer.source.describe()}): not supported"
         if layer.activation not in (Activation.RELU, Activation.IDENTITY):
@@ -284,17 +284,21 @@ def max_pool(source: MaxPool2D) -> MaxPool:
 
 
 def _int8_layer(layer: QuantizedLayer) -> NetLayer:
-    """z = acc = W x + (bias - W z_in) on input codes x, exact integers in float64 (|acc| < 2^31),
-    and the requantization staircase of every neuron."""
-
+    """z = acc = W x + (bias - z_in sum W) on input codes x (a convolution's sum over its valid taps:
+    padding adds nothing), exact integers in float64 (|acc| < 2^31), and the requantization
+    staircase of every neuron; a max pool takes the largest code of each window (exact on codes)."""
     tables = layer.int8
-    assert tables is not None and tables.table is not None
-    integer_weights = np.asarray(layer.weights, dtype=np.int64)
-    bias = np.asarray(layer.bias, dtype=np.int64) - integer_weights.sum(axis=1) * tables.input_zero
+    assert tables is not None
+    if isinstance(layer.source, MaxPool2D):
+        return NetLayer(IdentityOperation(layer.n_in), np.zeros(layer.n_in), max_pool(layer.source))
+    assert tables.table is not None
+    op, bias = linear_operation(layer, 1.0)
+    weight_sums = layer.tap_weights().astype(np.int64).sum(axis=1)
+    bias = np.asarray(layer.expanded_bias(), dtype=np.int64) - weight_sums * tables.input_zero
     rows = tables.table
     neuron_rows = layer.source.channel_of() if rows.shape[0] > 1 else np.zeros(layer.n_out, dtype=np.int64)  # type: ignore[union-attr]
     return NetLayer(
-        DenseOperation(integer_weights.astype(np.float64)),
+        op,
         bias.astype(np.float64),
         Stairs(Staircase.of(rows, neuron_rows, tables.code.qmin, tables.code.qmax)),
     )
