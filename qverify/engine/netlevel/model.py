@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from qverify.engine.netlevel.activations import Identity, MaxPool, NetActivation, Relu, Stairs
+from qverify.engine.netlevel.lookup import lut_staircase, monotone
 from qverify.engine.netlevel.operations import (
     AveragePoolOperation,
     DenseOperation,
@@ -68,8 +69,10 @@ def unsupported_reason(query: NetworkQuery) -> str | None:
         supported = (Dense, Conv2D, MaxPool2D) if qnet.is_int8 else (Dense, Conv2D, AveragePool2D, MaxPool2D)
         if not isinstance(layer.source, supported):
             return f"netlevel: layer {index} ({layer.source.describe()}): not supported"
-        if layer.activation not in (Activation.RELU, Activation.IDENTITY):
-            return f"netlevel: layer {index}: {layer.activation.value} activation tables not supported"
+        if layer.activation not in (Activation.RELU, Activation.IDENTITY) and not monotone(
+            qnet.lut_for(layer.activation)
+        ):
+            return f"netlevel: layer {index}: the {layer.activation.value} table is not monotone"
     return None
 
 
@@ -224,7 +227,12 @@ def build_model(query: NetworkQuery) -> NetModel:
         dtype = number.dtype
         float_u, float_eta = _UNIT_ROUNDOFF[dtype], _ETA[dtype]
         float_max = float(np.finfo(dtype).max)
-    layers = tuple(_layer(layer, unit if unit else 1.0) for layer in qnet.layers)
+    tables = {
+        activation: Stairs(lut_staircase(qnet, activation, real))
+        for activation in {layer.activation for layer in qnet.layers}
+        if activation in (Activation.SIGMOID, Activation.TANH)
+    }
+    layers = tuple(_layer(layer, unit if unit else 1.0, tables) for layer in qnet.layers)
     return NetModel(
         qnet=qnet,
         layers=layers,
@@ -269,10 +277,12 @@ def linear_operation(layer: QuantizedLayer, scale: float) -> tuple[LinearOperati
     raise ValueError(f"no linear operation for {source.describe()}")  # type: ignore[union-attr]
 
 
-def _layer(layer: QuantizedLayer, scale: float) -> NetLayer:
+def _layer(layer: QuantizedLayer, scale: float, tables: dict[Activation, Stairs]) -> NetLayer:
     op, bias = linear_operation(layer, scale)
     if isinstance(layer.source, MaxPool2D):
         return NetLayer(op, bias, max_pool(layer.source))
+    if layer.activation in tables:  # sigmoid / tanh: the C's lookup table as a staircase
+        return NetLayer(op, bias, tables[layer.activation])
     activation = Relu() if layer.activation is Activation.RELU else Identity()
     return NetLayer(op, bias, activation)
 
