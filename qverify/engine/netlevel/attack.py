@@ -151,7 +151,7 @@ class Confirmer:
             return True  # the overflow assertion fails before the invariants are read
         # int8: the invariants bound the accumulators, which the simulator's trace does not hold (its
         # `pre` is the code); the model's statement computes them exactly (integers below 2^31)
-        accumulators = surrogate_forward(self.model, point[None, :])[1] if self.model.stepped else None
+        accumulators = surrogate_forward(self.model, point[None, :])[1] if self.model.qnet.is_int8 else None
         for k, (bounds, trace) in enumerate(zip(invariants, run.layers)):
             pooled = self.model.layers[k].op.exact  # (a pool's trace holds its outputs, as its invariant)
             pre = trace.pre[0] if accumulators is None or pooled else accumulators[k][0]

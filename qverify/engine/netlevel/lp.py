@@ -13,7 +13,8 @@ encoding with one binary (MILP), both with the node's bounds; one unsafe clause'
 outputs. The rows are built as whole blocks (numpy; a layer's weights as the sparse rows of its
 operation, so a convolution's rows hold its taps only), not row by row. A max pool's open window
 has an output column above each of its inputs and below the relaxation's upper side (LP), or
-below each input plus a big-M term of one binary per input (MILP: exact); see `_max_pool`.
+below each input plus a big-M term of one binary per input (MILP: exact); see `_max_pool`. A lookup
+table's outputs lie between the lines of its staircase relaxation (`_table`).
 
 The MILP is exact for REAL arithmetic; for the implementation it is the same sound relaxation as the
 bounds (rounding as bounded terms, not as integer quotients: the scalar path's
@@ -124,7 +125,7 @@ def solve_node(
     deadline: float,
 ) -> NodeSolution:
     """Is some execution of the node in the clause? (LP relaxation, or exact MILP with `integer`)."""
-    if model.stepped:  # int8 staircases are not encoded: the LP would read them as the identity
+    if model.stepped:  # int8 staircases are not encoded (input splitting decides int8 nodes)
         return NodeSolution(CheckStatus.UNKNOWN, None)
     columns = _Columns()
     rows = _Rows()
@@ -169,6 +170,9 @@ def solve_node(
                 )
             )
             rows.add_sparse(weights[folded], inputs, low - widen, high + widen)
+        if layer.stairs is not None:
+            previous = _table(columns, rows, bounds.relaxation(model, k), layer.post_bounds(lo, hi), own)
+            continue
         if not relu:
             previous = own
             continue
@@ -271,3 +275,14 @@ def _pair_rows(rows: _Rows, y: np.ndarray, x: np.ndarray, slope: np.ndarray, lo,
     cols = np.column_stack([y, np.where(present, x, y)])
     values = np.column_stack([np.ones(len(y)), np.where(present, -slope, 0.0)])
     rows.add(cols, values, lo, hi)
+
+
+def _table(columns: _Columns, rows: _Rows, relaxation, post: tuple[np.ndarray, np.ndarray], z: np.ndarray):
+    """A lookup table's outputs h over the layer's z columns: its range as column bounds and the
+    relaxation's two lines as rows, a z + c <= h <= s z + t (the LP and the MILP alike: a table
+    has no exact encoding here, so a MILP solution is only a candidate, as a relaxation's is)."""
+    h = columns.add(*post)
+    pair = np.column_stack([h, z])
+    rows.add(pair, np.column_stack([np.ones(len(h)), -relaxation.a]), relaxation.c, np.inf)
+    rows.add(pair, np.column_stack([np.ones(len(h)), -relaxation.s]), -np.inf, relaxation.t)
+    return h

@@ -151,8 +151,9 @@ class NetModel:
 
     @property
     def stepped(self) -> bool:
-        """int8: the activations are requantization staircases (no LP encoding, no ReLU phases)."""
-        return any(layer.stairs is not None for layer in self.layers)
+        """int8: the activations are requantization staircases (no LP encoding, no ReLU phases;
+        lookup tables, also staircases, have both: `lp`, the search's table splits)."""
+        return self.qnet.is_int8
 
     @property
     def n_inputs(self) -> int:
