@@ -353,6 +353,11 @@ def _match(
             raise fail(network, f"local {name} of qv_network shadows a global or helper name")
     forbidden = globals_ | set(local_arrays)
     if int8:
+        if "qv_sat16" in skeleton.functions:
+            raise fail(
+                skeleton.functions["qv_sat16"],
+                "int8-x86 pair sums saturated at int16 (qv_sat16) are not lifted: the scalar path decides them",
+            )
         if any(is_spatial(node) for node in loops_nodes):
             raise fail(network, "int8 convolutions and pools are not lifted")
         loops8 = [match_int8_layer(node, loop_vars, forbidden) for node in loops_nodes]
