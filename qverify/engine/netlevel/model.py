@@ -69,10 +69,13 @@ def unsupported_reason(query: NetworkQuery) -> str | None:
         supported = (Dense, Conv2D, MaxPool2D) if qnet.is_int8 else (Dense, Conv2D, AveragePool2D, MaxPool2D)
         if not isinstance(layer.source, supported):
             return f"netlevel: layer {index} ({layer.source.describe()}): not supported"
-        if layer.activation not in (Activation.RELU, Activation.IDENTITY) and not monotone(
-            qnet.lut_for(layer.activation)
-        ):
-            return f"netlevel: layer {index}: the {layer.activation.value} table is not monotone"
+        activation = layer.activation
+        if activation not in (Activation.RELU, Activation.IDENTITY, Activation.SIGMOID, Activation.TANH):
+            return f"netlevel: layer {index}: {activation.value} activation not supported"
+        if activation in (Activation.SIGMOID, Activation.TANH) and not monotone(qnet.lut_for(activation)):
+            return f"netlevel: layer {index}: the {activation.value} table is not monotone"
+        if layer.int8 is not None and layer.int8.paired is not None:
+            return f"netlevel: layer {index}: int8-x86 pair-saturating sums not supported (the accumulator is not exact)"
     return None
 
 
