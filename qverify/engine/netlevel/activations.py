@@ -110,6 +110,9 @@ class Identity(Elementwise):
     def derivative(self, z: np.ndarray) -> np.ndarray:
         return np.ones_like(z)
 
+    def pullback(self, grad: np.ndarray, z: np.ndarray) -> np.ndarray:
+        return grad
+
     def relaxation(self, lo: np.ndarray, hi: np.ndarray) -> Relaxation:
         one = np.ones(np.shape(lo))
         zero = np.zeros(np.shape(lo))
@@ -133,6 +136,9 @@ class Relu(Elementwise):
 
     def derivative(self, z: np.ndarray) -> np.ndarray:
         return (z > 0).astype(np.float64)
+
+    def pullback(self, grad: np.ndarray, z: np.ndarray) -> np.ndarray:
+        return grad * (z > 0)
 
     def relaxation(self, lo: np.ndarray, hi: np.ndarray) -> Relaxation:
         a, s, t = relu_relaxation(lo, hi)
