@@ -67,6 +67,7 @@ from qverify.quant import (
     quantize_network,
     simulate,
 )
+from tests.netlevel_reference import exact_point, layer_matrix, reference_outputs
 
 IMPLEMENTATION, REAL = Arithmetic.IMPLEMENTATION, Arithmetic.REAL
 
@@ -187,18 +188,6 @@ def _box(
 
 def _words(qnet: QuantizedNetwork) -> int:
     return 3 if qnet.n_inputs <= 9 else 2  # at most 3^9 or 2^12 inputs per box
-
-
-def _layer_matrix(layer) -> tuple[np.ndarray, np.ndarray]:
-    """A layer's linear map as a dense matrix and bias, in the implementation's numbers (an average
-    pool: each neuron's reciprocal on its window)."""
-    if isinstance(layer.source, AveragePool2D):
-        windows = layer.source.windows()
-        matrix = np.zeros((layer.n_out, layer.n_in), dtype=layer.weights.dtype)
-        rows = np.repeat(np.arange(layer.n_out), windows.count)
-        matrix[rows, windows.inputs[windows.valid]] = layer.weights[rows]
-        return matrix, np.zeros(layer.n_out, dtype=layer.weights.dtype)
-    return layer.matrix, layer.expanded_bias()
 
 
 def _decide(query: NetworkQuery, disable: tuple[str, ...] = ()):
@@ -338,7 +327,7 @@ def _executions(model, qnet: QuantizedNetwork, arithmetic: Arithmetic, grid: np.
                 values = np.where(windows.valid, values[:, windows.inputs], -np.inf).max(axis=2)
                 posts.append(values)
                 continue
-            matrix, bias = _layer_matrix(layer)
+            matrix, bias = layer_matrix(layer)
             pre = values @ matrix.astype(np.float64).T + bias.astype(np.float64)
             pres.append(pre)
             values = np.maximum(pre, 0.0) if layer.activation is Activation.RELU else pre
@@ -389,7 +378,7 @@ def _milp_maximum(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) -> flo
                     rows.append(({y[o]: 1.0, previous[i]: -1.0, d: big}, -np.inf, big))
             previous, value_lo, value_hi = y, y_lo, y_hi
             continue
-        matrix, bias = (part.astype(np.float64) for part in _layer_matrix(layer))
+        matrix, bias = (part.astype(np.float64) for part in layer_matrix(layer))
         pos, neg = np.maximum(matrix, 0), np.minimum(matrix, 0)
         z_lo = pos @ value_lo + neg @ value_hi + bias
         z_hi = pos @ value_hi + neg @ value_lo + bias
@@ -452,33 +441,8 @@ def test_real_outputs_are_exact_on_convolutions_and_pools(rng):
         net = network(rng)
         for number in (FixedFormat(8, 8), FloatFormat(FloatKind.FLOAT)):
             qnet = quantize_network(net, ImplementationOptions(number))
-            x = rng.uniform(-1, 1, net.n_inputs)
-            if qnet.is_fixed:
-                x = np.round(x * 256).astype(np.int64)
-                reals = [Fraction(int(v), 256) for v in x]
-                constant = lambda v: Fraction(int(v), 256)
-            else:
-                x = x.astype(np.float32).astype(np.float64)
-                reals = [Fraction(float(v)) for v in x]
-                constant = lambda v: Fraction(float(v))
-            for layer in qnet.layers:
-                if isinstance(layer.source, MaxPool2D):
-                    windows = layer.source.windows()
-                    reals = [
-                        max(reals[i] for i in windows.inputs[o, : windows.count[o]])
-                        for o in range(layer.n_out)
-                    ]
-                    continue
-                matrix, bias = _layer_matrix(layer)
-                pre = [
-                    sum(
-                        (constant(matrix[j, i]) * reals[i] for i in range(len(reals)) if matrix[j, i]),
-                        constant(bias[j]),
-                    )
-                    for j in range(layer.n_out)
-                ]
-                reals = [max(v, Fraction(0)) for v in pre] if layer.activation is Activation.RELU else pre
-            assert real_outputs(qnet, x) == reals
+            x, reals = exact_point(qnet, rng)
+            assert real_outputs(qnet, x) == reference_outputs(qnet, reals)
 
 
 def test_convolutions_stay_sparse(rng):

@@ -16,8 +16,6 @@ against brute force.
 
 from __future__ import annotations
 
-import functools
-import math
 import time
 from fractions import Fraction
 
@@ -49,6 +47,7 @@ from qverify.quant import (
 )
 from qverify.quant.lut import lut_fixed, lut_float
 from tests.conftest import random_network
+from tests.netlevel_reference import exact_point, exact_table, reference_outputs
 
 ACTIVATIONS = (Activation.SIGMOID, Activation.TANH)
 FORMATS = [
@@ -62,30 +61,6 @@ FORMATS = [
 
 def _qnet(rng, sizes, activation, options) -> QuantizedNetwork:
     return quantize_network(random_network(rng, sizes, activation, scale=0.8), options)
-
-
-def _exact_table(qnet: QuantizedNetwork, activation: Activation, z: Fraction) -> Fraction:
-    """The C's table function at a real z, read in exact arithmetic (independently of `lookup`)."""
-    a, scale, table, low, high = _table_constants(qnet, activation)
-    if z < -a:
-        return low
-    if z > a:
-        return high
-    return table[min(math.floor((z + a) * scale + Fraction(1, 2)), len(table) - 1)]
-
-
-@functools.cache
-def _table_constants(qnet: QuantizedNetwork, activation: Activation):
-    """(a, scale, entries, sat_lo, sat_hi) of the C's table as exact rationals."""
-    lut = qnet.lut_for(activation)
-    if qnet.is_fixed:
-        unit = Fraction(1, qnet.number.scale)
-        a, table = lut.half_range_q * unit, [int(v) * unit for v in lut.table]
-        return a, Fraction(lut.n_entries - 1) / (2 * a), table, int(lut.sat_lo) * unit, int(lut.sat_hi) * unit
-    dtype = qnet.number.dtype
-    a, scale = Fraction(float(dtype(lut.half_range))), Fraction(float(dtype(lut.float_scale)))
-    table = [Fraction(float(v)) for v in np.asarray(lut.table, dtype=dtype)]
-    return a, scale, table, Fraction(float(dtype(lut.sat_lo))), Fraction(float(dtype(lut.sat_hi)))
 
 
 @pytest.mark.parametrize("options", FORMATS, ids=lambda o: o.key())
@@ -158,7 +133,7 @@ def test_table_relaxation_holds(activation, options, rng):
                     z = z.astype(dtype).astype(np.float64)
                     z = z[(z >= lo[j]) & (z <= hi[j])]
             if real:
-                values = [_exact_table(qnet, activation, Fraction(float(v))) for v in z]
+                values = [exact_table(qnet, activation, Fraction(float(v))) for v in z]
                 for v, value in zip(z, values):
                     assert Fraction(a[j]) * Fraction(float(v)) + Fraction(c[j]) <= value
                     assert value <= Fraction(s[j]) * Fraction(float(v)) + Fraction(t[j])
@@ -283,25 +258,5 @@ def test_real_outputs_read_the_tables_exactly(rng):
     for activation in ACTIVATIONS:
         for number in (FixedFormat(8, 8), FloatFormat(FloatKind.FLOAT)):
             qnet = _qnet(rng, (3, 4, 2), activation, ImplementationOptions(number))
-            x = rng.uniform(-1, 1, 3)
-            if qnet.is_fixed:
-                x = np.round(x * 256).astype(np.int64)
-                values = [Fraction(int(v), 256) for v in x]
-                constant = lambda v: Fraction(int(v), 256)
-            else:
-                x = x.astype(np.float32).astype(np.float64)
-                values = [Fraction(float(v)) for v in x]
-                constant = lambda v: Fraction(float(v))
-            for layer in qnet.layers:
-                pre = [
-                    sum(
-                        (constant(layer.weights[j, i]) * values[i] for i in range(len(values))),
-                        constant(layer.bias[j]),
-                    )
-                    for j in range(layer.n_out)
-                ]
-                if layer.activation in ACTIVATIONS:
-                    values = [_exact_table(qnet, layer.activation, z) for z in pre]
-                else:
-                    values = pre
-            assert real_outputs(qnet, x) == values
+            x, reals = exact_point(qnet, rng)
+            assert real_outputs(qnet, x) == reference_outputs(qnet, reals)
