@@ -9,15 +9,20 @@ Suites
   digits784 L-inf robustness on a 784-256x6-10 ReLU network: benchmarks/digits784/ (instances.csv
             with an ONNX network and VNN-LIB files) when present, else a random network of that
             shape with 30 instances around random images (eps 0.005..0.03), stated as such.
+  layers    issue 29's layer kinds on random networks of the field's shapes (`layer_networks`: a
+            CIFAR-shaped 3x32x32 conv net, MNIST-size conv + max pool and conv + padded average
+            pool, a 784-200x6-10 sigmoid MLP), radii around each centre's attack frontier.
 
-One line per instance (status, seconds, nodes), then per mode: decided count, SAFE/UNSAFE counts,
-median and total seconds of all instances (timeouts count their full time). With `--distance`,
+One line per instance (status, seconds, CPU seconds, nodes), then per mode: decided count,
+SAFE/UNSAFE counts, median and total seconds of all instances (timeouts count their full time),
+CPU seconds and the process's peak resident memory. With `--distance`,
 per instance the gap a branch and bound must close instead: open ReLUs and the worst clause's
 bound at the root (after alpha-CROWN on every layer), and the best margin of a long attack.
 
 Usage:
   python benchmarks/bench_netlevel.py acasxu [--modes fixed,real] [--props 1,2,3,4]
          [--networks 1_1,2_3|all] [--timeout 116] [--limit N]
+  python benchmarks/bench_netlevel.py layers [--nets cifar,mnist-max] [--centres 3] [--timeout 60]
   python benchmarks/bench_netlevel.py digits784 [--modes fixed,real] [--timeout 120] [--limit N]
          [--folder benchmarks/digits784] [--epsilons 0.015,0.02] [--names 'img0*-eps0.03']
          [--distance]
@@ -29,6 +34,7 @@ import argparse
 import csv
 import fnmatch
 import importlib.util
+import resource
 import statistics
 import sys
 import time
@@ -49,7 +55,7 @@ from qverify.engine.netlevel.query import Arithmetic, NetworkQuery, query_for
 from qverify.engine.netlevel.search import Search, decide
 from qverify.engine.result import EngineOptions, Recorder
 from qverify.io import load_network
-from qverify.network import Activation, Dense, Network
+from qverify.network import Activation, AveragePool2D, Conv2D, Dense, MaxPool2D, Network, evaluate
 from qverify.properties import read_vnnlib, robustness
 from qverify.quant import FixedFormat, FloatFormat, FloatKind, ImplementationOptions, quantize_network
 
@@ -74,6 +80,8 @@ class Outcome:
     seconds: float
     nodes: int
     reason: str
+    cpu: float = 0.0  # CPU seconds of this process (the machine is shared: wall time is not the work)
+    peak_mb: float = 0.0  # peak resident set of the process so far
 
 
 def acas_instances(props: set[str], networks: set[str] | None) -> list[Instance]:
@@ -131,8 +139,6 @@ def digits_instances(folder: Path) -> tuple[list[Instance], str]:
         return instances, f"{folder} ({len(instances)} instances with their files)"
     net = random_784()
     rng = np.random.default_rng(1)
-    from qverify.network import evaluate
-
     instances = []
     for image in range(10):
         center = rng.uniform(0, 1, 784)
@@ -141,6 +147,92 @@ def digits_instances(folder: Path) -> tuple[list[Instance], str]:
             prop = robustness(center.tolist(), eps, label, 10, domain=([0] * 784, [1] * 784))
             instances.append(Instance(f"img{image:02d}-eps{eps}", net, prop))
     return instances, "a random 784-256x6-10 ReLU network (benchmarks/digits784 absent), 30 instances"
+
+
+def layer_networks(seed: int = 0) -> dict[str, Network]:
+    """Random networks (He-scaled weights) of the shapes issue 29 names: the layers, not trained
+    weights (the trained suites are benchmarks/*-conv etc. once they exist)."""
+    rng = np.random.default_rng(seed)
+
+    def normal(shape, fan_in):
+        return rng.normal(0, np.sqrt(2 / fan_in), shape)
+
+    c1 = Conv2D(normal((8, 3, 4, 4), 48), normal(8, 100), Activation.RELU, (3, 32, 32), (2, 2), (1, 1, 1, 1))
+    c2 = Conv2D(
+        normal((16, 8, 4, 4), 128), normal(16, 100), Activation.RELU, c1.output_shape, (2, 2), (1, 1, 1, 1)
+    )
+    cifar = Network(
+        (
+            c1,
+            c2,
+            Dense(normal((100, 1024), 1024), normal(100, 100), Activation.RELU),
+            Dense(normal((10, 100), 100), normal(10, 100), Activation.IDENTITY),
+        ),
+        name="cifar-3x32x32-conv8-conv16-100-10",
+    )
+    m1 = Conv2D(normal((32, 1, 2, 2), 4), normal(32, 100), Activation.RELU, (1, 28, 28), (2, 2))
+    pool = MaxPool2D(m1.output_shape, (4, 4), (2, 2))
+    mnist_max = Network(
+        (m1, pool, Dense(normal((10, pool.n_out), pool.n_out), normal(10, 100), Activation.IDENTITY)),
+        name="mnist-conv32-maxpool4-10",
+    )
+    a1 = Conv2D(normal((16, 1, 3, 3), 9), normal(16, 100), Activation.RELU, (1, 28, 28), (2, 2), (1, 1, 1, 1))
+    average = AveragePool2D(a1.output_shape, (2, 2), (2, 2), (1, 1, 1, 1))
+    mnist_avg = Network(
+        (
+            a1,
+            average,
+            Dense(normal((100, average.n_out), average.n_out), normal(100, 100), Activation.RELU),
+            Dense(normal((10, 100), 100), normal(10, 100), Activation.IDENTITY),
+        ),
+        name="mnist-conv16-avgpool2-100-10",
+    )
+    sizes = (784, 200, 200, 200, 200, 200, 200, 10)
+    sigmoid = Network(
+        tuple(
+            Dense(
+                normal((n_out, n_in), n_in),
+                normal(n_out, 100),
+                Activation.SIGMOID if index < len(sizes) - 2 else Activation.IDENTITY,
+            )
+            for index, (n_in, n_out) in enumerate(itertools.pairwise(sizes))
+        ),
+        name="mlp-784-200x6-10-sigmoid",
+    )
+    return {"cifar": cifar, "mnist-max": mnist_max, "mnist-avg": mnist_avg, "sigmoid784": sigmoid}
+
+
+def layer_instances(names: list[str], centres: int, seed: int = 1) -> tuple[list[Instance], str]:
+    """Per network and random centre (its class the float network's argmax), L-inf radii around the
+    frontier: the smallest radius of 0.001 * 2^k at which a short attack (the network level's,
+    real arithmetic, bounds off) finds a violation, and a quarter, half and three quarters of it."""
+    networks = layer_networks()
+    rng = np.random.default_rng(seed)
+    options, arithmetic = MODES["real"]
+    instances = []
+    for name in names:
+        net = networks[name]
+        n = net.n_inputs
+        for index in range(centres):
+            centre = rng.uniform(0.2, 0.8, n)
+            label = int(np.argmax(evaluate(net, centre[None])[0]))
+            qnet = quantize_network(net, options)
+            falsified = 0.256
+            for k in range(9):
+                eps = 0.001 * 2**k
+                prop = robustness(centre.tolist(), f"{eps:g}", label, 10, domain=([0] * n, [1] * n))
+                query = query_for(qnet, prop, arithmetic)
+                found = decide(
+                    query, EngineOptions(timeout_s=5, disable=("bounds",)), time.monotonic() + 5, Recorder()
+                )
+                if found.status.value == "UNSAFE":
+                    falsified = eps
+                    break
+            for share in (0.25, 0.5, 0.75, 1.0):
+                eps = f"{falsified * share:.6g}"
+                prop = robustness(centre.tolist(), eps, label, 10, domain=([0] * n, [1] * n))
+                instances.append(Instance(f"{name}-c{index}-eps{eps}", net, prop))
+    return instances, f"random networks {', '.join(names)}, {centres} centres each, 4 radii per centre"
 
 
 _NETWORKS: dict[str, Network] = {}
@@ -156,7 +248,7 @@ def build_query(instance: Instance, mode: str) -> NetworkQuery:
 
 
 def run(instance: Instance, mode: str, timeout: float) -> Outcome:
-    start = time.monotonic()
+    start, cpu = time.monotonic(), time.process_time()
     query = build_query(instance, mode)
     recorder = Recorder()
     result = decide(query, EngineOptions(timeout_s=timeout), start + timeout, recorder)
@@ -168,6 +260,8 @@ def run(instance: Instance, mode: str, timeout: float) -> Outcome:
         seconds,
         result.counts.get("netlevel.nodes", 0),
         result.reason,
+        time.process_time() - cpu,
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     )
 
 
@@ -226,7 +320,8 @@ def summarise(outcomes: list[Outcome]) -> None:
         safe = sum(o.status == "SAFE" for o in mine)
         print(
             f"{mode:6s} decided {len(decided)}/{len(mine)} (SAFE {safe}, UNSAFE {len(decided) - safe}); "
-            f"median {statistics.median(times):.2f} s, total {sum(times):.1f} s, "
+            f"median {statistics.median(times):.2f} s, total {sum(times):.1f} s "
+            f"(CPU {sum(o.cpu for o in mine):.1f} s), peak {max(o.peak_mb for o in mine):.0f} MB, "
             f"median of decided {statistics.median([o.seconds for o in decided]) if decided else float('nan'):.2f} s"
         )
 
@@ -235,7 +330,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("suite", choices=("acasxu", "digits784"))
+    parser.add_argument("suite", choices=("acasxu", "digits784", "layers"))
+    parser.add_argument(
+        "--nets",
+        default="cifar,mnist-max,mnist-avg,sigmoid784",
+        help="layers: which random networks (cifar, mnist-max, mnist-avg, sigmoid784)",
+    )
+    parser.add_argument("--centres", type=int, default=3, help="layers: random centres per network")
     parser.add_argument("--modes", default="fixed,real")
     parser.add_argument("--props", default="1,2,3,4")
     parser.add_argument("--networks", default="all")
@@ -262,6 +363,10 @@ def main() -> None:
         instances = acas_instances(set(args.props.split(",")), networks)
         timeout = args.timeout or 116.0
         print(f"ACAS Xu φ1–φ4: {len(instances)} instances, timeout {timeout:.0f} s")
+    elif args.suite == "layers":
+        instances, described = layer_instances(args.nets.split(","), args.centres)
+        timeout = args.timeout or 60.0
+        print(f"layers: {described}, timeout {timeout:.0f} s")
     else:
         if args.epsilons:
             instances, described = digits_radii_instances(args.folder, args.epsilons.split(","))
@@ -289,7 +394,7 @@ def main() -> None:
             outcomes.append(outcome)
             tqdm.write(
                 f"{mode:6s} {outcome.name:24s} {outcome.status:8s} {outcome.seconds:7.2f} s "
-                f"{outcome.nodes:6d} nodes {outcome.reason}"
+                f"(CPU {outcome.cpu:6.2f} s) {outcome.nodes:6d} nodes {outcome.reason}"
             )
     summarise(outcomes)
 

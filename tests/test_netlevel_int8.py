@@ -337,3 +337,21 @@ def test_int8_cnn_harness_falls_back(tmp_path):
     harness = render_harness(qnet, robustness(center, 0.05, 0, qnet.n_outputs)).write(tmp_path)
     result = lift_file(harness, [MODELS_C])
     assert not result.lifted and "int8 convolutions and pools" in result.reason, result.reason
+
+
+def test_int8_x86_pair_saturating_sums_are_declined(rng):
+    """`--format int8-x86`: a layer whose pair sums can saturate at int16 has no exact accumulator,
+    so the network level declines it (the scalar path executes `qv_sat16`)."""
+    from qverify.quant import Int8Kernel
+
+    for _ in range(40):
+        net = random_int8_network(rng, (4, 6, 3))
+        try:
+            qnet = quantize_network(net, ImplementationOptions(Int8Format(kernel=Int8Kernel.X86)))
+        except RangeError:
+            continue
+        if any(layer.int8.paired is not None for layer in qnet.layers):
+            query = _query(qnet, *_code_box(rng, qnet, 2), ())
+            assert "int8-x86" in unsupported_reason(query)
+            return
+    pytest.fail("no random network with pair-saturating sums")

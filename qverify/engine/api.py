@@ -5,10 +5,11 @@ Two paths decide a harness. The network level first: `engine.netlevel.lift` read
 generated shape back as layers (a `NetworkQuery`, in a fraction of a second) and
 `engine.netlevel.search` decides it layer by layer. Whatever it does not cover goes down the scalar
 path (`cfront` -> `scalar.symex` -> `scalar.passes.simplify` -> `scalar.strategy.Strategy`), which
-executes the C one operation at a time: C the lifter does not recognise, networks the network-level
-strategy does not support (convolutions, tables), `--certify` (its exact SMT re-check needs the
-scalar program), and queries the network-level strategy gives up on while time remains, when the
-network is small enough for the scalar path's exact procedures (`SCALAR_FALLBACK_MACS`); on such
+executes the C one operation at a time: C the lifter does not recognise, networks the
+network-level strategy does not support (`netlevel.model.unsupported_reason`), `--certify` (its
+exact SMT re-check needs the scalar program), and queries the network-level strategy gives up on
+while time remains, when the network is small enough for the scalar path's exact procedures
+(`SCALAR_FALLBACK_MACS`, counting the products the C computes); on such
 fixed-point networks the network level gets `NETWORK_LEVEL_SHARE` of the budget, the scalar path the
 rest. The record says which path decided (`decided_by`, `front_end` in the counts: 1 lifted, 0
 scalar) and why a harness was not lifted (a note).
@@ -53,7 +54,18 @@ NETWORK_LEVEL_SHARE = 0.3  # of the budget, for fixed-point networks the scalar 
 
 
 def _multiply_adds(query: NetworkQuery) -> int:
-    return sum(layer.n_in * layer.n_out for layer in query.qnet.layers)
+    """The products the C computes (a convolution's taps, a pool's window elements), what the
+    scalar path would unroll."""
+    total = 0
+    for layer in query.qnet.layers:
+        source = layer.source
+        if layer.is_mac and not layer.is_dense:
+            total += int(source.taps().count.sum())  # type: ignore[union-attr]
+        elif not layer.is_mac:
+            total += int(source.windows().count.sum())  # type: ignore[union-attr]
+        else:
+            total += layer.n_in * layer.n_out
+    return total
 
 
 def _lifted(

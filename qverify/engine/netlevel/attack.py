@@ -151,9 +151,10 @@ class Confirmer:
             return True  # the overflow assertion fails before the invariants are read
         # int8: the invariants bound the accumulators, which the simulator's trace does not hold (its
         # `pre` is the code); the model's statement computes them exactly (integers below 2^31)
-        accumulators = surrogate_forward(self.model, point[None, :])[1] if self.model.stepped else None
+        accumulators = surrogate_forward(self.model, point[None, :])[1] if self.model.qnet.is_int8 else None
         for k, (bounds, trace) in enumerate(zip(invariants, run.layers)):
-            pre = trace.pre[0] if accumulators is None else accumulators[k][0]
+            pooled = self.model.layers[k].op.exact  # (a pool's trace holds its outputs, as its invariant)
+            pre = trace.pre[0] if accumulators is None or pooled else accumulators[k][0]
             for values, lo, hi in (
                 (pre, bounds.pre_lo, bounds.pre_hi),
                 (trace.post[0], bounds.post_lo, bounds.post_hi),
@@ -204,7 +205,7 @@ def unsafe_loss(model: NetModel, forms: list[AtomForm], x: np.ndarray) -> tuple[
     grad = matrix[best_atom]
     for index in range(len(model.layers) - 1, -1, -1):
         layer = model.layers[index]
-        grad = layer.op.backward(grad * layer.activation.derivative(pres[index]))
+        grad = layer.op.backward(layer.activation.pullback(grad, pres[index]))
     return best_value, grad
 
 

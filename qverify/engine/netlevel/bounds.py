@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qverify.engine.netlevel.activations import Relaxation, relu_relaxation
+from qverify.engine.netlevel.activations import Relaxation, relu_relaxation, scatter
 from qverify.engine.netlevel.model import NetLayer, NetModel
 from qverify.engine.netlevel.roundoff import TINY, U64, gamma
 from qverify.quant import LayerBounds, implementation_bounds
@@ -127,7 +127,8 @@ def affine_charge(
         + layer.op.magnitude(h_max)
     )
     charge = (err_hi - err_lo) / 2 * (1 + 4 * U64) + 4 * U64 * (np.abs(center) + np.abs(middle))
-    charge = (charge + gamma(layer.op.backward_terms + 3) * magnitude) * (1 + 1e-9) + TINY
+    products = 0.0 if layer.op.exact else gamma(layer.op.backward_terms + 3)  # lam W = lam exactly
+    charge = (charge + products * magnitude) * (1 + 1e-9) + TINY
     return center, charge
 
 
@@ -239,15 +240,32 @@ def _through_activation(model: NetModel, bounds: Bounds, j: int, lam, const, sla
         a = relu_relaxation(bounds.pre_lo[j][..., None, :], bounds.pre_hi[j][..., None, :], alpha)[0]
     positive, negative = np.maximum(lam, 0.0), np.minimum(lam, 0.0)
     const = const + relaxed_constant(positive, negative, relaxation.c, relaxation.t)
-    lam = positive * a + negative * relaxation.s[..., None, :]
-    slack = slack + 2 * U64 * matvec(np.abs(lam), relaxation.z_max) + TINY
+    if relaxation.lower_index is None:
+        lam = positive * a + negative * relaxation.s[..., None, :]
+        slack = slack + 2 * U64 * matvec(np.abs(lam), relaxation.z_max) + TINY
+        return lam, const, slack
+    # a pool: each side reads one input per output; the coefficients of an input shared by several
+    # terms (overlapping windows, both sides) are sums, charged gamma_n of their magnitudes
+    lower, upper = positive * a, negative * relaxation.s[..., None, :]
+    reach = matvec(np.abs(lower), _gather(relaxation.z_max, relaxation.lower_index))
+    reach = reach + matvec(np.abs(upper), _gather(relaxation.z_max, relaxation.upper_index))
+    slack = slack + (2 * U64 + gamma(relaxation.sharing)) * reach + TINY
+    n = relaxation.z_max.shape[-1]
+    lam = scatter(lower, relaxation.lower_index, n) + scatter(upper, relaxation.upper_index, n)
     return lam, const, slack
+
+
+def _gather(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """values[..., index[..., o]] per box (values (..., n), index (..., n_out))."""
+    return np.take_along_axis(values, index, axis=-1)
 
 
 def interval_layer(model, index, h_lo, h_hi, err_lo, err_hi):
     """Interval propagation through layer `index` (per box with a leading batch axis)."""
     layer = model.layers[index]
     lo, hi = layer.op.interval(h_lo, h_hi)
+    if layer.op.exact:  # z = h (bias and error terms are zero)
+        return lo, hi
     lo = lo + layer.bias + err_lo
     hi = hi + layer.bias + err_hi
     h_max = np.maximum(np.abs(h_lo), np.abs(h_hi))
@@ -339,13 +357,13 @@ def layer_bounds(
         if parent_lo is not None and parent_hi is not None and k < len(parent_lo):
             lo, hi = np.maximum(lo, parent_lo[k]), np.minimum(hi, parent_hi[k])
         phase = None if phases is None or k >= len(phases) else phases[k]
-        if k > 0 and layer.relaxed and (k < n_layers - 1 or layer.stairs is not None):
+        if k > 0 and layer.relaxed and not layer.op.exact and (k < n_layers - 1 or layer.stairs is not None):
             bounds.pre_lo[k], bounds.pre_hi[k] = lo, hi
             refine = layer.open_neurons(lo, hi) & ~free
             if phase is not None:
                 refine &= phase == 0
             lo, hi = _refine(model, bounds, k, lo, hi, refine, xl, xu)
-        if invariants is not None and not model.real:
+        if invariants is not None and not model.real and not layer.op.exact:  # (a pool's bound its outputs)
             scale = model.unit if model.is_fixed else 1.0
             lo = np.maximum(lo, invariants[k].pre_lo.astype(np.float64) * scale)
             hi = np.minimum(hi, invariants[k].pre_hi.astype(np.float64) * scale)
@@ -607,13 +625,21 @@ def alpha_gradients(model, bounds, linear, alphas, xl, xu, stop: int | None = No
     return gradients
 
 
-def with_phase(model: NetModel, bounds: Bounds, layer: int, neuron: int, phase: int) -> Bounds | None:
+def with_phase(
+    model: NetModel, bounds: Bounds, layer: int, neuron: int, phase: int, at: float | None = None
+) -> Bounds | None:
     """The parent's bounds with one ReLU's phase fixed (active: z >= 0, one word for fixed point;
-    inactive: z <= 0), every other layer's bounds kept (the parent's bounds hold on the child's
-    subset; the search then bounds the layers after the split again with `node_bounds`). None
-    when the phase contradicts the bounds."""
+    inactive: z <= 0), or a max pool's input split at `at` (phase 1: z >= at, -1: z <= at), every
+    other layer's bounds kept (the parent's bounds hold on the child's subset; the search then bounds
+    the layers after the split again with `node_bounds`, and every later node intersects its bounds
+    with its parent's, so the split holds below). None when it contradicts the bounds."""
     lo, hi = bounds.pre_lo[layer].copy(), bounds.pre_hi[layer].copy()
-    if phase > 0:
+    if at is not None:
+        if phase > 0:
+            lo[neuron] = max(lo[neuron], at)
+        else:
+            hi[neuron] = min(hi[neuron], at)
+    elif phase > 0:
         lo[neuron] = max(lo[neuron], model.unit if model.is_fixed and not model.real else 0.0)
     else:
         hi[neuron] = min(hi[neuron], 0.0)

@@ -45,6 +45,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from qverify.engine.netlevel import points
+from qverify.engine.netlevel.activations import MaxPool
 from qverify.engine.netlevel.attack import (
     AtomForm,
     Confirmer,
@@ -97,6 +98,7 @@ INTERMEDIATE_ALPHA_STEPS = 4
 INTERMEDIATE_ALPHA_SHARE = 0.25  # of the remaining time, at most
 COMBINATION_STEPS = 12  # supergradient steps choosing the weights of a clause's atoms
 BATCH_NODES = 64  # input splitting: open nodes bounded in one batch (`bounds.batch_bounds`)
+TABLE_SPLIT_MIN_POINTS = 1 << 20  # boxes with fewer inputs split the box, not a table neuron
 # alpha-CROWN steps on a batch's atom bounds: off, 6 steps cost more than they saved (ACAS Xu phi2
 # in real arithmetic, CPU seconds to decide: 3_3 61.0 -> 71.6, 4_2 74.9 -> 86.9)
 BATCH_ALPHA_STEPS = 0
@@ -111,7 +113,9 @@ class Node:
     parent: Bounds | None
     start: int
     depth: int
-    split: tuple[int, int, int] | None = None  # (layer, neuron, phase) of a ReLU split child
+    # (layer, neuron, phase, value) of a split child: a ReLU's phase (value None), or a max pool's
+    # input at or above (phase 1) / at or below (-1) the value
+    split: tuple[int, int, int, float | None] | None = None
     # the parent's atom lower bounds and refuted clauses: they hold on the child's subset too, and a
     # child's own bounds (DeepPoly slopes below the split) can be looser than its parent's
     inherited_lower: np.ndarray | None = None
@@ -146,7 +150,7 @@ class Search:
             [i for i, f in enumerate(self.forms) if f.clause == c] for c in range(len(query.unsafe.clauses))
         ]
         self.real = query.arithmetic is Arithmetic.REAL
-        n_outputs = self.model.layers[-1].n_out
+        n_outputs = self.model.layers[-1].n_post
         self.atom_matrix = np.array([f.coefficients for f in self.forms]).reshape(len(self.forms), n_outputs)
         self.atom_constants = np.array([f.constant for f in self.forms])
         self.invariants = None if self.real else query.invariants
@@ -609,16 +613,23 @@ class Search:
                 abandoned="netlevel: the bounds leave the query open and splitting is disabled"
             )
         atoms = [a for _, a in open_clauses if a is not None]
-        if model.n_inputs > INPUT_SPLIT_DIMENSIONS and atoms and not model.stepped:  # (int8: no ReLU phases)
-            best = self.relu_to_split(node, bounds, lam_post, atoms)
+        # (int8: no ReLU phases, input splitting in any dimension)
+        if model.n_inputs > INPUT_SPLIT_DIMENSIONS and atoms and not model.qnet.is_int8:
+            # a table neuron can be split again and again: on a box enumeration can soon finish,
+            # split the box instead
+            tables = points.count(qnet, node.lo, node.hi) > TABLE_SPLIT_MIN_POINTS
+            best = self.relu_to_split(node, bounds, lam_post, atoms, tables)
             if best is not None:
-                k, j = best
+                k, j, at = best
                 children = []
                 for phase in (1, -1):
-                    phases = [p.copy() if i == k else p for i, p in enumerate(node.phases)]
-                    phases[k][j] = phase
+                    phases = node.phases
+                    if model.layers[k].stairs is None:  # (a lookup table's neuron may be split again)
+                        phases = [p.copy() if i == k else p for i, p in enumerate(node.phases)]
+                        phases[k][j] = phase
+                    split = (k, j, phase, at)
                     children.append(
-                        Node(node.region, node.lo, node.hi, phases, bounds, k, node.depth + 1, (k, j, phase))
+                        Node(node.region, node.lo, node.hi, phases, bounds, k, node.depth + 1, split)
                     )
                 return NodeVerdict(children=tuple(children), priority=priority)
             # every ReLU phase is fixed and the node stays open (rounding terms, relaxed atoms):
@@ -652,12 +663,27 @@ class Search:
                 return NodeVerdict(children=children, priority=priority)
         return NodeVerdict(abandoned="netlevel: a single input left open (internal)")
 
-    def relu_to_split(self, node, bounds, lam_post, atoms) -> tuple[int, int] | None:
-        """The open ReLU (layer, neuron) with the best BaBSR-like score (|coefficient| in the open
-        atoms' bounds x the triangle relaxation's intercept), or None when every phase is fixed."""
+    def relu_to_split(
+        self, node, bounds, lam_post, atoms, tables: bool = True
+    ) -> tuple[int, int, float | None] | None:
+        """The open ReLU (layer, neuron, None) with the best BaBSR-like score (|coefficient| in the
+        open atoms' bounds x the triangle relaxation's intercept), or a max pool's window (layer,
+        its input of the largest upper bound, the value to split that input at: `MaxPool.split_value`,
+        scored by the chord's gap the same way), or None when every phase is fixed."""
         model = self.model
         best, best_score = None, 0.0
         for k, layer in enumerate(model.layers):
+            if tables and layer.stairs is not None and k in lam_post and k < len(model.layers) - 1:
+                found = self._table_split(bounds, k, lam_post[k][atoms])
+                if found is not None and found[0] > best_score:
+                    best_score, best = found[0], (k, found[1], found[2])
+            if isinstance(layer.activation, MaxPool) and k in lam_post:
+                inputs, at, gap = layer.activation.split_value(bounds.pre_lo[k], bounds.pre_hi[k])
+                usable = (gap > 0) & (node.phases[k][inputs] == 0)
+                score = np.where(usable, np.abs(lam_post[k][atoms]).sum(axis=0) * gap + 1e-30, -1.0)
+                o = int(np.argmax(score))
+                if score[o] > best_score:
+                    best, best_score = (k, int(inputs[o]), float(at[o])), float(score[o])
             if not layer.relu or k not in lam_post:
                 continue
             lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
@@ -669,8 +695,28 @@ class Search:
             score = np.where(unstable, score + 1e-30, -1.0)
             j = int(np.argmax(score))
             if score[j] > best_score:
-                best, best_score = (k, j), float(score[j])
+                best, best_score = (k, j, None), float(score[j])
         return best
+
+    def _table_split(self, bounds: Bounds, k: int, coefficients: np.ndarray):
+        """A lookup table's neuron to split at the middle of its interval (on the word grid in
+        fixed point): (score, neuron, value), the score the coefficient in the open atoms' bounds
+        times the relaxation's largest gap on the interval (upper line minus lower line at an end),
+        or None when no neuron's interval can be split."""
+        lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
+        relaxation = bounds.relaxation(self.model, k)
+        slope, offset = relaxation.s - relaxation.a, relaxation.t - relaxation.c
+        gap = np.maximum(slope * lo + offset, slope * hi + offset)
+        grid = self.model.layers[k].stairs.grid
+        at = (lo + hi) / 2
+        if grid:
+            at = np.floor(at / grid) * grid
+        splittable = (at > lo) & (at < hi) & self.model.layers[k].open_neurons(lo, hi)
+        score = np.where(splittable, np.abs(coefficients).sum(axis=0) * gap + 1e-30, -1.0)
+        j = int(np.argmax(score))
+        if score[j] <= 0:
+            return None
+        return float(score[j]), j, float(at[j])
 
 
 def combination_refutes(lam: np.ndarray, offset: np.ndarray, xl: np.ndarray, xu: np.ndarray) -> np.ndarray:
