@@ -26,6 +26,7 @@ from qverify.engine.netlevel.lift.harness import InputDomain, match_main
 from qverify.engine.netlevel.lift.inputs import InputBlock, extract_inputs
 from qverify.engine.netlevel.lift.int8 import CODE_TYPES, check_int8_arrays, int8_network, match_int8_layer
 from qverify.engine.netlevel.lift.layers import Arith, LayerLoop, fresh, match_layer
+from qverify.engine.netlevel.lift.lut import LUT_ACTIVATIONS, check_tables, match_lut
 from qverify.engine.netlevel.lift.preprocess import Preprocessed, preprocess_skeleton
 from qverify.engine.netlevel.lift.spatial import SpatialLoop, is_spatial, match_spatial
 from qverify.engine.netlevel.query import Arithmetic, InputRegion, NetworkQuery
@@ -40,6 +41,7 @@ from qverify.quant import (
     ImplementationOptions,
     Int8Format,
     LayerBounds,
+    Lut,
     Overflow,
     QuantizedLayer,
     QuantizedNetwork,
@@ -121,7 +123,12 @@ def _skeleton(ast: c_ast.FileAST, harness: str, extracted: dict[str, ConstArray]
             if ext.storage != ["static"] or "const" not in (ext.quals or []):
                 raise fail(ext, f"{ext.name} is not a static const array")
             arrays[ext.name] = ext
-        elif isinstance(ext, c_ast.FuncDef) and ext.decl.name in ("qv_relu", "qv_network", "main"):
+        elif isinstance(ext, c_ast.FuncDef) and ext.decl.name in (
+            "qv_relu",
+            "qv_network",
+            "main",
+            *LUT_ACTIVATIONS,
+        ):
             if ext.decl.name in functions:
                 raise fail(ext, f"{ext.decl.name} defined twice")
             functions[ext.decl.name] = ext
@@ -259,7 +266,11 @@ def _layer_bounds(
 
 
 def _network(
-    path: Path, loops: list[LayerLoop], arrays: dict[str, np.ndarray], options: ImplementationOptions
+    path: Path,
+    loops: list[LayerLoop],
+    arrays: dict[str, np.ndarray],
+    options: ImplementationOptions,
+    luts: tuple[Lut, ...] = (),
 ) -> QuantizedNetwork:
     layers = []
     sources = []
@@ -283,7 +294,22 @@ def _network(
         net = Network(tuple(sources), name=f"lifted {path.name}", source=str(path))
     except InputError as error:
         raise NotRecognised(f"{path}: the layers do not chain as a network ({error})") from error
-    return QuantizedNetwork(source=net, options=options, layers=tuple(layers), luts=())
+    return QuantizedNetwork(source=net, options=options, layers=tuple(layers), luts=luts)
+
+
+def _luts(
+    skeleton: _Skeleton, loops: list, arrays: dict[str, np.ndarray], number, where: str
+) -> tuple[Lut, ...]:
+    """The tables of the activations the layers apply (in `quantize_network`'s order), read back."""
+    used = {loop.activation for loop in loops if f"qv_{loop.activation.value}" in LUT_ACTIVATIONS}
+    check_tables(skeleton.functions, used, where)
+    luts = []
+    for activation in sorted(used, key=str):
+        name = f"qv_{activation.value}"
+        if f"{name}_table" not in arrays:
+            raise NotRecognised(f"{where}: {name} has no table {name}_table")
+        luts.append(match_lut(skeleton.functions[name], arrays[f"{name}_table"], number))
+    return tuple(luts)
 
 
 def _lift(
@@ -353,6 +379,7 @@ def _match(
             raise fail(network, f"local {name} of qv_network shadows a global or helper name")
     forbidden = globals_ | set(local_arrays)
     if int8:
+        check_tables(skeleton.functions, set(), where)
         if any(is_spatial(node) for node in loops_nodes):
             raise fail(network, "int8 convolutions and pools are not lifted")
         loops8 = [match_int8_layer(node, loop_vars, forbidden) for node in loops_nodes]
@@ -379,7 +406,7 @@ def _match(
         raise fail(network, "layers mix accumulations or layouts (one implementation option for all)")
     accumulation = accumulations.pop() if accumulations else Accumulation.PER_OP
     options = ImplementationOptions(number, accumulation, layouts.pop())
-    qnet = _network(path, loops, arrays, options)
+    qnet = _network(path, loops, arrays, options, _luts(skeleton, loops, arrays, number, where))
     if fixed and options.accumulation is Accumulation.WIDE:
         try:
             check_wide_accumulator(qnet.layers, number)
