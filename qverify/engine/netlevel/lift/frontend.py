@@ -380,9 +380,12 @@ def _match(
     forbidden = globals_ | set(local_arrays)
     if int8:
         check_tables(skeleton.functions, set(), where)
-        if any(is_spatial(node) for node in loops_nodes):
-            raise fail(network, "int8 convolutions and pools are not lifted")
-        loops8 = [match_int8_layer(node, loop_vars, forbidden) for node in loops_nodes]
+        loops8 = [
+            match_spatial(node, Arith("int8"), loop_vars, forbidden)
+            if is_spatial(node)
+            else match_int8_layer(node, loop_vars, forbidden)
+            for node in loops_nodes
+        ]
         if not loops8:
             raise fail(network, "qv_network has no layer loop")
         _check_chain(loops8, local_arrays, x_name, y_name, arrays)  # type: ignore[arg-type]
