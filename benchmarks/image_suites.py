@@ -8,11 +8,14 @@ Used by benchmarks/digits28-maxpool, digits28-avgpool, digits32rgb-conv and digi
   or to 32x32 in three channels (`digits32rgb`: the digit, the digit blurred, and its negative on a
   grey background; CIFAR's shape), values rounded to multiples of 1/256 (an 8-bit image).
 - Centres: the first test images (in the split's order) the network classifies correctly.
-- Radii: per centre, the smallest radius of the grid `RADII` at which a float attack (projected
-  gradient ascent from the centre and random points) finds a misclassified input, `adversarial`;
-  the instances take the grid radii at `OFFSETS` steps from it: two below (not falsified by the
-  attack: SAFE unless a complete search finds otherwise) and two at or above it (falsified: UNSAFE
-  in real arithmetic). The frontier between the two sides is where the instances are.
+- Radii, by attacking and by bounding: per centre, on the grid `RADII`, the smallest radius at
+  which a float attack (projected gradient ascent from the centre and random points) finds a
+  misclassified input (`adversarial_index`), and the largest at which DeepPoly's back-substitution
+  (`deeppoly.py`, float64) bounds the margin above 0 (`certified_index`). The instances take two
+  radii on each side of that frontier: the certified radius and the grid radius three steps below
+  it (SAFE in real arithmetic, by a bound as plain as DeepPoly's), the attack's radius and the one
+  two steps above it (UNSAFE, with the attack's counterexample); the band between the two stays
+  between the instances, as in the field's suites (a verifier decides them by bounds and attacks).
 - Files: `vnnlib/imgNN-epsE.vnnlib` (the box [c - eps, c + eps] clipped to [0, 1], unsafe: another
   class scores at least as high as the label), `instances.csv` (VNN-COMP rows), `suite.toml` (the
   instances at the suite's formats; an int8 variant names the quantized model).
@@ -27,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 from conv_training import ConvTrainer, check_with_onnxruntime, export_pytorch_layout, image_attack
+from deeppoly import margin_lower_bound
 from scipy.ndimage import gaussian_filter, zoom
 from threadpoolctl import threadpool_limits
 
@@ -43,8 +47,10 @@ RADII = (
     "0.01", "0.0125", "0.015", "0.02", "0.025", "0.03", "0.04", "0.05", "0.06", "0.08", "0.1",
     "0.125", "0.15", "0.2", "0.25",
 )  # fmt: skip
-OFFSETS = (-4, -2, 0, 2)  # grid steps from the attack's radius: two SAFE-side, two UNSAFE-side
+SAFE_OFFSETS = (-3, 0)  # grid steps from the largest certified radius
+UNSAFE_OFFSETS = (0, 2)  # grid steps from the smallest falsified radius
 Attack = Callable[[np.ndarray, np.ndarray, int, int], float]  # (lo, hi, label, seed) -> best margin
+Bound = Callable[[np.ndarray, np.ndarray, int], float]  # (lo, hi, label) -> a lower bound of the margin
 
 
 def _script(folder: str, name: str):
@@ -101,6 +107,19 @@ def adversarial_index(attack: Attack, centre: np.ndarray, label: int, seed: int)
     return low
 
 
+def certified_index(bound: Bound, centre: np.ndarray, label: int, below: int) -> int:
+    """The index in RADII (below `below`) of the largest radius at which `bound` proves the margin
+    positive, -1 if none (binary search: a bound is the weaker the larger the box)."""
+    low, high = -1, below - 1
+    while low < high:
+        middle = (low + high + 1) // 2
+        if bound(*box(centre, RADII[middle]), label) > 0:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
 @dataclass(frozen=True, slots=True)
 class Instance:
     name: str
@@ -108,6 +127,7 @@ class Instance:
     eps: str
     prop: Property
     falsified: bool  # by the float attack at this radius
+    certified: bool  # by the DeepPoly estimate at this radius
 
 
 def instance_name(image: int, eps: str) -> str:
@@ -115,21 +135,23 @@ def instance_name(image: int, eps: str) -> str:
 
 
 def instances(
-    x: np.ndarray, y: np.ndarray, chosen: np.ndarray, attack: Attack, n_outputs: int = 10
+    x: np.ndarray, y: np.ndarray, chosen: np.ndarray, attack: Attack, bound: Bound, n_outputs: int = 10
 ) -> Iterator[Instance]:
-    """Per chosen centre, the radii at OFFSETS from its attack radius (module docstring)."""
+    """Per chosen centre, two radii on each side of its frontier (module docstring)."""
     n_inputs = x.shape[1]
     domain = (np.zeros(n_inputs), np.ones(n_inputs))
     for image, index in enumerate(chosen):
         centre, label = x[index], int(y[index])
-        found = adversarial_index(attack, centre, label, seed=image)
+        falsified = adversarial_index(attack, centre, label, seed=image)
+        certified = certified_index(bound, centre, label, falsified)
+        positions = [max(certified + offset, 0) for offset in SAFE_OFFSETS]
+        positions += [min(falsified + offset, len(RADII) - 1) for offset in UNSAFE_OFFSETS]
         text = [f"{round(v * GREY_LEVELS)}/{GREY_LEVELS}" for v in centre]
-        for offset in OFFSETS:
-            position = min(max(found + offset, 0), len(RADII) - 1)
+        for position in dict.fromkeys(positions):
             eps = RADII[position]
             name = instance_name(image, eps)
             prop = robustness(text, eps, label, n_outputs, domain=domain, name=name)
-            yield Instance(name, image, eps, prop, position >= found)
+            yield Instance(name, image, eps, prop, position >= falsified, position <= certified)
 
 
 def write_instances(folder: Path, network_file: str, chosen: Sequence[Instance], timeout_s: int) -> None:
@@ -208,13 +230,18 @@ def build_instances(
     """Centres, radii and files of a trained network (module docstring); prints what it chose."""
     x, y, train_idx, test_idx = data
     chosen = chosen_images(net, x, y, test_idx, n_images)
-    found = tuple(instances(x, y, chosen, attack))
+    bound = lambda lo, hi, label: margin_lower_bound(net, lo, hi, label)
+    found = tuple(instances(x, y, chosen, attack, bound))
     write_instances(folder, network_file, found, timeout_s)
     accuracy = accuracy_rows(net, x, y, {"train": train_idx, "test": test_idx})
     print("\n".join(accuracy))
     print(f"images: {chosen.tolist()} (digits {y[chosen].tolist()})")
     for image in range(len(chosen)):
-        radii = [f"{i.eps}{' (falsified)' if i.falsified else ''}" for i in found if i.image == image]
+        radii = [
+            f"{i.eps}{' (falsified)' if i.falsified else ' (certified)' if i.certified else ''}"
+            for i in found
+            if i.image == image
+        ]
         print(f"  img{image:02d}: {', '.join(radii)}")
     return TrainedSuite(net, chosen, found, accuracy)
 
