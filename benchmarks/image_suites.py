@@ -274,6 +274,16 @@ class ConvSuite:
         return f"{self.template.name}.int8.onnx"
 
 
+def conv_suite_text(suite: ConvSuite) -> str:
+    """suite.toml of a convolutional suite: <16,16>, and int8 on its int8 model when it has one."""
+    formats = ("16.16", "int8") if suite.int8 else ("16.16",)
+    variants = {"int8": ("int8", suite.network_file, suite.int8_file)} if suite.int8 else {}
+    script = f"{suite.folder.name}/train.py"
+    return suite_text(
+        script, suite.name, suite.description, formats, suite.timeout_s, suite.image_shape, variants
+    )
+
+
 def train_conv_suite(suite: ConvSuite) -> TrainedSuite:
     """Train (numpy, `conv_training`), export in PyTorch's layout, check with onnxruntime, quantize
     (if asked) and write the instances and suite.toml; prints what the README reports."""
@@ -288,23 +298,16 @@ def train_conv_suite(suite: ConvSuite) -> TrainedSuite:
         path = suite.folder / suite.network_file
         export_pytorch_layout(trainer.network(suite.template.name), path)
         net = check_with_onnxruntime(path, x[test_idx])
-        variants = {}
         if suite.int8:
             settings = QuantizeSettings(QuantFormat.QOP, per_channel=False, activations=CodeType.INT8)
             model = quantize_with_onnxruntime(net, x[train_idx], settings, suite.folder / suite.int8_file)
             qnet = quantize_network(model, ImplementationOptions(Int8Format()))
             predicted = simulate(qnet, qnet.input_quant.quantize(x[test_idx])).outputs.argmax(axis=1)
             print(f"int8 test accuracy (simulator): {int(np.sum(predicted == y[test_idx]))}/{len(test_idx)}")
-            variants["int8"] = ("int8", suite.network_file, suite.int8_file)
         attack = lambda lo, hi, label, seed: image_attack(net, lo, hi, label, seed)
         built = build_instances(
             suite.folder, net, data, attack, suite.network_file, suite.n_images, suite.timeout_s
         )
-    formats = ("16.16", "int8") if suite.int8 else ("16.16",)
-    script = f"{suite.folder.name}/train.py"
-    text = suite_text(
-        script, suite.name, suite.description, formats, suite.timeout_s, suite.image_shape, variants
-    )
-    (suite.folder / "suite.toml").write_text(text, encoding="utf-8")
+    (suite.folder / "suite.toml").write_text(conv_suite_text(suite), encoding="utf-8")
     print(f"{len(built.instances)} instances")
     return built

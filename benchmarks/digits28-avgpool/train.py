@@ -16,9 +16,9 @@ the steps the convolutional suites share):
    padding=1), Flatten(), Linear(1568, 10))`: the padding becomes a `Pad` node (zeros) before an
    `AveragePool` without pads, the form qverify once refused (issue 29); checks onnxruntime against
    qverify's reading.
-4. Writes the instances: 8 test images, 4 radii each around the radius at which a float attack
-   first succeeds -> `vnnlib/`, `instances.csv`, `suite.toml` (format <16,16>; no int8 model:
-   qverify does not model onnxruntime's int8 average pooling).
+4. Writes the instances: 8 test images, 4 radii each, two certified by DeepPoly's bounds and two
+   falsified by a float attack (`../image_suites.py`) -> `vnnlib/`, `instances.csv`, `suite.toml`
+   (format <16,16>; no int8 model: qverify does not model onnxruntime's int8 average pooling).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ SUITE = ConvSuite(
     data=digits28,
     description=(
         "digits upsampled to 28x28, conv 32x2x2 + ReLU, avgpool 4x4 padding 1 (a Pad node), dense 1568->10: "
-        "L-inf robustness of 8 test images at 4 radii each around the attack's (inputs in [0, 1])"
+        "L-inf robustness of 8 test images at 4 radii each, 2 certified by DeepPoly and 2 falsified by an attack (inputs in [0, 1])"
     ),
     image_shape=(28, 28),
     epochs=30,

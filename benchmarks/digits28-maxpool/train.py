@@ -17,8 +17,9 @@ the steps the convolutional suites share):
    Flatten(), Linear(1152, 10))` (opset 13, float32) and checks onnxruntime against qverify's reading.
 4. Quantizes it to int8 as `qverify quantize` does (onnxruntime, QOperator, per-tensor weights,
    calibrated on the training images) -> `digits28_maxpool.int8.onnx`.
-5. Writes the instances: 8 test images, 4 radii each around the radius at which a float attack
-   first succeeds -> `vnnlib/`, `instances.csv`, `suite.toml` (formats <16,16> and int8).
+5. Writes the instances: 8 test images, 4 radii each, two certified by DeepPoly's bounds and two
+   falsified by a float attack (`../image_suites.py`) -> `vnnlib/`, `instances.csv`, `suite.toml`
+   (formats <16,16> and int8).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ SUITE = ConvSuite(
     data=digits28,
     description=(
         "digits upsampled to 28x28, conv 32x2x2 + ReLU, maxpool 4x4, dense 1152->10 (verivital's shape): "
-        "L-inf robustness of 8 test images at 4 radii each around the attack's (inputs in [0, 1])"
+        "L-inf robustness of 8 test images at 4 radii each, 2 certified by DeepPoly and 2 falsified by an attack (inputs in [0, 1])"
     ),
     image_shape=(28, 28),
     epochs=30,

@@ -18,8 +18,9 @@ the steps the convolutional suites share):
    onnxruntime against qverify's reading.
 4. Quantizes it to int8 as `qverify quantize` does (onnxruntime, QOperator, per-tensor weights,
    calibrated on the training images) -> `digits32rgb_conv.int8.onnx`.
-5. Writes the instances: 8 test images, 4 radii each around the radius at which a float attack
-   first succeeds -> `vnnlib/`, `instances.csv`, `suite.toml` (formats <16,16> and int8).
+5. Writes the instances: 8 test images, 4 radii each, two certified by DeepPoly's bounds and two
+   falsified by a float attack (`../image_suites.py`) -> `vnnlib/`, `instances.csv`, `suite.toml`
+   (formats <16,16> and int8).
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ SUITE = ConvSuite(
     data=digits32rgb,
     description=(
         "digits as 3x32x32 images, conv 8x4x4/2 + ReLU, conv 16x4x4/2 + ReLU, dense 1024->100->10 (OVAL's "
-        "cifar_base_kw shape, 105,966 parameters): L-inf robustness of 8 test images at 4 radii each "
-        "around the attack's (inputs in [0, 1])"
+        "cifar_base_kw shape, 105,966 parameters): L-inf robustness of 8 test images at 4 radii each, "
+        "2 certified by DeepPoly and 2 falsified by an attack (inputs in [0, 1])"
     ),
     image_shape=(3, 32, 32),
     epochs=30,

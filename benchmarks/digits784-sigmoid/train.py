@@ -13,10 +13,9 @@ suites share):
    activation, Adam, fixed seed, one BLAS thread); the softmax is dropped (the outputs are logits).
 3. Writes it as torch.onnx.export writes `nn.Sequential(Linear, Sigmoid, ..., Linear)` for a
    [1, 784] input (Gemm transB = 1, Sigmoid; opset 13, float32; qverify's writer).
-4. Writes the instances: 8 test images, 4 radii each around the radius at which a float attack
-   (projected gradient ascent, `../training_tools.py`) first succeeds -> `vnnlib/`,
-   `instances.csv`, `suite.toml` (format <16,16>: the sigmoid as qverify's lookup table; qverify
-   has no int8 sigmoid).
+4. Writes the instances: 8 test images, 4 radii each, two certified by DeepPoly's bounds and two
+   falsified by a float attack (`../image_suites.py`) -> `vnnlib/`, `instances.csv`, `suite.toml`
+   (format <16,16>: the sigmoid as qverify's lookup table; qverify has no int8 sigmoid).
 """
 
 from __future__ import annotations
@@ -47,7 +46,7 @@ TIMEOUT_S = 60
 ATTACK_STARTS = centre_and_random(16)
 DESCRIPTION = (
     "digits upsampled to 28x28, 784-200x3-10 sigmoid MLP (ERAN-style): L-inf robustness of 8 test images "
-    "at 4 radii each around the attack's (inputs in [0, 1])"
+    "at 4 radii each, 2 certified by DeepPoly and 2 falsified by an attack (inputs in [0, 1])"
 )
 
 
@@ -66,6 +65,10 @@ def train(x: np.ndarray, y: np.ndarray) -> MLPClassifier:
     return model.fit(x, y)
 
 
+def suite_file_text() -> str:
+    return suite_text(f"{NAME}/train.py", NAME, DESCRIPTION, ("16.16",), TIMEOUT_S, (28, 28), {})
+
+
 def main() -> int:
     data = digits28()
     x, y, train_idx, _ = data
@@ -73,15 +76,16 @@ def main() -> int:
         model = train(x[train_idx], y[train_idx])
         print(f"adam epochs: {model.n_iter_}; final training loss {model.loss_:.4f}")
         path = HERE / NETWORK_FILE
-        write_onnx(sklearn_network(model, Activation.SIGMOID, "digits784_sigmoid"), path, float32=True, gemm=True)
+        write_onnx(
+            sklearn_network(model, Activation.SIGMOID, "digits784_sigmoid"), path, float32=True, gemm=True
+        )
         net = load_network(path)
 
         def falsify(lo: np.ndarray, hi: np.ndarray, label: int, seed: int) -> float:
             return attack(net, lo, hi, label, seed=seed, starts=ATTACK_STARTS)
 
         built = build_instances(HERE, net, data, falsify, NETWORK_FILE, N_IMAGES, TIMEOUT_S)
-    text = suite_text(f"{NAME}/train.py", NAME, DESCRIPTION, ("16.16",), TIMEOUT_S, (28, 28), {})
-    (HERE / "suite.toml").write_text(text, encoding="utf-8")
+    (HERE / "suite.toml").write_text(suite_file_text(), encoding="utf-8")
     print(f"{len(built.instances)} instances")
     return 0
 
