@@ -273,3 +273,41 @@ def test_cli_names_the_unsupported_pad(tmp_path):
     assert done.returncode == 2
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and "'Pad_2' (Pad)" in lines[0]
+
+
+@pytest.mark.parametrize("batch", ["N", 1])
+def test_pytorch_view_of_the_size_is_folded(tmp_path, batch):
+    """`x.view(x.size(0), -1)` as older PyTorch exports it: Shape -> Gather -> Unsqueeze -> Concat
+    into the Reshape's shape, a branch on the dynamic tensor whose values are constants at batch 1
+    (also with a symbolic batch dimension)."""
+    rng = np.random.default_rng(9)
+    params = _params(rng, W1=(3, 1, 2, 2), B1=(3,), W2=(4, 3 * 3 * 3), B2=(4,))
+    params["zero"] = np.array(0, dtype=np.int64)
+    params["minus_one"] = np.array([-1], dtype=np.int64)
+    nodes = [
+        helper.make_node("Conv", ["x", "W1", "B1"], ["c"], kernel_shape=[2, 2]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("Shape", ["r"], ["s"], name="Shape_2"),
+        helper.make_node("Gather", ["s", "zero"], ["g"], axis=0),
+        helper.make_node("Unsqueeze", ["g", "axes"], ["u"]),
+        helper.make_node("Concat", ["u", "minus_one"], ["shape"], axis=0),
+        helper.make_node("Reshape", ["r", "shape"], ["f"]),
+        helper.make_node("Gemm", ["f", "W2", "B2"], ["y"], transB=1),
+    ]
+    params["axes"] = np.array([0], dtype=np.int64)
+    path = save_model(tmp_path, nodes, params, [batch, 1, 4, 4], [batch, 4])
+    assert [type(layer) for layer in _agrees(path, (1, 4, 4)).layers] == [Conv2D, Dense]
+
+
+def test_shape_computation_that_is_not_folded_is_named(tmp_path):
+    """A shape computation the folding leaves (ConstantOfShape builds a tensor: not evaluated) is
+    read as it is: the reader names the node."""
+    params = {"W": np.ones((4, 2), dtype=np.float32)}
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["m"]),
+        helper.make_node("Shape", ["m"], ["s"], name="size"),
+        helper.make_node("ConstantOfShape", ["s"], ["z"], name="zeros"),
+        helper.make_node("Add", ["m", "z"], ["y"], name="plus_zeros"),
+    ]
+    with pytest.raises(UnsupportedError, match="'zeros'"):
+        read_onnx(save_model(tmp_path, nodes, params, [1, 4], None))

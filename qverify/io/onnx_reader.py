@@ -19,7 +19,9 @@ shape, never the row-major order of its values. Two layout operators are folded 
 after them (`qverify.io.onnx_layout`): a constant zero `Pad` right before a Conv (its padding), an
 AveragePool (`count_include_pad`: PyTorch's export of `AvgPool2d(padding=p)`) or a MaxPool of ReLU
 outputs; a `Transpose` that reorders values (NHWC flattening) into the columns of the next dense
-layer, with only shape operators between. A linear layer needs its input to be a vector (all
+layer, with only shape operators between. Shape computations on the dynamic tensor (PyTorch's
+`x.view(x.size(0), -1)`: Shape, Gather, Unsqueeze, Concat into a Reshape) are folded into
+constants first (`qverify.io.onnx_static`). A linear layer needs its input to be a vector (all
 dimensions but the feature one equal to 1). `MatMul(X, W)` takes W as (n_in, n_out) (VNN-COMP files),
 `MatMul(W, X)` takes W as (n_out, n_in) (sisl's TestNetwork2.onnx). Anything else raises
 `UnsupportedError` naming the node; broken files raise `InputError` naming the file and node.
@@ -49,6 +51,7 @@ from qverify.errors import InputError, UnsupportedError
 from qverify.input_limits import check_file, check_tensor
 from qverify.io.onnx_layout import PendingPad, flat_order, pad_amounts, transpose_permutation
 from qverify.io.onnx_quant import fold_dequantized_constants, is_quantized, read_quantized
+from qverify.io.onnx_static import fold_shape_computations
 from qverify.network.model import (
     Activation,
     Dense,
@@ -912,7 +915,7 @@ def read_onnx(path: str | Path) -> Network:
     graph = model.graph
     if not graph.node:
         raise InputError(f"{where}: ONNX graph has no nodes")
-    constants = _constants(graph, where)
+    constants = fold_shape_computations(model, _constants(graph, where))
     graph_input = _graph_input(graph, where)
     shape = _static_shape(graph_input)
     if shape is None:
