@@ -298,7 +298,11 @@ def _network(
 
 
 def _luts(
-    skeleton: _Skeleton, loops: list, arrays: dict[str, np.ndarray], number, where: str
+    skeleton: _Skeleton,
+    loops: list,
+    arrays: dict[str, np.ndarray],
+    number: FixedFormat | FloatFormat,
+    where: str,
 ) -> tuple[Lut, ...]:
     """The tables of the activations the layers apply (in `quantize_network`'s order), read back."""
     used = {loop.activation for loop in loops if f"qv_{loop.activation.value}" in LUT_ACTIVATIONS}

@@ -136,11 +136,6 @@ def match_lut(function: c_ast.FuncDef, table: np.ndarray, number: FixedFormat | 
     return table_lut(activation, number, half_range, 0, table, sat_lo, sat_hi)
 
 
-def lut_activation(name: str) -> Activation | None:
-    """The activation of a table function's name (`qv_sigmoid`), or None."""
-    return LUT_ACTIVATIONS.get(name)
-
-
 def check_tables(functions: dict[str, c_ast.FuncDef], used: set[Activation], where: str) -> None:
     """Every table activation a layer applies has its function, and every function is used."""
     defined = {LUT_ACTIVATIONS[name] for name in functions if name in LUT_ACTIVATIONS}
