@@ -306,6 +306,7 @@ def export_pytorch_layout(net: Network, path: Path) -> None:
                 strides=list(layer.strides),
             )
         elif isinstance(layer, AveragePool2D):
+            counted = {}  # torch: count_include_pad only when the pool keeps its padding
             if any(layer.pads) and layer.count_include_pad:  # AvgPool2d(padding=p): Pad, then no pads
                 top, left, bottom, right = layer.pads
                 pads = parts.constant(np.array([0, 0, top, left, 0, 0, bottom, right], dtype=np.int64))
@@ -314,9 +315,10 @@ def export_pytorch_layout(net: Network, path: Path) -> None:
                 pool_pads = [0, 0, 0, 0]
             else:
                 pool_pads = list(layer.pads)
+                counted = {"count_include_pad": int(layer.count_include_pad)}
             parts.node(
-                "AveragePool", [], ceil_mode=0, count_include_pad=int(layer.count_include_pad),
-                kernel_shape=list(layer.kernel), pads=pool_pads, strides=list(layer.strides),
+                "AveragePool", [], ceil_mode=0, kernel_shape=list(layer.kernel), pads=pool_pads,
+                strides=list(layer.strides), **counted,
             )  # fmt: skip
         else:
             if previous_spatial:
