@@ -142,7 +142,13 @@ def test_architecture_and_onnx_layout(name):
         assert net.layers[1].pads == (1, 1, 1, 1) and net.layers[1].count_include_pad
 
 
-@pytest.mark.parametrize("name", SUITES)
+def _heavy(*names: str) -> list:
+    """The suites whose check takes more than a few seconds (qverify's float64 reference evaluates a
+    convolution as its dense matrix: 23,328 x 784 for the 28x28 nets) run with the slow tests."""
+    return [pytest.param(name, marks=pytest.mark.slow) if name in names else name for name in SUITES]
+
+
+@pytest.mark.parametrize("name", _heavy("digits28-maxpool", "digits28-avgpool", "digits32rgb-conv"))
 def test_accuracy_matches_readme(name):
     x, y, train_idx, test_idx = _data(name)
     net = _network(name)
@@ -160,7 +166,7 @@ def test_accuracy_matches_readme(name):
         assert stated["int8 test"] == (int(np.sum(codes == y[test_idx])), len(test_idx))
 
 
-@pytest.mark.parametrize("name", SUITES)
+@pytest.mark.parametrize("name", _heavy("digits32rgb-conv"))
 def test_instances_are_robustness_boxes_of_the_chosen_images(name):
     """instances.csv <-> vnnlib/, every file as the script's builder writes it for its image and
     radius; four grid radii per image (two certified-side, two falsified-side); suite.toml."""
