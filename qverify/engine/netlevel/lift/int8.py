@@ -194,10 +194,10 @@ def match_int8_layer(node: c_ast.Node, loop_vars: set[str], forbidden: set[str])
 
 
 @dataclass(frozen=True, slots=True)
-class Int8Conv:
-    """What an int8 convolution adds to its loop nest (`lift.spatial`): `int32_t acc = B[oc]`, the
-    products `(int32_t)W[oc][ic][ky][kx] * ((int32_t)IN[..] - input_zero)` and the store
-    `OUT[j] = (qv_num)(qmin + qv_requant(acc, table[oc or 0]))`."""
+class Int8Mac:
+    """The int8 arithmetic of a dense or convolution loop besides its arrays: the products
+    `(int32_t)W[..] * ((int32_t)IN[..] - input_zero)` and the store `OUT[j] = (qv_num)(qmin +
+    qv_requant(acc, table[row or 0]))`, per channel when the row is the output channel's variable."""
 
     table: str
     per_channel: bool
@@ -205,11 +205,11 @@ class Int8Conv:
     qmin: int
 
 
-def _mac(loop) -> Int8Conv | None:
+def _mac(loop) -> Int8Mac | None:
     """The requantization of a dense loop (`Int8Loop`) or a convolution (`SpatialLoop.int8`); None
     for a max pool, which passes codes on."""
     if isinstance(loop, Int8Loop):
-        return Int8Conv(loop.table, loop.per_channel, loop.input_zero, loop.qmin)
+        return Int8Mac(loop.table, loop.per_channel, loop.input_zero, loop.qmin)
     return loop.int8
 
 

@@ -32,7 +32,7 @@ from qverify.engine.netlevel.lift.cnodes import (
     type_names,
 )
 from qverify.engine.netlevel.lift.errors import NotRecognised
-from qverify.engine.netlevel.lift.int8 import INT32, Int8Conv, int8_product, requant_store
+from qverify.engine.netlevel.lift.int8 import INT32, Int8Mac, int8_product, requant_store
 from qverify.engine.netlevel.lift.layers import (
     INT64_NAMES,
     Arith,
@@ -70,7 +70,7 @@ class SpatialLoop:
     out_bounds: tuple[str, str] | None
     line: str
     layout: Layout = Layout.SEQUENTIAL
-    int8: Int8Conv | None = None  # an int8 convolution's requantization (lift.int8 builds its layer)
+    int8: Int8Mac | None = None  # an int8 convolution's requantization (lift.int8 builds its layer)
 
     @property
     def n_in(self) -> int:
@@ -397,11 +397,11 @@ def match_conv(node: c_ast.Node, arith: Arith, loop_vars: set[str], forbidden: s
         nest, (kernel_h, kernel_w), (stride_h, stride_w), (pad_top, pad_left), (in_h, in_w)
     ):
         raise fail(steps[2], "convolution without a bounds test reads outside its input")
-    int8_spec: list[Int8Conv] = []
+    int8_spec: list[Int8Mac] = []
 
     def requantized(store: c_ast.Node, j: str, acc: str) -> tuple[str, Activation]:
         output, qmin, table, per_channel = requant_store(store, j, acc, nest.outer)
-        int8_spec.append(Int8Conv(table, per_channel, input_zero, qmin))
+        int8_spec.append(Int8Mac(table, per_channel, input_zero, qmin))
         return output, Activation.IDENTITY  # the clamp (a fused ReLU's too) is in the table
 
     pre, target, activation, out = _tail(
