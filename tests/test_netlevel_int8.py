@@ -23,8 +23,7 @@ import pytest
 
 from qverify.codegen import run_lines
 from qverify.engine import EngineOptions, EngineStatus, check_file
-from qverify.engine.netlevel.batch import batch_bounds
-from qverify.engine.netlevel.bounds import node_bounds
+from qverify.engine.netlevel.bounds import batch_bounds, node_bounds
 from qverify.engine.netlevel.lift import lift_file
 from qverify.engine.netlevel.model import build_model, unsupported_reason
 from qverify.engine.netlevel.points import enumerate_box
@@ -145,7 +144,7 @@ def test_int8_bounds_contain_every_execution(mode, rng):
             xl = np.array([lo for lo, _ in boxes], dtype=np.float64)
             xu = np.array([hi for _, hi in boxes], dtype=np.float64)
             batch = batch_bounds(model, xl, xu, None, None)
-            assert not batch.fallback.any() and not batch.empty.any()
+            assert not batch.empty.any() and not any(free.any() for free in batch.free)
             for b, (lo, hi) in enumerate(boxes):
                 grid = enumerate_box(qnet, np.array(lo), np.array(hi))
                 run = simulate(qnet, grid, trace=True)

@@ -3,7 +3,7 @@ through.
 
 Points are found in float64 on the real-valued surrogate of the network (batch evaluation of
 corners and random points, then projected gradient descent with analytic gradients through the
-dense layers and ReLUs), rounded to implementation inputs (words, or values of the input type)
+layers' operations and activations), rounded to implementation inputs (words, or values of the input type)
 inside the region, screened on the exact simulator's outputs (or the surrogate in REAL arithmetic)
 with a tolerance, and only then confirmed by `NetworkQuery.violation` (exact: `simulate` and
 rational arithmetic on its outputs, or `exact.real_outputs`). A float tolerance only decides which
@@ -178,12 +178,9 @@ def surrogate_forward(model: NetModel, x: np.ndarray) -> tuple[np.ndarray, list[
     values = np.atleast_2d(x)
     pres = []
     for layer in model.layers:
-        pre = values @ layer.weights.T + layer.bias
+        pre = layer.op.forward(values) + layer.bias
         pres.append(pre)
-        if layer.stairs is not None:
-            values = layer.stairs.codes(pre)
-        else:
-            values = np.maximum(pre, 0.0) if layer.relu else pre
+        values = layer.activation.forward(pre)
     return values, pres
 
 
@@ -207,11 +204,7 @@ def unsafe_loss(model: NetModel, forms: list[AtomForm], x: np.ndarray) -> tuple[
     grad = matrix[best_atom]
     for index in range(len(model.layers) - 1, -1, -1):
         layer = model.layers[index]
-        if layer.relu:
-            grad = grad * (pres[index] > 0)
-        elif layer.stairs is not None:
-            grad = grad * layer.stairs.gradient(pres[index])
-        grad = grad @ layer.weights
+        grad = layer.op.backward(grad * layer.activation.derivative(pres[index]))
     return best_value, grad
 
 

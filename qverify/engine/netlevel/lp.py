@@ -32,8 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from qverify.engine.netlevel.activations import relu_relaxation
 from qverify.engine.netlevel.attack import AtomForm
-from qverify.engine.netlevel.bounds import Bounds, relu_relaxation
+from qverify.engine.netlevel.bounds import Bounds
 from qverify.engine.netlevel.model import NetModel
 from qverify.engine.netlevel.roundoff import U64
 from qverify.engine.solvers.base import CheckStatus

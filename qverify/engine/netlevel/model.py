@@ -1,12 +1,14 @@
-"""Network level: the network of a `NetworkQuery` as real-valued dense layers plus what the arithmetic adds
+"""Network level: the network of a `NetworkQuery` as real-valued layers plus what the arithmetic adds
 to them.
 
 Every analysis of the network-level strategy reads the implemented network through one statement
 per neuron, in normalised real units (words * 2^-l, the float values):
 
-    z = W h + b + e,    e in [err_lo, err_hi],    h = relu(z) or z
+    z = W h + b + e,    e in [err_lo, err_hi],    h = f(z)
 
-with W, b the implementation's constants read as reals (exact in float64: fixed-point words below
+with W h a layer's linear operation (`operations`: the products the analyses need, whatever the
+layer's structure) and f its activation (`activations`: ReLU, identity, a staircase),
+W, b the implementation's constants read as reals (exact in float64: fixed-point words below
 2^32 and float/double/half values are all float64 numbers) and e the rounding of the C:
 
 - REAL arithmetic: e = 0.
@@ -39,6 +41,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from qverify.engine.netlevel.activations import Identity, NetActivation, Relu, Stairs
+from qverify.engine.netlevel.operations import DenseOperation, LinearOperation
 from qverify.engine.netlevel.query import Arithmetic, NetworkQuery
 from qverify.engine.netlevel.roundoff import TINY, gamma
 from qverify.engine.netlevel.staircase import Staircase
@@ -65,45 +69,48 @@ def unsupported_reason(query: NetworkQuery) -> str | None:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class DenseLayer:
-    """One layer read as reals: weights (n_out, n_in), bias, ReLU or identity (or int8's
-    requantization staircase, `stairs`), non-zero weights."""
+class NetLayer:
+    """One layer read as reals: z = W h + bias through its linear operation (`operations`), then
+    its activation (`activations`: ReLU, identity, or int8's requantization staircase)."""
 
-    weights: np.ndarray
-    abs_weights: np.ndarray
+    op: LinearOperation
     bias: np.ndarray
-    relu: bool
-    nonzero: np.ndarray  # (n_out, n_in): 1.0 where the weight is not zero, else 0.0
-    stairs: Staircase | None = None
+    activation: NetActivation
+
+    @property
+    def relu(self) -> bool:
+        """A ReLU: phases to split on."""
+        return self.activation.splittable
+
+    @property
+    def stairs(self) -> Staircase | None:
+        return self.activation.stairs if isinstance(self.activation, Stairs) else None
 
     @property
     def relaxed(self) -> bool:
         """Is the activation relaxed by linear bounds (ReLU or staircase), not the identity?"""
-        return self.relu or self.stairs is not None
+        return self.activation.relaxed
+
+    @property
+    def weights(self) -> np.ndarray:
+        """W as a dense matrix (the LP and the split scores)."""
+        return self.op.matrix()
 
     def post_bounds(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The activation's range on pre-activation bounds [lo, hi] (monotone: its two ends)."""
-        if self.stairs is not None:
-            return self.stairs.code_bounds(lo, hi)
-        if self.relu:
-            return np.maximum(lo, 0.0), np.maximum(hi, 0.0)
-        return lo, hi
+        return self.activation.post_bounds(lo, hi)
 
     def open_neurons(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Neurons whose activation is not linear on [lo, hi] (unstable ReLUs, non-constant codes)."""
-        if self.stairs is not None:
-            return self.stairs.open(lo, hi)
-        if self.relu:
-            return (lo < 0) & (hi > 0)
-        return np.zeros(np.shape(lo), dtype=bool)
+        return self.activation.open_neurons(lo, hi)
 
     @property
     def n_out(self) -> int:
-        return int(self.weights.shape[0])
+        return self.op.n_out
 
     @property
     def n_in(self) -> int:
-        return int(self.weights.shape[1])
+        return self.op.n_in
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -111,7 +118,7 @@ class NetModel:
     """The layers and the arithmetic's error model (see the module docstring)."""
 
     qnet: QuantizedNetwork
-    layers: tuple[DenseLayer, ...]
+    layers: tuple[NetLayer, ...]
     real: bool
     unit: float  # fixed point: the real value of one word (2^-l); 0 otherwise
     round_lo: float  # fixed point: one rounding's error in real units
@@ -153,14 +160,16 @@ class NetModel:
         if self.real:
             zeros = np.zeros(hmax.shape[:-1] + (n,))
             return zeros, zeros, np.ones(zeros.shape, dtype=bool)
-        # hmax may carry a leading batch axis (`batch`): one row of max |h| per box
-        magnitude = (np.abs(layer.bias) + hmax @ layer.abs_weights.T) * (1 + gamma(layer.n_in + 2)) + TINY
+        # hmax may carry a leading batch axis: one row of max |h| per box
+        sums = np.abs(layer.bias) + layer.op.magnitude(hmax)
+        magnitude = sums * (1 + gamma(layer.op.forward_terms + 2)) + TINY
         if self.is_fixed:
             count = self.rounding_count(index, hmax)
             reach = magnitude + count * self.unit
             related = reach * (1 + 1e-9) <= self.word_max
             return count * self.round_lo, count * self.round_hi, related
-        bound = gamma(layer.n_in + 1, self.float_u) * magnitude + 2 * layer.n_in * self.float_eta
+        terms = layer.op.forward_terms
+        bound = gamma(terms + 1, self.float_u) * magnitude + 2 * terms * self.float_eta
         bound = bound * (1 + 1e-9) + TINY
         related = np.isfinite(bound) & (magnitude * 2 < self.float_max)
         return -bound, bound, related
@@ -176,7 +185,7 @@ class NetModel:
         layer = self.layers[index]
         if self.wide:
             return np.ones(hmax.shape[:-1] + (layer.n_out,))
-        return (hmax > 0).astype(np.float64) @ layer.nonzero.T
+        return layer.op.live_products((hmax > 0).astype(np.float64))
 
 
 def build_model(query: NetworkQuery) -> NetModel:
@@ -207,15 +216,8 @@ def build_model(query: NetworkQuery) -> NetModel:
     for layer in qnet.layers:
         weights = np.asarray(layer.weights, dtype=np.float64) * (unit if unit else 1.0)
         bias = np.asarray(layer.bias, dtype=np.float64) * (unit if unit else 1.0)
-        layers.append(
-            DenseLayer(
-                weights=weights,
-                abs_weights=np.abs(weights),
-                bias=bias,
-                relu=layer.activation is Activation.RELU,
-                nonzero=(weights != 0).astype(np.float64),
-            )
-        )
+        activation = Relu() if layer.activation is Activation.RELU else Identity()
+        layers.append(NetLayer(DenseOperation(weights), bias, activation))
     return NetModel(
         qnet=qnet,
         layers=tuple(layers),
@@ -232,7 +234,7 @@ def build_model(query: NetworkQuery) -> NetModel:
     )
 
 
-def _int8_layer(layer: QuantizedLayer) -> DenseLayer:
+def _int8_layer(layer: QuantizedLayer) -> NetLayer:
     """z = acc = W x + (bias - W z_in) on input codes x, exact integers in float64 (|acc| < 2^31),
     and the requantization staircase of every neuron."""
 
@@ -242,14 +244,10 @@ def _int8_layer(layer: QuantizedLayer) -> DenseLayer:
     bias = np.asarray(layer.bias, dtype=np.int64) - integer_weights.sum(axis=1) * tables.input_zero
     rows = tables.table
     neuron_rows = layer.source.channel_of() if rows.shape[0] > 1 else np.zeros(layer.n_out, dtype=np.int64)  # type: ignore[union-attr]
-    weights = integer_weights.astype(np.float64)
-    return DenseLayer(
-        weights=weights,
-        abs_weights=np.abs(weights),
-        bias=bias.astype(np.float64),
-        relu=False,
-        nonzero=(weights != 0).astype(np.float64),
-        stairs=Staircase.of(rows, neuron_rows, tables.code.qmin, tables.code.qmax),
+    return NetLayer(
+        DenseOperation(integer_weights.astype(np.float64)),
+        bias.astype(np.float64),
+        Stairs(Staircase.of(rows, neuron_rows, tables.code.qmin, tables.code.qmax)),
     )
 
 

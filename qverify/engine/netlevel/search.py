@@ -18,8 +18,8 @@ graph, cheapest step first:
    keeps its parent's atom bounds and refuted clauses; once every phase is fixed, the box is split).
    Every node tries its bound's minimising vertex and its centre as counterexamples. Input
    splitting takes the best `BATCH_NODES` open nodes at a time and bounds them as one batch
-   (`batch.py`: at ACAS Xu size Python's overhead per numpy call, not arithmetic, was the cost of
-   a node); the rest of a node's conclusion (LP/MILP, children) stays per node.
+   (`bounds.batch_bounds`: at ACAS Xu size Python's overhead per numpy call, not arithmetic, was
+   the cost of a node); the rest of a node's conclusion (LP/MILP, children) stays per node.
 4. exact last words on small sub-problems: a box with at most `ENUMERATION_LIMIT` inputs is
    enumerated through `simulate` (implementation arithmetic: exact, words or float values one by
    one; REAL: `REAL_ENUMERATION_LIMIT` points in exact rationals); LP then MILP over HiGHS per open
@@ -54,16 +54,11 @@ from qverify.engine.netlevel.attack import (
     sample_attack,
     to_implementation,
 )
-from qverify.engine.netlevel.batch import (
-    BatchBounds,
-    batch_backsubstitute,
-    batch_bounds,
-    batch_optimised_bound,
-)
 from qverify.engine.netlevel.bounds import (
     Bounds,
     Undecidable,
     backsubstitute,
+    batch_bounds,
     linear_minimum,
     matvec,
     node_bounds,
@@ -101,7 +96,7 @@ ALPHA_REACH = 0.25
 INTERMEDIATE_ALPHA_STEPS = 4
 INTERMEDIATE_ALPHA_SHARE = 0.25  # of the remaining time, at most
 COMBINATION_STEPS = 12  # supergradient steps choosing the weights of a clause's atoms
-BATCH_NODES = 64  # input splitting: open nodes bounded in one batch (batch.py)
+BATCH_NODES = 64  # input splitting: open nodes bounded in one batch (`bounds.batch_bounds`)
 # alpha-CROWN steps on a batch's atom bounds: off, 6 steps cost more than they saved (ACAS Xu phi2
 # in real arithmetic, CPU seconds to decide: 3_3 61.0 -> 71.6, 4_2 74.9 -> 86.9)
 BATCH_ALPHA_STEPS = 0
@@ -224,7 +219,7 @@ class Search:
             heapq.heappush(heap, (0.0, next(counter), node))
         abandoned = ""
         nodes = 0
-        # input splitting: the best BATCH_NODES open nodes are bounded together (batch.py)
+        # input splitting: the best BATCH_NODES open nodes are bounded together (`bounds.batch_bounds`)
         batched = self.model.n_inputs <= INPUT_SPLIT_DIMENSIONS and bool(self.forms)
         while heap:
             if time.monotonic() > self.deadline:
@@ -322,9 +317,9 @@ class Search:
         return lower, lam_input, lam_post, refuted
 
     def process_many(self, nodes: list[Node]) -> list[NodeVerdict]:
-        """Input splitting: the nodes' bounds in one batch (`batch.batch_bounds`), then each node's
-        conclusion; nodes the batch does not cover (small boxes to enumerate, ReLU splits, boxes
-        that may overflow) go through `process`."""
+        """Input splitting: the nodes' bounds in one batch (`bounds.batch_bounds`), then each node's
+        conclusion; nodes the batch does not cover (small boxes to enumerate, ReLU splits) go
+        through `process`."""
         model, qnet = self.model, self.query.qnet
         limit = REAL_ENUMERATION_LIMIT if self.real else ENUMERATION_LIMIT
         verdicts: dict[int, NodeVerdict] = {}
@@ -349,8 +344,14 @@ class Search:
                     parent_hi.append(
                         np.stack([unknown if n.parent is None else n.parent.pre_hi[k] for n in members])
                     )
+            region_words = None
+            if model.is_fixed:
+                region_words = (
+                    np.stack([node.lo for node in members]),
+                    np.stack([node.hi for node in members]),
+                )
             with self.rec.timer("netlevel.bounds"):
-                bounds = batch_bounds(model, xl, xu, parent_lo, parent_hi, self.invariants)
+                bounds = batch_bounds(model, xl, xu, parent_lo, parent_hi, self.invariants, region_words)
                 lower, lam_input, lam_post, offset = self.batch_atom_bounds(bounds, xl, xu)
                 refuted = self.refuted_clauses(lower, lam_input, offset, xl, xu)
             with self.rec.timer("netlevel.split_scores"):
@@ -367,9 +368,7 @@ class Search:
             if found is not None:
                 return [NodeVerdict(counterexample=found)]
             for b, position in enumerate(batched):
-                if bounds.fallback[b]:
-                    verdicts[position] = self.process(nodes[position])
-                elif bounds.empty[b] or refuted[b].all():
+                if bounds.empty[b] or (refuted[b].all() and not bounds.overflow_possible[b]):
                     verdicts[position] = NodeVerdict(closed=True)
                 else:
                     verdicts[position] = self.conclude(
@@ -388,7 +387,7 @@ class Search:
     def batch_candidates(self, members, bounds, refuted, atoms, lam_input, xl, xu) -> Counterexample | None:
         """`conclude`'s candidate points (the centre and each open clause's bottleneck vertex) of
         every open box of the batch, confirmed in one call per region."""
-        live = ~bounds.fallback & ~bounds.empty & ~refuted.all(axis=1)
+        live = ~bounds.empty & (~refuted.all(axis=1) | bounds.overflow_possible)
         boxes, rows = np.nonzero(atoms * live[:, None])
         vertices = np.where(lam_input[boxes, rows] > 0, xl[boxes], xu[boxes])
         centres = np.flatnonzero(live)
@@ -524,16 +523,16 @@ class Search:
         shift = self.atom_shift(*bounds.post(model, last))
         return linear.lower + shift, linear.lam_input, linear.lam_post, linear.offset + shift
 
-    def batch_atom_bounds(self, bounds: BatchBounds, xl: np.ndarray, xu: np.ndarray):
+    def batch_atom_bounds(self, bounds: Bounds, xl: np.ndarray, xu: np.ndarray):
         """`atom_bounds` of a batch of boxes (DeepPoly slopes: input splitting runs no alpha steps)."""
         last = len(self.model.layers) - 1
-        linear = batch_backsubstitute(self.model, bounds, self.atom_matrix, last, True, xl, xu, keep=True)
+        linear = backsubstitute(self.model, bounds, self.atom_matrix, last, True, xl, xu, keep=True)
         if self.batch_alpha_steps:
             # as in `atom_bounds`: where a row is open but within reach
             gap = -(linear.lower + self.atom_constants)
             reach = (np.abs(linear.lam_input) * (xu - xl)[:, None, :]).sum(axis=2)
             if np.any((gap >= 0) & (gap < ALPHA_REACH * reach)):
-                linear = batch_optimised_bound(
+                linear = optimised_bound(
                     self.model, bounds, self.atom_matrix, xl, xu, self.batch_alpha_steps, linear
                 )
         shift = self.atom_shift(*bounds.post(self.model, last))
