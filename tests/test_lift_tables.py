@@ -159,3 +159,22 @@ def test_edited_table_functions_are_declined(tmp_path):
                 assert result.lifted and result.query.qnet.luts[0].sat_lo == 3, result.reason
                 continue
             assert not result.lifted and reason in result.reason, (old, result.reason)
+
+
+@pytest.mark.parametrize("suite_name", ["iris", "vocalic"])
+def test_thesis_table_suites_are_lifted(tmp_path, suite_name):
+    """The thesis's tanh (iris) and sigmoid (vocalic) networks with their suites' table design, at
+    <8,8> and <16,16>: the harnesses of their first tasks are lifted to `query_for`'s query."""
+    from qverify.io import load_network
+    from qverify.suites.suite_file import read_suite
+
+    suite = read_suite(suite_name)
+    for task in suite.tasks[:2]:
+        net = load_network(task.network_path)
+        for number in (FixedFormat(8, 8), FixedFormat(16, 16)):
+            qnet = quantize_network(net, ImplementationOptions(number, lut=suite.implementation.lut))
+            harness = render_harness(qnet, task.property).write(tmp_path / f"{task.name}-{number.label}")
+            result = lift_file(harness, [MODELS_C])
+            assert result.lifted, result.reason
+            assert_same_query(result.query, qnet, task.property)
+            assert_same_tables(result.query.qnet, qnet)
