@@ -12,6 +12,11 @@ need_apt=()
 command -v gcc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
 command -v frama-c >/dev/null 2>&1 || need_apt+=(frama-c-base)
 "$PYTHON" -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+# onnxruntime's x86 kernels without AVX-VNNI (what --format int8-x86 verifies) run here only under
+# qemu's Haswell model when this CPU has VNNI: Debian's qemu-user (~100 MB) for those tests
+if [ "$(uname -m)" = x86_64 ] && grep -qE 'avx512_vnni|avx_vnni' /proc/cpuinfo 2>/dev/null; then
+  command -v qemu-x86_64 >/dev/null 2>&1 || need_apt+=(qemu-user)
+fi
 if ((${#need_apt[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: apt-get install ${need_apt[*]}" >&2

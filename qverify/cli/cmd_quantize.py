@@ -12,7 +12,7 @@ from qverify.data import BUILT_IN, load_dataset
 from qverify.errors import InputError
 from qverify.io import load_network
 from qverify.network import CodeType, evaluate_core
-from qverify.quant import ImplementationOptions, Int8Format, quantize_network, simulate
+from qverify.quant import ImplementationOptions, Int8Format, Int8Kernel, quantize_network, simulate
 from qverify.quant.calibrate import (
     QuantFormat,
     QuantizeSettings,
@@ -114,7 +114,16 @@ def run(args: argparse.Namespace) -> int:
             f"  accuracy on the calibration samples: float {np.mean(float_pred == labels):.2%}, "
             f"int8 {np.mean(int8_pred == labels):.2%} (agreement {np.mean(float_pred == int8_pred):.2%})"
         )
-    for warning in pair_saturation_risk(quantized) if settings.quant_format is QuantFormat.QDQ else []:
+    risks = pair_saturation_risk(quantized)
+    if not risks:
+        print(
+            "  onnxruntime's x86 kernels without AVX-VNNI compute the same (no weight pair can saturate int16)"
+        )
+    elif labels is not None and labels.max() < net.n_outputs:
+        x86 = quantize_network(quantized, ImplementationOptions(Int8Format(kernel=Int8Kernel.X86)))
+        x86_pred = np.argmax(simulate(x86, x86.input_quant.quantize(x)).outputs, axis=1)
+        print(f"  int8-x86 (onnxruntime on x86 without AVX-VNNI): accuracy {np.mean(x86_pred == labels):.2%}")
+    for warning in risks:
         print(f"warning: {warning}", file=sys.stderr)
     return 0
 

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import sys
 
+from qverify.quant.x86 import kernel_statement
+
 
 def warn(message: str) -> None:
     """One `warning: ...` line on stderr, so stdout stays machine-readable."""
     print(f"warning: {message}", file=sys.stderr)
+
+
+def say_kernel(net, number) -> None:
+    """The one line about onnxruntime's x86 kernels for an int8 model in `number`
+    (`quant.x86.kernel_statement`), on stderr."""
+    statement = kernel_statement(net, number)
+    if statement is not None:
+        print(f"{statement[0]}: {statement[1]}", file=sys.stderr)
 
 
 def _vector(values) -> str:

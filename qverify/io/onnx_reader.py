@@ -365,6 +365,7 @@ class _Builder:
             "Reshape": self.reshape,
             "Identity": self.passthrough,
             "Dropout": self.dropout,
+            "Clip": self.clip,
         }
         if op_type in handlers:
             handlers[op_type](step)
@@ -530,8 +531,29 @@ class _Builder:
         except InputError as error:
             raise self.fail(layer.step, f"has invalid parameters: {error}") from None
 
-    def activation(self, step: _Step, activation: Activation) -> None:
-        self.inputs(step, 1, 1)
+    def clip(self, step: _Step) -> None:
+        """Clip(0, 6) is ReLU6 (opset 11+: bounds as constant inputs; opset 6: attributes); any other
+        bounds are refused, naming them."""
+        names = self.inputs(step, 1, 3)
+        bounds = []
+        for index, (key, default) in enumerate((("min", -np.inf), ("max", np.inf)), start=1):
+            if index < len(names) and names[index]:
+                if names[index] not in self.constants:
+                    raise self.unsupported(step, f"has a non-constant {key} bound '{names[index]}'")
+                value = self.constant(step, names[index]).reshape(-1)
+                if value.size != 1:
+                    raise self.fail(step, f"has a {key} bound of {value.size} values (one expected)")
+                bounds.append(float(value[0]))
+            else:
+                bounds.append(float(self.attribute(step, key, default)))
+        if bounds != [0.0, 6.0]:
+            raise self.unsupported(
+                step, f"clips to [{bounds[0]:g}, {bounds[1]:g}]; only Clip(0, 6) (ReLU6) is supported"
+            )
+        self.activation(step, Activation.RELU6, max_inputs=3)
+
+    def activation(self, step: _Step, activation: Activation, max_inputs: int = 1) -> None:
+        self.inputs(step, 1, max_inputs)
         layer = self.open_layer
         if layer is None and activation is Activation.RELU and self.relu_through_max_pool():
             return

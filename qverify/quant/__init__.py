@@ -1,6 +1,6 @@
 """Fixed-point and float number formats, range analysis, lookup tables, and the bit-exact simulator."""
 
-from qverify.quant.affine import Int8Format, RequantMode
+from qverify.quant.affine import Int8Format, Int8Kernel, RequantMode
 from qverify.quant.fixed import (
     FixedFormat,
     Overflow,
@@ -46,6 +46,7 @@ __all__ = [
     "FloatKind",
     "ImplementationOptions",
     "Int8Format",
+    "Int8Kernel",
     "Int8Tables",
     "IntBitsProposal",
     "LayerBounds",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -31,6 +31,7 @@ from qverify.invariants import IntervalMethod
 from qverify.quant import (
     Accumulation,
     ImplementationOptions,
+    Int8Format,
     Layout,
     LutDesign,
     Overflow,
@@ -43,6 +44,7 @@ if TYPE_CHECKING:  # verification imports properties, whose spec reader imports 
     from qverify.verification import VerifyOptions
 
 DEFAULT_FORMAT = "16.16"
+INT8_MODEL_FORMAT = "int8"  # the default of an int8 model: its own arithmetic (onnxruntime's rounding)
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MEMORY_MB = 4096
 
@@ -59,6 +61,7 @@ class Origin(enum.StrEnum):
     """Where a value of a task came from (lowest precedence first)."""
 
     DEFAULT = "default"
+    NETWORK = "network"  # what the network itself implies: an int8 model's own arithmetic
     SPEC = "spec"
     SUITE = "suite file"  # a suite run's network, property, formats and task timeouts
     COMMAND_LINE = "command line"
@@ -213,6 +216,29 @@ def resolve_options(*layers: tuple[Origin, Mapping[str, Any]]) -> ResolvedOption
             values[name] = value
             origins[name] = origin
     return ResolvedOptions(TaskOptions(**values), MappingProxyType(origins))
+
+
+def for_network(resolved: ResolvedOptions, int8_model: bool) -> ResolvedOptions:
+    """The options of a task on this network: an int8 model whose format no source gives is
+    verified in its own int8 arithmetic (origin `network`), not at the default `<16,16>` of its
+    float view."""
+    if not int8_model or resolved.origins["format"] is not Origin.DEFAULT:
+        return resolved
+    origins = dict(resolved.origins) | {"format": Origin.NETWORK}
+    options = replace(resolved.options, format=INT8_MODEL_FORMAT)
+    return ResolvedOptions(options, MappingProxyType(origins))
+
+
+def float_view_note(network_name: str, int8_model: bool, options: TaskOptions) -> str | None:
+    """The one line that says a float or fixed-point format on an int8 model verifies its float
+    view (`qverify.network.float_view`), not its int8 arithmetic; None otherwise."""
+    if not int8_model or isinstance(named_format(options.format), Int8Format):
+        return None
+    return (
+        f"{network_name} is an int8 model; --format {options.format} verifies its float view (dequantized "
+        "weights, the activations its quantization implies) in that format, not its int8 arithmetic "
+        "(the default, or --format int8)"
+    )
 
 
 def check_fixed_only(values: Mapping[str, Any]) -> str | None:

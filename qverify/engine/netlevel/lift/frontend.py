@@ -383,6 +383,11 @@ def _match(
             raise fail(network, f"local {name} of qv_network shadows a global or helper name")
     forbidden = globals_ | set(local_arrays)
     if int8:
+        if "qv_sat16" in skeleton.functions:
+            raise fail(
+                skeleton.functions["qv_sat16"],
+                "int8-x86 pair sums saturated at int16 (qv_sat16) are not lifted: the scalar path decides them",
+            )
         check_tables(skeleton.functions, set(), where)
         loops8 = [
             match_spatial(node, Arith("int8"), loop_vars, forbidden)
