@@ -10,7 +10,6 @@ end or a test is unavailable. Detection only runs the tools' version commands.
 
 from __future__ import annotations
 
-import importlib.metadata
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -72,6 +71,8 @@ def _chromium() -> ToolStatus:
 
 
 def _python_package(name: str, purpose: str) -> ToolStatus:
+    import importlib.metadata  # here: its import (~25 ms) is for `qverify info --tools` only
+
     try:
         version = importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:

@@ -7,8 +7,10 @@ that says why. Every failure of a stage becomes an ERROR record (suites journal 
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -41,6 +43,7 @@ from qverify.quant import ImplementationOptions, overflow_warnings, quantize_net
 
 INVARIANTS_SHARE = 1 / 3  # of the task's timeout, at most, for Frama-C (then the built-in analysis)
 MIN_STAGE_S = 1.0
+
 
 EXIT_BY_STATUS = {
     Status.SAFE: EXIT_SAFE,
@@ -170,6 +173,17 @@ def make_backend(options: VerifyOptions) -> Backend:
     raise QverifyError(f"unknown back end '{options.backend}' (internal | esbmc)")
 
 
+def core_free() -> bool:
+    """Is a core free (the 1-minute load average below the number of cores)? The counterexample's
+    gcc runs (~0.1 s of CPU each, for every task, though only an UNSAFE needs them) start with the
+    back end only then: beside it they cost no time; on a busy machine (a suite's other jobs, other
+    users) they would only take CPU from the back ends, and an UNSAFE compiles them after its answer."""
+    try:
+        return os.getloadavg()[0] < (os.cpu_count() or 1)
+    except OSError:
+        return True
+
+
 class _Stopwatch:
     def __init__(self) -> None:
         self.times: dict[str, float] = {}
@@ -251,7 +265,9 @@ def _pipeline(
         )
     started = clock.lap("invariants", started)
     harness = render_harness(qnet, prop, bounds.bounds).write(workdir / "harness")
-    replay = ReplayPrograms(qnet, harness, workdir)  # gcc compiles the replays while the back end runs
+    replay = ReplayPrograms(qnet, harness, workdir)
+    if core_free():  # the network's replay C is written and gcc compiles both while the back end runs
+        threading.Thread(target=replay.start, name="qverify-replay", daemon=True).start()
     started = clock.lap("codegen", started)
     try:
         job = HarnessJob(harness, harness.parent, qnet.is_float, qnet.n_inputs)
@@ -299,8 +315,9 @@ def _confirm(
 ):
     """UNSAFE only if the counterexample replays in gcc and the simulator; else an ERROR that says why.
 
-    The harness and the network's replay program (the C's outputs for the example) were started
-    compiling when the harness was written (`ReplayPrograms`); `replay.compile` is the wait for them."""
+    The harness and the network's replay program (the C's outputs for the example) started
+    compiling with the back end when a core was free (`ReplayPrograms`, `core_free`), else they
+    start now; `replay.compile` is the wait for them."""
     if verdict.counterexample is None:
         return Status.ERROR, f"{verdict.backend} reported UNSAFE without a counterexample", None
     started = time.perf_counter()

@@ -137,8 +137,9 @@ def test_kill_then_resume_runs_nothing_twice(tmp_path):
 
 
 def _is_engine(process) -> bool:
-    """The engine's process: `python -m qverify.engine HARNESS`, or the one started before its
-    harness, `python -m qverify.backends.engine_process WORKDIR` (qverify.backends.internal)."""
+    """The engine's processes: an engine host, `python -m qverify.backends.engine_process FOLDER`
+    (its folder in the run's temporary directory), and the task processes it forks (the same
+    command line)."""
     command = " ".join(process.cmdline())
     return "qverify.engine" in command or "qverify.backends.engine_process" in command
 

@@ -90,7 +90,9 @@ class LocalExecutor:
         if not any(not future.done() for future in self.running):
             self.pool.shutdown(wait=True)
             return
-        workers = list(getattr(self.pool, "_processes", {}).values())  # no public accessor in 3.11
+        # no public accessor in 3.11; None once the pool was shut down (a second close, after an
+        # interruption: the runner's and run_suite's `finally` both close)
+        workers = list((getattr(self.pool, "_processes", None) or {}).values())
         self.pool.shutdown(wait=False, cancel_futures=True)
         for worker in workers:
             if worker.is_alive():

@@ -15,13 +15,14 @@ from typing import Any
 from tqdm import tqdm
 
 from qverify import __version__
+from qverify.backends import engine_host
 from qverify.counterexample import AdversarialExample
 from qverify.counterexample.picture import write_example_png
 from qverify.errors import InputError, InterruptedRunError, QverifyError
-from qverify.suites.executors import Executor
+from qverify.suites.executors import Executor, InProcessExecutor
 from qverify.suites.html_report import write_summary_html
 from qverify.suites.journal import FolderLock, Journal
-from qverify.suites.report import write_plots, write_results, write_summary
+from qverify.suites.report import cactus_png, preload_plotting, write_plots, write_results, write_summary
 from qverify.suites.suite_file import Suite
 from qverify.suites.tasks import TaskSpec, expand, run_task
 from qverify.verification import VerifyOptions
@@ -143,6 +144,10 @@ def _run_locked(
     )
     bar.set_postfix_str(_progress_text(counts))
     try:
+        if todo:  # (an interruption from here on is reported with the journal's count)
+            preload_plotting()
+            if options.backend == "internal" and executor.name == InProcessExecutor.name:
+                engine_host.prewarm()  # the engine's imports beside this process's first task's work
         for spec, outcome in executor.map_unordered(run_task, todo):
             record = outcome.to_json()
             entry = _entry(spec, record)
@@ -168,6 +173,7 @@ def _run_locked(
         f"options: `{options.key()}`, executor {executor.name}",
     ]
     summary = write_summary(entries, formats, out, header)
-    write_summary_html(entries, formats, out, header)
-    write_plots(entries, out)
+    cactus = cactus_png(entries)
+    write_summary_html(entries, formats, out, header, cactus)
+    write_plots(entries, out, cactus)
     return SuiteRunResult(out, summary, entries, len(todo))

@@ -23,8 +23,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from qverify.backends import BACKEND_NAMES, InternalOptions, Limits
-from qverify.backends.esbmc import AUTO
-from qverify.backends.esbmc import SOLVERS as ESBMC_SOLVERS
+from qverify.backends.esbmc_locate import AUTO
+from qverify.backends.esbmc_locate import SOLVERS as ESBMC_SOLVERS
 from qverify.engine.result import SEMANTICS, SOLVERS
 from qverify.errors import InputError
 from qverify.invariants import IntervalMethod
