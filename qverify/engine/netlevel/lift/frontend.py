@@ -128,7 +128,8 @@ def _with_input_lines(function: c_ast.FuncDef, inputs: InputBlock) -> c_ast.Func
 class LiftResult:
     """Either `query` (the harness lifted) or `reason` (why not: the caller falls back to the scalar
     front end), and the seconds spent per stage (read, arrays, parse, match); `parsed`, when the
-    harness was declined after it was parsed, is its tree for the scalar front end."""
+    harness was parsed, is its tree for the scalar front end (which takes it when the lifter
+    declined, and when the network level does not cover what was lifted)."""
 
     query: NetworkQuery | None
     reason: str
@@ -589,14 +590,14 @@ def lift_file(
     except RecursionError:
         reason = f"{path}: an expression is nested too deeply to be matched"
         return LiftResult(None, reason, times, _reusable(read, path))
-    return LiftResult(query, "", times)
+    return LiftResult(query, "", times, _reusable(read, path))
 
 
 _IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*")
 
 
 def _reusable(read: _Read | None, path: Path) -> ParsedHarness | None:
-    """What the scalar front end can take of a harness declined after its parse: the parse, when
+    """What the scalar front end can take of a harness the lifter parsed: the parse, when
     the parts read as text (the arrays, the input lines) mean in the tree what they mean in the
     file. That holds when the harness defines no macro but the template's (no other can rename a
     declaration or a call), no macro of any header is named in the input lines (so nothing in them
