@@ -52,6 +52,14 @@ def _table_harness(folder: Path, options: ImplementationOptions, activation: Act
     return render_harness(qnet, prop, compute_bounds(qnet, prop).bounds).write(folder)
 
 
+def _edited_table_harness(folder: Path, options: ImplementationOptions, activation: Activation) -> Path:
+    """The same with its table's lower saturation test edited (`x <= -a`): another program, which
+    the lifter declines after parsing it (lift.lut)."""
+    harness = _table_harness(folder, options, activation)
+    _edit(harness, "if (x < -", "if (x <= -")
+    return harness
+
+
 def _literal_value(node: c_ast.Constant) -> tuple:
     if node.type in ("float", "double", "long double"):
         value, kind = float_literal(node.value, node)
@@ -86,7 +94,7 @@ def _full_parse(harness: Path) -> c_ast.FileAST:
 @pytest.mark.parametrize("label", list(FORMATS))
 @pytest.mark.parametrize("activation", [Activation.SIGMOID, Activation.TANH])
 def test_a_table_harness_is_parsed_once_and_decided_as_with_a_second_parse(tmp_path, label, activation):
-    harness = _table_harness(tmp_path, FORMATS[label], activation)
+    harness = _edited_table_harness(tmp_path, FORMATS[label], activation)
     declined = lift_file(harness, [MODELS_C])
     assert not declined.lifted and declined.parsed is not None, declined.reason
     assert_same_tree(declined.parsed.tree(), _full_parse(harness))
@@ -96,6 +104,16 @@ def test_a_table_harness_is_parsed_once_and_decided_as_with_a_second_parse(tmp_p
     assert reused.counterexample == parsed_twice.counterexample
     for count in ("nodes_symex", "nodes", "steps"):
         assert reused.counts.get(count) == parsed_twice.counts.get(count), count
+
+
+@pytest.mark.parametrize("label", list(FORMATS))
+def test_a_lifted_harness_carries_its_parse(tmp_path, label):
+    """A lifted table harness keeps the lifter's parse too: the scalar front end takes it when the
+    network level does not cover the lifted query."""
+    harness = _table_harness(tmp_path, FORMATS[label], Activation.SIGMOID)
+    lifted = lift_file(harness, [MODELS_C])
+    assert lifted.lifted and lifted.parsed is not None, lifted.reason
+    assert_same_tree(lifted.parsed.tree(), _full_parse(harness))
 
 
 @pytest.mark.parametrize(("name", "options", "old", "new", "reason"), EDITS, ids=[e[0] for e in EDITS])

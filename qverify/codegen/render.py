@@ -75,3 +75,10 @@ def render_template(template: str, context: dict) -> str:
 def render_network(qnet: QuantizedNetwork, bounds: NeuronBounds | None = None) -> CProgram:
     """`network.c`: the network function and the replay main (with -DQV_REPLAY)."""
     return CProgram("network.c", render_template("network.c.j2", network_context(qnet, bounds)))
+
+
+def render_lut_function(lut: dict, is_fixed: bool, half: bool) -> str:
+    """The C of one lookup-table function (`templates/_lut.c.j2`), for an entry of the shape
+    `context._luts_context` builds: what the network template writes, and what the lifter matches."""
+    module = _environment().get_template("_lut.c.j2").module
+    return str(module.lut_function(lut, is_fixed, half))  # type: ignore[attr-defined]

@@ -71,8 +71,9 @@ def _multiply_adds(query: NetworkQuery) -> int:
 def _lifted(
     path: Path, include_dirs: Sequence[Path], options: EngineOptions, recorder: Recorder
 ) -> tuple[NetworkQuery | None, ParsedHarness | None]:
-    """The harness as a NetworkQuery in the engine's semantics, or None (the reason is noted) with
-    the lifter's parse of it when there is one (the scalar front end takes it)."""
+    """The harness as a NetworkQuery in the engine's semantics, or None (the reason is noted); and
+    the lifter's parse of it when there is one (the scalar front end takes it when the query is
+    None or the network level leaves it)."""
     from qverify.engine.netlevel.lift import lift_file
     from qverify.engine.netlevel.query import Arithmetic
 
@@ -86,7 +87,7 @@ def _lifted(
     query = lifted.query
     if options.semantics == "real" and query.qnet.is_float:  # ideal arithmetic on the C's constants
         query = replace(query, arithmetic=Arithmetic.REAL)
-    return query, None
+    return query, lifted.parsed
 
 
 def _scalar_unit(path: Path, include_dirs: Sequence[Path], parsed: ParsedHarness | None) -> TranslationUnit:

@@ -33,6 +33,7 @@ from qverify.engine.netlevel.lift.harness import InputDomain, match_main
 from qverify.engine.netlevel.lift.inputs import MARKER, InputBlock, extract_inputs
 from qverify.engine.netlevel.lift.int8 import CODE_TYPES, check_int8_arrays, int8_network, match_int8_layer
 from qverify.engine.netlevel.lift.layers import Arith, LayerLoop, fresh, match_layer
+from qverify.engine.netlevel.lift.lut import LUT_ACTIVATIONS, check_tables, match_lut
 from qverify.engine.netlevel.lift.preprocess import Preprocessed, preprocess_skeleton
 from qverify.engine.netlevel.lift.spatial import SpatialLoop, is_spatial, match_spatial
 from qverify.engine.netlevel.query import Arithmetic, InputRegion, NetworkQuery
@@ -47,6 +48,7 @@ from qverify.quant import (
     ImplementationOptions,
     Int8Format,
     LayerBounds,
+    Lut,
     Overflow,
     QuantizedLayer,
     QuantizedNetwork,
@@ -126,7 +128,8 @@ def _with_input_lines(function: c_ast.FuncDef, inputs: InputBlock) -> c_ast.Func
 class LiftResult:
     """Either `query` (the harness lifted) or `reason` (why not: the caller falls back to the scalar
     front end), and the seconds spent per stage (read, arrays, parse, match); `parsed`, when the
-    harness was declined after it was parsed, is its tree for the scalar front end."""
+    harness was parsed, is its tree for the scalar front end (which takes it when the lifter
+    declined, and when the network level does not cover what was lifted)."""
 
     query: NetworkQuery | None
     reason: str
@@ -186,7 +189,12 @@ def _skeleton(ast: c_ast.FileAST, harness: str, extracted: dict[str, ConstArray]
             if ext.storage != ["static"] or "const" not in (ext.quals or []):
                 raise fail(ext, f"{ext.name} is not a static const array")
             arrays[ext.name] = ext
-        elif isinstance(ext, c_ast.FuncDef) and ext.decl.name in ("qv_relu", "qv_network", "main"):
+        elif isinstance(ext, c_ast.FuncDef) and ext.decl.name in (
+            "qv_relu",
+            "qv_network",
+            "main",
+            *LUT_ACTIVATIONS,
+        ):
             if ext.decl.name in functions:
                 raise fail(ext, f"{ext.decl.name} defined twice")
             functions[ext.decl.name] = ext
@@ -324,7 +332,11 @@ def _layer_bounds(
 
 
 def _network(
-    path: Path, loops: list[LayerLoop], arrays: dict[str, np.ndarray], options: ImplementationOptions
+    path: Path,
+    loops: list[LayerLoop],
+    arrays: dict[str, np.ndarray],
+    options: ImplementationOptions,
+    luts: tuple[Lut, ...] = (),
 ) -> QuantizedNetwork:
     layers = []
     sources = []
@@ -348,7 +360,26 @@ def _network(
         net = Network(tuple(sources), name=f"lifted {path.name}", source=str(path))
     except InputError as error:
         raise NotRecognised(f"{path}: the layers do not chain as a network ({error})") from error
-    return QuantizedNetwork(source=net, options=options, layers=tuple(layers), luts=())
+    return QuantizedNetwork(source=net, options=options, layers=tuple(layers), luts=luts)
+
+
+def _luts(
+    skeleton: _Skeleton,
+    loops: list,
+    arrays: dict[str, np.ndarray],
+    number: FixedFormat | FloatFormat,
+    where: str,
+) -> tuple[Lut, ...]:
+    """The tables of the activations the layers apply (in `quantize_network`'s order), read back."""
+    used = {loop.activation for loop in loops if f"qv_{loop.activation.value}" in LUT_ACTIVATIONS}
+    check_tables(skeleton.functions, used, where)
+    luts = []
+    for activation in sorted(used, key=str):
+        name = f"qv_{activation.value}"
+        if f"{name}_table" not in arrays:
+            raise NotRecognised(f"{where}: {name} has no table {name}_table")
+        luts.append(match_lut(skeleton.functions[name], arrays[f"{name}_table"], number))
+    return tuple(luts)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -428,9 +459,13 @@ def _match(
                 skeleton.functions["qv_sat16"],
                 "int8-x86 pair sums saturated at int16 (qv_sat16) are not lifted: the scalar path decides them",
             )
-        if any(is_spatial(node) for node in loops_nodes):
-            raise fail(network, "int8 convolutions and pools are not lifted")
-        loops8 = [match_int8_layer(node, loop_vars, forbidden) for node in loops_nodes]
+        check_tables(skeleton.functions, set(), where)
+        loops8 = [
+            match_spatial(node, Arith("int8"), loop_vars, forbidden)
+            if is_spatial(node)
+            else match_int8_layer(node, loop_vars, forbidden)
+            for node in loops_nodes
+        ]
         if not loops8:
             raise fail(network, "qv_network has no layer loop")
         _check_chain(loops8, local_arrays, x_name, y_name, arrays)  # type: ignore[arg-type]
@@ -454,7 +489,7 @@ def _match(
         raise fail(network, "layers mix accumulations or layouts (one implementation option for all)")
     accumulation = accumulations.pop() if accumulations else Accumulation.PER_OP
     options = ImplementationOptions(number, accumulation, layouts.pop())
-    qnet = _network(path, loops, arrays, options)
+    qnet = _network(path, loops, arrays, options, _luts(skeleton, loops, arrays, number, where))
     if fixed and options.accumulation is Accumulation.WIDE:
         try:
             check_wide_accumulator(qnet.layers, number)
@@ -555,14 +590,14 @@ def lift_file(
     except RecursionError:
         reason = f"{path}: an expression is nested too deeply to be matched"
         return LiftResult(None, reason, times, _reusable(read, path))
-    return LiftResult(query, "", times)
+    return LiftResult(query, "", times, _reusable(read, path))
 
 
 _IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*")
 
 
 def _reusable(read: _Read | None, path: Path) -> ParsedHarness | None:
-    """What the scalar front end can take of a harness declined after its parse: the parse, when
+    """What the scalar front end can take of a harness the lifter parsed: the parse, when
     the parts read as text (the arrays, the input lines) mean in the tree what they mean in the
     file. That holds when the harness defines no macro but the template's (no other can rename a
     declaration or a call), no macro of any header is named in the input lines (so nothing in them
