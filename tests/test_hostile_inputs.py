@@ -103,8 +103,10 @@ def vnnlib(*asserts: str, declare: int = 2, outputs: int = 2) -> bytes:
     return ("\n".join(lines + list(asserts)) + "\n").encode()
 
 
-def gemm_model(input_type: int = TensorProto.FLOAT, shape: tuple[int, ...] = (1, 2)) -> bytes:
-    """A one-Gemm ONNX network 2 -> 2, with the input's element type and shape varied."""
+def gemm_model(
+    input_type: int = TensorProto.FLOAT, shape: tuple[int, ...] = (1, 2), opset: int = 13
+) -> bytes:
+    """A one-Gemm ONNX network 2 -> 2, with the input's element type, shape and opset varied."""
     weights = helper.make_tensor("W", TensorProto.FLOAT, (2, 2), [1.0, 0.0, 0.0, 1.0])
     bias = helper.make_tensor("B", TensorProto.FLOAT, (2,), [0.0, 0.0])
     node = helper.make_node("Gemm", ["x", "W", "B"], ["y"])
@@ -114,6 +116,27 @@ def gemm_model(input_type: int = TensorProto.FLOAT, shape: tuple[int, ...] = (1,
         [helper.make_tensor_value_info("x", input_type, shape)],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 2))],
         [weights, bias],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
+
+
+def conv_model() -> bytes:
+    """Conv 1x3x3 -> 1x2x2 (ReLU), Flatten, Gemm 4 -> 2: a network NNet cannot hold."""
+    kernel = helper.make_tensor("K", TensorProto.FLOAT, (1, 1, 2, 2), [1.0, -1.0, 0.5, 0.25])
+    weights = helper.make_tensor("W", TensorProto.FLOAT, (4, 2), [1.0, 0.0] * 4)
+    bias = helper.make_tensor("B", TensorProto.FLOAT, (2,), [0.0, 0.0])
+    nodes = [
+        helper.make_node("Conv", ["x", "K"], ["c"]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("Flatten", ["r"], ["f"]),
+        helper.make_node("Gemm", ["f", "W", "B"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 1, 3, 3))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 2))],
+        [kernel, weights, bias],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
 
@@ -332,6 +355,27 @@ def onnx_cases() -> list[Case]:
             phrase="tensor size",
         ),
         Case("onnx-empty", ("info", "{dir}/n.onnx"), (("n.onnx", b""),)),
+        Case(
+            "onnx-opset-99", ("info", "{dir}/n.onnx"), (("n.onnx", gemm_model(opset=99)),), phrase="opset 99"
+        ),
+        Case("onnx-opset-8", ("info", "{dir}/n.onnx"), (("n.onnx", gemm_model(opset=8)),), exit_code=0),
+        Case(
+            "convert-conv-to-nnet",
+            ("convert", "{dir}/c.onnx", "{dir}/c.nnet"),
+            (("c.onnx", conv_model()),),
+            phrase="NNet holds dense layers only",
+        ),
+        Case(
+            "convert-conv-to-onnx",
+            ("convert", "{dir}/c.onnx", "{dir}/d.onnx"),
+            (("c.onnx", conv_model()),),
+            0,
+        ),
+        Case(
+            "convert-int8-to-nnet",
+            ("convert", str(ROOT / "benchmarks" / "digits-cnn" / "digits_cnn.int8.onnx"), "{dir}/q.nnet"),
+            phrase="NNet",
+        ),
         Case("onnx-garbage", ("info", "{dir}/n.onnx"), (("n.onnx", b"\x08\x07garbage" * 50),)),
     ]
     for cut in (1, 5, 10, 20, 40, 60, 80, 100, len(valid) - 1):
