@@ -27,6 +27,7 @@ import numpy as np
 
 from qverify.engine import ssa
 from qverify.engine.attack import Attack, input_boxes
+from qverify.engine.boxmilp import NODE_LIMIT as BOX_MILP_NODE_LIMIT
 from qverify.engine.boxmilp import BoxMilp
 from qverify.engine.branch import literal_rows, split
 from qverify.engine.encode import milp as milp_encoding
@@ -544,6 +545,7 @@ class Strategy:
                 q.integer,
                 q.probe,
                 self.until(seconds),
+                **({"max_boxes": self.options.max_nodes} if self.options.max_nodes is not None else {}),
                 checks=checks,
                 box_milp=self.box_milp(q),
                 grid=q.grid,
@@ -570,7 +572,8 @@ class Strategy:
         from qverify.engine.solvers.highs import HighsSolver
 
         try:
-            return BoxMilp(q.model, q.rows, q.senses, HighsSolver())
+            node_limit = BOX_MILP_NODE_LIMIT if self.options.max_nodes is not None else None
+            return BoxMilp(q.model, q.rows, q.senses, HighsSolver(), node_limit)
         except ToolMissingError as error:
             q.add_note(str(error))
             return None
