@@ -17,6 +17,10 @@ ACAS = ROOT / "benchmarks" / "acasxu"
 ACAS_NNETS = sorted((ACAS / "nnet").glob("*.nnet"))
 ACAS_ONNX = sorted((ACAS / "onnx").glob("*.onnx"))
 ACAS_1_1 = ACAS / "nnet" / "ACASXU_run2a_1_1_batch_2000.nnet"
+# A test that needs a decision gives the engine a budget of work (EngineOptions.max_nodes), never a
+# tight wall-clock limit: this timeout only ends a hang, far above what any budgeted query takes on
+# a machine kept busy by other jobs (load 7-9 on 2 cores stretched 10 s queries past their limit).
+SAFETY_NET_S = 600.0
 
 settings.register_profile("ci", max_examples=200, deadline=None)
 settings.register_profile("dev", max_examples=60, deadline=None)
