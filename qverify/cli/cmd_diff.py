@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from qverify.cli.options import parse_image_shape, positive_int, seed_int
-from qverify.cli.outputs import prepare_output_folder
+from qverify.cli.options import non_negative_int, parse_image_shape, positive_int
+from qverify.cli.outputs import add_output_options, prepare_output_folder
 from qverify.cli.pairs import ModelFiles, domain_of, implementation_of, pair_of_floats
 from qverify.data import BUILT_IN
 from qverify.errors import InputError
@@ -137,7 +137,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="PSNR (dB) below which a generated input is invalid (default 20; 0: off)",
     )
     search.add_argument(
-        "--keep", type=seed_int, default=50, help="DIIs kept per seed and method in diis.npz (default 50)"
+        "--keep",
+        type=non_negative_int,
+        default=50,
+        help="DIIs kept per seed and method in diis.npz (default 50)",
     )
     proof = parser.add_argument_group("proof mode")
     proof.add_argument(
@@ -174,15 +177,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "before the two-network harness)",
     )
     proof.add_argument("--timeout", type=float, default=60.0, help="seconds per region (default 60)")
-    parser.add_argument("--seed", type=seed_int, default=0, help="seed of every random choice (default 0)")
-    parser.add_argument("-o", "--out", default="results/diff", metavar="DIR", help="output folder")
     parser.add_argument(
-        "--overwrite", action="store_true", help="replace a previous run's files in the output folder"
+        "--seed", type=non_negative_int, default=0, help="seed of every random choice (default 0)"
     )
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue a previous run in the output folder: reuse its journalled seed results and verdicts",
+    add_output_options(
+        parser,
+        "results/diff",
+        "continue a previous run in the output folder: reuse its journalled seed results and verdicts",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(handler=run)  # fmt: skip

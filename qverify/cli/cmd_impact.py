@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from qverify.assurance import Implementation, normalised_inputs
-from qverify.cli.options import parse_image_shape, positive_int, seed_int
-from qverify.cli.outputs import prepare_output_folder
+from qverify.cli.options import non_negative_int, parse_image_shape, positive_int
+from qverify.cli.outputs import add_output_options, prepare_output_folder
 from qverify.cli.pairs import ModelFiles, domain_of, implementation_of
 from qverify.cli.report import warn
 from qverify.data import BUILT_IN, load_dataset
@@ -91,11 +91,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--samples", type=positive_int, metavar="N", help="at most N images (a random subset)"
     )
     parser.add_argument(
-        "--seed", type=seed_int, default=0, help="seed of perturbations and bootstrap (default 0)"
+        "--seed", type=non_negative_int, default=0, help="seed of perturbations and bootstrap (default 0)"
     )
     parser.add_argument(
         "--resamples",
-        type=seed_int,
+        type=non_negative_int,
         default=1000,
         metavar="B",
         help="bootstrap resamples (default 1000; 0: none)",
@@ -104,10 +104,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--temperature", type=float, default=1.0, help="softmax temperature over the outputs (default 1)"
     )
-    parser.add_argument("-o", "--out", default="results/impact", metavar="DIR", help="output folder")
-    parser.add_argument(
-        "--overwrite", action="store_true", help="replace a previous study's files in the output folder"
-    )
+    add_output_options(parser, "results/impact")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(handler=run)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qverify.cli.options import positive_int, seed_int
+from qverify.cli.options import non_negative_int, positive_int
 from qverify.data import BUILT_IN, load_dataset
 from qverify.errors import InputError
 from qverify.input_limits import check_tensor
@@ -72,7 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="at most N calibration samples (default 1000; a random subset with --seed)",
     )
-    parser.add_argument("--seed", type=seed_int, default=0, help="seed of the sampling (default 0)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the sampling (default 0)")
     parser.set_defaults(handler=run)
 
 

@@ -13,10 +13,10 @@ from qverify.cli.options import (
     add_implementation_options,
     add_verify_options,
     implementation_from_args,
-    seed_int,
+    non_negative_int,
     verify_options_from_args,
 )
-from qverify.cli.outputs import prepare_output_folder
+from qverify.cli.outputs import add_output_options, prepare_output_folder
 from qverify.cli.report import warn
 from qverify.data import BUILT_IN, load_dataset
 from qverify.data.datasets import Dataset
@@ -71,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--random-runs", type=int, default=5, metavar="R", help="random draws of neurons (default 5)"
     )
     group.add_argument(
-        "--random-seed", type=seed_int, default=0, help="seed of the random baseline (default 0)"
+        "--random-seed", type=non_negative_int, default=0, help="seed of the random baseline (default 0)"
     )
     group.add_argument(
         "--margin",
@@ -106,14 +106,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_implementation_options(parser)
     add_verify_options(parser)
-    parser.add_argument("-o", "--out", default="results/repair", metavar="DIR", help="output folder")
-    parser.add_argument(
-        "--overwrite", action="store_true", help="replace a previous run's files in the output folder"
-    )
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue a previous run in the output folder: take the MILPs it finished from DIR/journal.jsonl",
+    add_output_options(
+        parser,
+        "results/repair",
+        "continue a previous run in the output folder: take the MILPs it finished from DIR/journal.jsonl",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.set_defaults(handler=run)

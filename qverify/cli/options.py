@@ -262,7 +262,7 @@ def add_verify_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--certify", action="store_true", default=None, help="re-check SAFE verdicts with exact SMT"
     )
-    group.add_argument("--seed", type=seed_int, help="random seed of the engine's attack (default 0)")
+    group.add_argument("--seed", type=non_negative_int, help="random seed of the engine's attack (default 0)")
     esbmc = parser.add_argument_group("ESBMC back end")
     esbmc.add_argument(
         "--esbmc",
@@ -301,9 +301,10 @@ def positive_int(text: str) -> int:
     return _integer_at_least(text, 1)
 
 
-def seed_int(text: str) -> int:
-    """argparse type of random seeds: an integer >= 0 (numpy's generators refuse negative seeds
-    with a ValueError, which used to end the command as an internal error)."""
+def non_negative_int(text: str) -> int:
+    """argparse type of random seeds and of counts that may be 0 (--keep, --resamples): an integer
+    >= 0 (numpy's generators refuse a negative seed with a ValueError, which used to end the command
+    as an internal error)."""
     return _integer_at_least(text, 0)
 
 

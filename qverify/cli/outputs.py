@@ -9,6 +9,7 @@ previous run's plots, or over a folder of someone else's files, is never silent.
 
 from __future__ import annotations
 
+import argparse
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +17,18 @@ from pathlib import Path
 from qverify.errors import InputError
 
 SHOWN_ENTRIES = 3  # of a refused folder's contents, in the message
+
+
+def add_output_options(parser: argparse.ArgumentParser, default: str, resume: str | None = None) -> None:
+    """-o/--out DIR, --overwrite and, for a command with a journal, --resume (`resume`: its help)."""
+    parser.add_argument(
+        "-o", "--out", default=default, metavar="DIR", help=f"output folder (default {default})"
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace a previous run's files in the output folder"
+    )
+    if resume is not None:
+        parser.add_argument("--resume", action="store_true", help=resume)
 
 
 def prepare_output_folder(
