@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from qverify.codegen import render_harness
-from qverify.engine import EngineOptions, EngineStatus, check_file
+from qverify.engine import EngineStatus, check_file
 from qverify.engine.boxmilp import BoxMilp
 from qverify.engine.branch import literal_rows
 from qverify.engine.evaluate import ProgramRunner
@@ -23,7 +23,7 @@ from qverify.properties.builders import to_normalised
 from qverify.properties.vnnlib import read_vnnlib
 from qverify.quant import FixedFormat, ImplementationOptions, Rounding, quantize_network
 from qverify.quant.network import Accumulation
-from tests.conftest import ACAS, SAFETY_NET_S
+from tests.conftest import ACAS, budgeted
 from tests.test_engine_passes import MODELS_C, first_assertion_query, program_of_network
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
@@ -107,9 +107,8 @@ def test_box_milp_decides_an_acas_xu_box_that_bounds_leave_open(tmp_path):
     qnet = quantize_network(net, ImplementationOptions(FixedFormat(16, 16)))
     harness = render_harness(qnet, to_normalised(read_vnnlib(vnnlib), net)).write(tmp_path)
     scalar = ("lift", "attack")  # the scalar path's splitting, with and without its box MILP
-    budget = {"timeout_s": SAFETY_NET_S, "max_nodes": BOXES}
-    without = check_file(harness, [MODELS_C], EngineOptions(**budget, disable=(*scalar, "milp", "smt")))
-    with_milp = check_file(harness, [MODELS_C], EngineOptions(**budget, disable=(*scalar, "smt")))
+    without = check_file(harness, [MODELS_C], budgeted(max_nodes=BOXES, disable=(*scalar, "milp", "smt")))
+    with_milp = check_file(harness, [MODELS_C], budgeted(max_nodes=BOXES, disable=(*scalar, "smt")))
     assert with_milp.status is EngineStatus.SAFE, with_milp.reason
     assert with_milp.decided_by == "split"
     assert with_milp.counts["box_milps_refuted"] > 0

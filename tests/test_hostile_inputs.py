@@ -392,7 +392,7 @@ def onnx_cases() -> list[Case]:
 
 
 def vnnlib_cases() -> list[Case]:
-    run = ("verify", str(NNET), "--property", "{dir}/p.vnnlib", "--float", "--timeout", "20")
+    run = ("verify", str(NNET), "--property", "{dir}/p.vnnlib", "--float", "--timeout", "120")
     bad = {
         "unbalanced": vnnlib("(assert (>= Y_0 1.0)"),
         "extra-close": vnnlib("(assert (>= Y_0 1.0)))"),
@@ -441,7 +441,7 @@ def vnnlib_cases() -> list[Case]:
 
 
 def spec_cases() -> list[Case]:
-    run = ("verify", "--spec", "{dir}/s.toml", "--timeout", "20")
+    run = ("verify", "--spec", "{dir}/s.toml", "--timeout", "120")
     bad = {
         "timeout-neg": "[verify]\ntimeout = -1\n",
         "timeout-inf": "[verify]\ntimeout = inf\n",

@@ -23,7 +23,7 @@ from qverify.engine.netlevel.model import build_model
 from qverify.engine.netlevel.points import count, enumerate_box, ordinals, values_of
 from qverify.engine.netlevel.search import Search
 from qverify.engine.netquery import NO_VIOLATION, Arithmetic, NetworkQuery, query_for
-from qverify.engine.result import EngineOptions, EngineStatus
+from qverify.engine.result import EngineStatus
 from qverify.engine.strategy import Recorder
 from qverify.network import Activation
 from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Relation, robustness
@@ -39,14 +39,13 @@ from qverify.quant import (
     quantize_network,
     simulate,
 )
-from tests.conftest import ACAS, SAFETY_NET_S, random_network
+from tests.conftest import ACAS, NODE_BUDGET, SAFETY_NET_S, budgeted, random_network
 
 
-def _decide(
-    query: NetworkQuery, timeout: float = 20.0, disable: tuple[str, ...] = (), max_nodes: int | None = None
-):
-    options = EngineOptions(timeout_s=timeout, disable=disable, max_nodes=max_nodes)
-    return decide(query, options, time.monotonic() + timeout, Recorder())
+def _decide(query: NetworkQuery, disable: tuple[str, ...] = (), max_nodes: int = NODE_BUDGET):
+    """The network level's verdict within a budget of nodes (the timeout only a safety net)."""
+    options = budgeted(disable=disable, max_nodes=max_nodes)
+    return decide(query, options, time.monotonic() + options.timeout_s, Recorder())
 
 
 RELU_SPLIT_NODES = 1500  # per query of test_relu_splitting_agrees_with_brute_force
@@ -285,7 +284,7 @@ def test_acas_phi3_counterexample(arithmetic):
     prop = read_vnnlib(ACAS / "vnnlib" / "prop_3.vnnlib")
     number = FixedFormat(16, 16) if arithmetic is Arithmetic.IMPLEMENTATION else FloatFormat(FloatKind.FLOAT)
     query = query_for(quantize_network(net, ImplementationOptions(number)), prop, arithmetic)
-    result = _decide(query, timeout=30)
+    result = _decide(query)
     assert result.status is EngineStatus.UNSAFE
     assert query.violation(np.array(result.counterexample)) == 0
     assert "netlevel.attack" in result.times_s
@@ -300,7 +299,7 @@ def test_acas_phi1_safe_in_real_arithmetic():
     query = query_for(
         quantize_network(net, ImplementationOptions(FloatFormat(FloatKind.FLOAT))), prop, Arithmetic.REAL
     )
-    result = _decide(query, timeout=60)
+    result = _decide(query)
     assert result.status is EngineStatus.SAFE
     assert result.counts["netlevel.nodes"] > 0
 
@@ -313,9 +312,9 @@ def test_image_size_linf_queries(rng):
     label = int(np.argmax(simulate(qnet, np.round(center * 65536).astype(np.int64)[None]).outputs[0]))
     domain = ([0] * 784, [1] * 784)
     small = query_for(qnet, robustness(center.tolist(), "0.001", label, 10, domain=domain))
-    assert _decide(small, timeout=60).status is EngineStatus.SAFE
+    assert _decide(small).status is EngineStatus.SAFE
     large = query_for(qnet, robustness(center.tolist(), "0.5", label, 10, domain=domain))
-    result = _decide(large, timeout=60)
+    result = _decide(large)
     assert result.status is EngineStatus.UNSAFE
     assert large.violation(np.array(result.counterexample)) != NO_VIOLATION
 
@@ -325,7 +324,7 @@ def test_search_reports_stage_times(rng):
     qnet = quantize_network(net, ImplementationOptions(FixedFormat(8, 8)))
     query = query_for(qnet, _threshold_property([0, 0], [Fraction(1, 2)] * 2, 0, Fraction(1000), None))
     recorder = Recorder()
-    search = Search(query, EngineOptions(), time.monotonic() + 10, recorder)
+    search = Search(query, budgeted(), time.monotonic() + SAFETY_NET_S, recorder)
     result = search.run()
     assert result.status is EngineStatus.SAFE
     assert "netlevel.bounds" in result.times_s or "netlevel.enumerate" in result.times_s
@@ -382,7 +381,9 @@ def test_optimised_intermediate_bounds_contain_every_execution(options, rng):
             plain = node_bounds(model, xl, xu, phases, region_words=words)
             bounds = node_bounds(model, xl, xu, phases, region_words=words)
             if bounds is not None:
-                bounds = tighten_intermediate(model, bounds, xl, xu, phases, 8, time.monotonic() + 30)
+                bounds = tighten_intermediate(
+                    model, bounds, xl, xu, phases, 8, time.monotonic() + SAFETY_NET_S
+                )
             if bounds is None:
                 assert not selected.any()
                 continue
@@ -418,7 +419,7 @@ def test_relu_splitting_agrees_with_brute_force(rng):
         top = int(simulate(qnet, grid).outputs[:, 0].max())
         for offset in (0, 16):
             query = query_for(qnet, _threshold_property(lo, hi, 0, Fraction(top + offset, 16), None))
-            result = _decide(query, SAFETY_NET_S, disable=("attack",), max_nodes=RELU_SPLIT_NODES)
+            result = _decide(query, disable=("attack",), max_nodes=RELU_SPLIT_NODES)
             total += 1
             if result.status is EngineStatus.UNKNOWN:
                 continue
