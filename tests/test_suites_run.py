@@ -46,9 +46,10 @@ def test_tiny_suite_with_two_jobs(tmp_path):
     assert "| tiny | 8 (" in (tmp_path / "summary.md").read_text()
     unsafe = [e for e in result.entries if e["record"]["status"] == "UNSAFE"]
     assert unsafe and all((tmp_path / e["cex_json"]).is_file() for e in unsafe)
-    # the workers' typed records came back through pickling, with where each value came from
+    # the workers' typed records came back through pickling, with where each value came from (the
+    # timeout is the run's: TASK_S)
     origins = result.entries[0]["record"]["origins"]
-    assert origins["network"] == origins["format"] == origins["timeout"] == "suite file"
+    assert origins["network"] == origins["format"] == "suite file" and origins["timeout"] == "command line"
 
 
 def test_records_cross_process_boundaries_typed(tmp_path):
