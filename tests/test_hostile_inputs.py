@@ -477,7 +477,20 @@ def spec_cases() -> list[Case]:
                 (("s.toml", spec("", prop=built.replace("[0.5, 0.5]", f"[{value}, 0.5]") + "eps = 0.1\n")),),
             )
         )
+    numeral = "1" * 20_000  # unquoted: tomllib converts it whole (10^8 digits peaked at 5.3 GB)
     cases += [
+        Case(
+            "spec-unquoted-huge-center",
+            run,
+            (("s.toml", spec("", prop=built.replace("[0.5, 0.5]", f"[{numeral}.5, 0.5]") + "eps = 0.1\n")),),
+            phrase="QVERIFY_MAX_LITERAL_CHARS",
+        ),
+        Case(
+            "spec-unquoted-huge-timeout",
+            run,
+            (("s.toml", spec(f"[verify]\ntimeout = {numeral}\n")),),
+            phrase="QVERIFY_MAX_LITERAL_CHARS",
+        ),
         Case("spec-network-directory", run, (("s.toml", spec("", network="{dir}")),)),
         Case("spec-not-utf8", run, (("s.toml", b'name = "\xff"\n'),)),
         Case("spec-missing", ("verify", "--spec", "{dir}/missing.toml"), phrase="no such file"),
@@ -507,6 +520,7 @@ def suite_cases() -> list[Case]:
         "syntax": b"[[task\n",
         "network-missing": suite("").replace(str(NNET).encode(), b"/nonexistent.nnet"),
         "image-shape": suite("image_shape = [0]\n"),
+        "unquoted-huge-timeout": suite(f"timeout = {'9' * 20_000}\n"),
     }
     cases = [Case(f"suite-{name}", run, (("suite.toml", data),)) for name, data in bad.items()]
     journal_lines = {
