@@ -141,7 +141,7 @@ def test_proof_mode_writes_verdicts_per_region(tmp_path, capsys):
     )  # images whose regions the engine decides in seconds
     code = diff(MLP, "--candidate", "8.8", "--data", str(tmp_path / "two.npz"), "--domain", "0,16", "--image-shape", "8x8",
                 "--seeds", "2", "--methods", "none",
-                "--prove", "--radius", "0.01", "--timeout", "600", "--no-progress", "-o", str(tmp_path / "out"))  # fmt: skip
+                "--prove", "--radius", "0.01", "--timeout", "120", "--no-progress", "-o", str(tmp_path / "out"))  # fmt: skip
     assert code == 0
     out = tmp_path / "out"
     data = json.loads((out / "diff.json").read_text())
@@ -194,7 +194,7 @@ def test_proof_mode_takes_int8_candidates(tmp_path, capsys):
     np.savez(tmp_path / "seeds.npz", x=np.array([[0.2945], [0.1]]), y=np.array([1, 0]))
     code = diff(str(tmp_path / "boundary.onnx"), "--candidate", f"int8={tmp_path / 'boundary.int8.onnx'}",
                 "--data", str(tmp_path / "seeds.npz"), "--domain", "0,1", "--seeds", "2", "--methods", "none",
-                "--prove", "--radius", "0.005", "--no-sampling", "--timeout", "600", "--no-progress", "-o", str(tmp_path / "out"))  # fmt: skip
+                "--prove", "--radius", "0.005", "--no-sampling", "--timeout", "120", "--no-progress", "-o", str(tmp_path / "out"))  # fmt: skip
     assert code == 0, capsys.readouterr().err
     data = json.loads((tmp_path / "out" / "diff.json").read_text())
     assert [r["status"] for r in data["regions"]] == ["UNSAFE", "SAFE"]
