@@ -86,9 +86,12 @@ def detect_tools(esbmc: ToolStatus) -> list[ToolStatus]:
     return [
         _gcc(),
         _framac(),
-        _python_package("highspy", "internal engine: MILP"),
-        _python_package("bitwuzla", "internal engine: SMT (default)"),
-        _python_package("z3-solver", "internal engine: SMT (fallback, --solver z3)"),
+        _python_package("highspy", "internal engine: LP/MILP; --solver milp (the default) for fixed point"),
+        _python_package(
+            "bitwuzla",
+            "internal engine: SMT for float harnesses and --certify (its first choice); --solver bitwuzla",
+        ),
+        _python_package("z3-solver", "internal engine: SMT when Bitwuzla is missing; --solver z3"),
         esbmc,
         _python_package(
             "maraboupy",

@@ -32,7 +32,7 @@ from qverify.quant import (
     quantize_network,
     simulate,
 )
-from tests.conftest import random_network
+from tests.conftest import SAFETY_NET_S, budgeted, random_network
 
 IMPLEMENTATION, REAL = Arithmetic.IMPLEMENTATION, Arithmetic.REAL
 OVERFLOWING = ImplementationOptions(FixedFormat(3, 6, overflow=Overflow.WRAP))  # sums may leave the range
@@ -104,7 +104,7 @@ def test_batch_bounds_equal_per_node_bounds_and_hold_every_execution(options, ar
         net = random_network(rng, SIZES, Activation.RELU, scale=0.7)
         qnet = quantize_network(net, options)
         query = query_for(qnet, _property(SIZES[0]), arithmetic)
-        search = Search(query, EngineOptions(), time.monotonic() + 60, Recorder())
+        search = Search(query, budgeted(), time.monotonic() + SAFETY_NET_S, Recorder())
         model = search.model
         lo, hi = _random_boxes(qnet, rng, 6)
         xl, xu = model.input_reals(lo), model.input_reals(hi)

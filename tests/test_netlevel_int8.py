@@ -42,6 +42,7 @@ from qverify.quant import (
     simulate,
 )
 from qverify.quant.calibrate import QuantFormat, QuantizeSettings, quantize_with_onnxruntime
+from tests.conftest import budgeted
 from tests.test_engine_oracle import seeded_instances
 from tests.test_int8_oracle import make_instance, random_int8_network
 
@@ -164,8 +165,9 @@ def test_int8_bounds_contain_every_execution(mode, rng):
                     h = codes
 
 
-def _decide(query: NetworkQuery, timeout: float = 30.0):
-    return decide(query, EngineOptions(timeout_s=timeout), time.monotonic() + timeout, Recorder())
+def _decide(query: NetworkQuery):
+    options = budgeted()
+    return decide(query, options, time.monotonic() + options.timeout_s, Recorder())
 
 
 def _verdict_cases(rng: np.random.Generator, count: int):
@@ -285,7 +287,7 @@ def test_int8_harnesses_are_decided_on_the_lifted_path(harnesses, seed):
     """check_file lifts the harness and the network level decides it (the verdicts themselves are
     the brute-force oracle's, tests/test_int8_oracle.py)."""
     instance = harnesses(seed)
-    result = check_file(instance.harness, [MODELS_C], EngineOptions(timeout_s=60))
+    result = check_file(instance.harness, [MODELS_C], budgeted())
     assert result.counts.get("front_end") == 1, result.notes
     assert result.decided_by.startswith("netlevel"), (result.decided_by, result.notes)
     assert result.status.value == instance.truth

@@ -25,7 +25,7 @@ from qverify.cli.options import (
     parse_image_shape,
     property_from_args,
 )
-from qverify.cli.report import describe_example, say_kernel, warn
+from qverify.cli.report import StageTicker, describe_example, say_kernel, warn
 from qverify.cli.startup import startup_times
 from qverify.errors import EXIT_CODES_HELP, EXIT_UNKNOWN, InputError, ResourceLimitError
 from qverify.input_limits import reading_within
@@ -49,6 +49,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--json", metavar="OUT", help="write the full record (and OUT.png for images)")
     parser.add_argument("--keep", metavar="DIR", help="keep the harness and replay files in DIR")
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no status line (the default shows one on a terminal)"
+    )
     parser.set_defaults(handler=run)
 
 
@@ -68,7 +71,7 @@ def _from_spec(args: argparse.Namespace):
     shape = parse_image_shape(args.image_shape, net.n_inputs) or spec.image_shape
     options = resolved.options.verify_options(Path(args.keep) if args.keep else None, shape)
     _note_float_view(net, resolved)
-    return net, prop, resolved.options.implementation(), options, spec.name, origins
+    return net, prop, resolved.options.implementation_for(net), options, spec.name, origins
 
 
 def _from_flags(args: argparse.Namespace):
@@ -84,7 +87,7 @@ def _from_flags(args: argparse.Namespace):
     return (
         net,
         prop,
-        resolved.options.implementation(),
+        resolved.options.implementation_for(net),
         options,
         f"{net.name}-{prop.name}",
         origins | resolved.given(),
@@ -113,9 +116,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"{Status.UNKNOWN.value}: {error}")
         return EXIT_UNKNOWN
     times["load"] = round(time.perf_counter() - started, 6)
-    net, prop, implementation, options, name, origins = task
-    record = verify_property(net, prop, implementation, options, name)
-    record = replace(record, origins=origins, times_s=times | record.times_s)
+    net, prop, (implementation, note), options, name, origins = task
+    with StageTicker("verify", options.limits.timeout_s, not args.no_progress) as ticker:
+        record = verify_property(net, prop, implementation, options, name, ticker.finished)
+    warnings = (note, *record.warnings) if note else record.warnings
+    record = replace(record, origins=origins, times_s=times | record.times_s, warnings=warnings)
     for message in record.warnings:
         warn(message)
     print(record.summary_line())

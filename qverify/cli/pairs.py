@@ -3,6 +3,8 @@ loaded once, an implementation from a format label with a hint for int8, and LO,
 
 from __future__ import annotations
 
+import math
+
 from qverify.assurance import Implementation, make_implementation
 from qverify.cli.report import say_kernel
 from qverify.errors import InputError
@@ -18,6 +20,8 @@ def pair_of_floats(text: str, option: str) -> tuple[float, float]:
         low, high = (float(part) for part in text.split(","))
     except ValueError:
         raise InputError(f"{option} '{text}': expected LO,HI (two numbers)") from None
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise InputError(f"{option} '{text}': expected LO,HI (two finite numbers)")
     return low, high
 
 
@@ -44,3 +48,11 @@ def implementation_of(net: Network, label: str) -> Implementation:
     if implementation.qnet is not None:
         say_kernel(net, implementation.qnet.options.number)
     return implementation
+
+
+def domain_of(text: str) -> tuple[float, float]:
+    """`--domain LO,HI`: two finite numbers, LO below HI."""
+    low, high = pair_of_floats(text, "--domain")
+    if not low < high:
+        raise InputError(f"--domain '{text}': LO must be below HI")
+    return low, high

@@ -123,7 +123,20 @@ def _load_model(path: str | Path) -> onnx.ModelProto:
         raise InputError(f"{path}: not a valid ONNX model: {error!s}") from None
     if not model.HasField("graph"):
         raise InputError(f"{path}: not an ONNX model (no graph)")
+    _check_opset(model, path)
     return model
+
+
+def _check_opset(model: onnx.ModelProto, path: str | Path) -> None:
+    """An operator's meaning comes from its opset: one newer than the installed onnx package
+    defines is refused (opset 99 was read as if its Gemm were today's)."""
+    newest = onnx.defs.onnx_opset_version()
+    for entry in model.opset_import:
+        if entry.domain in ("", "ai.onnx") and entry.version > newest:
+            raise UnsupportedError(
+                f"{path}: ONNX opset {entry.version} is newer than the {newest} this onnx package defines: "
+                f"its operators' meaning is unknown (export the model with opset {newest} or older)"
+            )
 
 
 def _tensor_to_array(tensor: onnx.TensorProto, where: str) -> np.ndarray:

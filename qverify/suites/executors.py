@@ -13,7 +13,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Protocol
 
 from qverify.errors import EXIT_INTERRUPTED, InputError, ToolMissingError
-from qverify.interrupts import worker_setup
+from qverify.interrupts import running_task, worker_setup
 
 
 class Executor(Protocol):
@@ -45,7 +45,8 @@ def _in_worker(function: Callable[[Any], Any], item: Any) -> Any:
     pool would leave the worker waiting for the next queued task of a parent that is gone.
     """
     try:
-        return function(item)
+        with running_task():
+            return function(item)
     except KeyboardInterrupt:
         os._exit(EXIT_INTERRUPTED)
 

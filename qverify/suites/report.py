@@ -58,9 +58,20 @@ def record_row(entry: dict[str, Any]) -> dict[str, Any]:
         "lut_eps": record.get("lut_eps", 0.0),
         "peak_memory_mb": round(record.get("peak_memory_mb", 0.0), 1),
         "reason": record.get("reason", ""),
-        "network": record.get("network", ""),
+        "network": portable_path(record.get("network", "")),
         "property": record.get("property", ""),
     }
+
+
+def portable_path(text: str) -> str:
+    """A path as results.csv shows it: relative to the working directory when it lies under it
+    (`benchmarks/acasxu/...` from a checkout), so the table reads the same on every machine."""
+    if not text or not Path(text).is_absolute():
+        return text
+    try:
+        return str(Path(text).relative_to(Path.cwd()))
+    except ValueError:
+        return text
 
 
 def write_results(entries: Sequence[dict[str, Any]], out: Path) -> None:

@@ -28,16 +28,21 @@ from qverify.backends.esbmc_locate import SOLVERS as ESBMC_SOLVERS
 from qverify.engine.result import SEMANTICS, SOLVERS
 from qverify.errors import InputError
 from qverify.invariants import IntervalMethod
+from qverify.network import Network
 from qverify.quant import (
     Accumulation,
+    FixedFormat,
     ImplementationOptions,
     Int8Format,
     Layout,
     LutDesign,
+    NumberFormat,
     Overflow,
     Rounding,
     named_format,
     parse_number_format,
+    resolve_word_length,
+    word_length,
 )
 
 if TYPE_CHECKING:  # verification imports properties, whose spec reader imports this module
@@ -109,10 +114,24 @@ class TaskOptions:
         check_limits(self.timeout, self.memory_mb)
 
     def implementation(self) -> ImplementationOptions:
-        """The ImplementationOptions these values describe (InputError on inconsistent values)."""
+        """The ImplementationOptions these values describe (InputError on inconsistent values, and
+        on a word length, which needs the network: `implementation_for`)."""
+        return self._with_number(parse_number_format(self.format, self.rounding, self.overflow))
+
+    def implementation_for(self, net: Network) -> tuple[ImplementationOptions, str]:
+        """`implementation()` of `net`, where a word length W (`--format 16`) is resolved as suites
+        resolve it: the W-bit format range analysis picks over the network's input domain, with a
+        note when no split of the word avoids overflow ("" otherwise)."""
+        bits = word_length(self.format)
+        if bits is None:
+            return self.implementation(), ""
+        base = self._with_number(FixedFormat(bits // 2, bits - bits // 2, self.rounding, self.overflow))
+        return resolve_word_length(net, bits, base)
+
+    def _with_number(self, number: NumberFormat) -> ImplementationOptions:
         resolution = self.lut_res if self.lut_res is not None else (None if self.lut_eps is not None else 2)
         return ImplementationOptions(
-            number=parse_number_format(self.format, self.rounding, self.overflow),
+            number=number,
             accumulation=self.accumulate,
             layout=self.layout,
             lut=LutDesign(eps=self.lut_eps, resolution=resolution, half_range=self.lut_range),

@@ -225,12 +225,19 @@ class Search:
         nodes = 0
         # input splitting: the best BATCH_NODES open nodes are bounded together (`bounds.batch_bounds`)
         batched = self.model.n_inputs <= INPUT_SPLIT_DIMENSIONS and bool(self.forms)
+        budget = self.options.max_nodes
         while heap:
             if time.monotonic() > self.deadline:
                 self.rec.add("netlevel.nodes", nodes)
                 return self.result(
                     EngineStatus.UNKNOWN,
                     reason=f"netlevel: timeout in branch and bound ({nodes} nodes, {len(heap)} open)",
+                )
+            if budget is not None and nodes >= budget:
+                self.rec.add("netlevel.nodes", nodes)
+                return self.result(
+                    EngineStatus.UNKNOWN,
+                    reason=f"netlevel: node budget of {budget} spent in branch and bound ({len(heap)} open)",
                 )
             taken = [heapq.heappop(heap)[2] for _ in range(min(len(heap), BATCH_NODES if batched else 1))]
             nodes += len(taken)
@@ -476,7 +483,7 @@ class Search:
         milliseconds and runs at every node; a 784-256x6 network's costs seconds against ~10 ms of
         bounds per node (digits784 img09, eps 0.015, real, 60 s: 56 nodes with the LP at every node,
         2,342 this way)."""
-        if node.parent is None:
+        if node.parent is None or self.options.max_nodes is not None:  # (a work budget: no clock rules)
             return True
         spent = self.rec.times.get("netlevel.lp", 0.0) - self.lp_seconds_before
         return spent <= HIGH_LP_TIME_SHARE * (time.monotonic() - self.started)
