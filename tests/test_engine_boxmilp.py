@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from qverify.codegen import render_harness
-from qverify.engine import EngineOptions, EngineStatus, Recorder, cfront, check_file
+from qverify.engine import EngineStatus, cfront
 from qverify.engine.api import smt_factory
+from qverify.engine.result import Recorder
 from qverify.engine.scalar import symex
 from qverify.engine.scalar.boxmilp import BoxMilp
 from qverify.engine.scalar.branch import literal_rows

@@ -28,6 +28,7 @@ import pytest
 
 from qverify.codegen import CompiledNetwork, compile_replay, render_harness, render_network, run_lines
 from qverify.engine import EngineOptions, EngineResult, EngineStatus, check_file, floatgrid
+from qverify.engine.netlevel import points
 from qverify.network import Activation, Dense, Network
 from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Relation, read_vnnlib
 from qverify.properties.vnnlib import format_vnnlib
@@ -239,3 +240,20 @@ def test_split_point_halves_hold_every_value_once(bits, dtype):
     huge = np.array([-np.finfo(dtype).max]), np.array([np.finfo(dtype).max])
     middle, after = floatgrid.split_point(*huge, bits)
     assert middle[0] == 0.0 and after[0] == np.finfo(dtype).smallest_subnormal  # no overflow
+
+
+@pytest.mark.parametrize("kind", [FloatKind.HALF, FloatKind.FLOAT, FloatKind.DOUBLE])
+def test_counting_a_wide_box_of_every_float_type(kind):
+    """Both paths count a box's values by ordinals; a double box such as [-2, 2] spans 2^63 of them,
+    which an int64 difference overflows (it made such a box count as empty or as a few points)."""
+    bits = 8 * np.dtype(FloatFormat(kind).dtype).itemsize
+    qnet = quantize_network(
+        Network((Dense(np.ones((1, 2)), np.zeros(1), Activation.IDENTITY),)),
+        ImplementationOptions(FloatFormat(kind)),
+    )
+    for lo, hi in ((-2.0, 2.0), (-np.inf, np.inf), (-1e-30, 1e-30), (1.0, 1.0)):
+        below, above = floatgrid.ordinal(np.array([lo, hi]), bits)
+        expected = int(above) - int(below) + 1  # Python ints
+        assert floatgrid.count(np.array([lo]), np.array([hi]), bits)[0] == float(expected)
+        assert points.count(qnet, np.array([lo, lo]), np.array([hi, hi])) == expected * expected
+    assert floatgrid.count(np.array([1.0]), np.array([-1.0]), bits)[0] == 0.0

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from qverify.codegen import NeuronBounds, render_harness
-from qverify.engine import EngineOptions, EngineStatus, cfront, check_file
+from qverify.engine import EngineStatus, cfront, check_file
 from qverify.engine.scalar import ssa, symex
 from qverify.engine.scalar.evaluate import ASSUME_FAILED, HOLDS, VIOLATED, run
 from qverify.errors import InputError, UnsupportedError

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from qverify.codegen import render_harness
-from qverify.engine import EngineOptions, EngineStatus, check_file
+from qverify.engine import EngineStatus, check_file
 from qverify.engine.scalar.relax import RelaxedModel, _relu_gaps, bounds
 from qverify.io import load_network
 from qverify.network import Activation

@@ -24,7 +24,7 @@ from qverify.engine.netlevel.model import build_model
 from qverify.engine.netlevel.points import count, enumerate_box, ordinals, values_of
 from qverify.engine.netlevel.query import NO_VIOLATION, Arithmetic, NetworkQuery, query_for
 from qverify.engine.netlevel.search import Search, decide
-from qverify.engine.result import EngineOptions, EngineStatus, Recorder
+from qverify.engine.result import EngineStatus, Recorder
 from qverify.network import Activation
 from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Relation, robustness
 from qverify.quant import (

@@ -17,7 +17,7 @@ from qverify.engine.netlevel.bounds import backsubstitute, batch_bounds, node_bo
 from qverify.engine.netlevel.model import build_model
 from qverify.engine.netlevel.query import Arithmetic, query_for
 from qverify.engine.netlevel.search import Search, combination_refutes
-from qverify.engine.result import EngineOptions, Recorder
+from qverify.engine.result import Recorder
 from qverify.network import Activation
 from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Relation
 from qverify.quant import (

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from qverify.codegen import run_lines
-from qverify.engine import EngineOptions, EngineStatus, check_file
+from qverify.engine import EngineStatus, check_file
 from qverify.engine.netlevel.bounds import batch_bounds, node_bounds
 from qverify.engine.netlevel.lift import lift_file
 from qverify.engine.netlevel.model import build_model, unsupported_reason

@@ -55,6 +55,7 @@ FORMATS = [
     ImplementationOptions(FixedFormat(6, 6, Rounding.FLOOR), accumulation=Accumulation.WIDE),
     ImplementationOptions(FixedFormat(16, 16), lut=LutDesign(resolution=1)),
     ImplementationOptions(FloatFormat(FloatKind.FLOAT)),
+    ImplementationOptions(FloatFormat(FloatKind.DOUBLE)),  # (ordinals span more than int64's range)
     ImplementationOptions(FloatFormat(FloatKind.HALF), lut=LutDesign(eps=0.01, resolution=None)),
 ]
 

@@ -42,8 +42,11 @@ def from_ordinal(ordinals: np.ndarray, bits: int) -> np.ndarray:
 
 def count(lo: np.ndarray, hi: np.ndarray, bits: int) -> np.ndarray:
     """How many values of the type lie in [lo, hi] (both ends values of the type; 0 if lo > hi),
-    the two zeros counted once."""
-    return np.maximum(ordinal(hi, bits) - ordinal(lo, bits) + 1, 0)
+    the two zeros counted once. float64 (exact up to 2^53, where it decides whether a box is small):
+    a double box such as [-2, 2] spans 2^63 ordinals, which an int64 difference overflows."""
+    first, last = ordinal(lo, bits), ordinal(hi, bits)
+    spread = (last.view(np.uint64) - first.view(np.uint64)).astype(np.float64)  # exact modulo 2^64
+    return np.where(last >= first, spread + 1.0, 0.0)
 
 
 def values(lo: float, hi: float, bits: int) -> np.ndarray:

@@ -60,7 +60,7 @@ def lut_staircase(qnet: QuantizedNetwork, activation: Activation, real: bool) ->
         candidates = np.concatenate([np.asarray(lut.table, dtype=np.int64), [lut.sat_lo, lut.sat_hi]])
         found, levels = _bisected(lambda words: lut_fixed(lut, words), first, last, candidates)
         unit = 1.0 / number.scale
-        thresholds = found * unit
+        thresholds = found.astype(np.float64) * unit
         return _staircase(thresholds, thresholds, levels * unit, unit, _derivative(activation))
     assert isinstance(number, FloatFormat)
     dtype = number.dtype
@@ -75,7 +75,7 @@ def lut_staircase(qnet: QuantizedNetwork, activation: Activation, real: bool) ->
         [np.asarray(lut.table, dtype=dtype), np.array([lut.sat_lo, lut.sat_hi], dtype=dtype)]
     )
     found, levels = _bisected(by_ordinal, first, last, candidates.astype(np.float64))
-    thresholds = floatgrid.from_ordinal(found.astype(np.int64), bits)
+    thresholds = floatgrid.from_ordinal(found, bits)
     return _staircase(thresholds, thresholds, levels, 0.0, _derivative(activation))
 
 
@@ -83,21 +83,27 @@ def _bisected(function, first: int, last: int, candidates: np.ndarray) -> tuple[
     """(thresholds, levels) of a non-decreasing function over the integers [first, last] (words or
     ordinals) whose values lie among `candidates`: levels[0] = function(first), thresholds[k] the
     first point whose value reaches levels[k + 1] (each value the function takes after the first),
-    by bisection for the first point at or above each candidate."""
+    by bisection for the first point at or above each candidate. The thresholds stay int64: a
+    double's ordinals need all 64 bits (float64 would round them by up to 2^10 ordinals), and the
+    distance between two of them (up to 2^64 for [-a, a]) is taken in uint64, where it cannot
+    overflow as an int64 difference would (it did: bisection ended at once, thresholds wrong)."""
     start = float(function(np.array([first], dtype=np.int64))[0])
     top = float(function(np.array([last], dtype=np.int64))[0])
     wanted = np.unique(np.asarray(candidates, dtype=np.float64))
     wanted = wanted[(wanted > start) & (wanted <= top)]
     lo = np.full(len(wanted), first, dtype=np.int64)  # function(lo) < wanted <= function(hi)
     hi = np.full(len(wanted), last, dtype=np.int64)
-    while np.any(hi - lo > 1):
-        middle = lo + (hi - lo) // 2
+    while True:
+        distance = hi.view(np.uint64) - lo.view(np.uint64)  # exact modulo 2^64, and hi >= lo
+        if not np.any(distance > 1):
+            break
+        middle = lo + (distance >> np.uint64(1)).astype(np.int64)
         above = function(middle) >= wanted
         hi = np.where(above, middle, hi)
         lo = np.where(above, lo, middle)
     at = np.unique(hi)  # several candidates the function jumps over share their point
     values = function(at)
-    return at.astype(np.float64), np.concatenate([[start], values]).astype(np.float64)
+    return at, np.concatenate([[start], values]).astype(np.float64)
 
 
 def _real_thresholds(lut: Lut, number) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -36,10 +36,9 @@ def values_of(qnet: QuantizedNetwork, numbers: np.ndarray) -> np.ndarray:
 
 def count(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) -> int:
     """How many inputs the box holds (a Python int: it may exceed 2^63)."""
-    widths = ordinals(qnet, hi) - ordinals(qnet, lo) + 1
     total = 1
-    for width in widths:
-        total *= int(width)
+    for first, last in zip(ordinals(qnet, lo).tolist(), ordinals(qnet, hi).tolist()):
+        total *= last - first + 1  # Python ints: a double's ordinals can be 2^64 apart (int64 overflows)
     return total
 
 
