@@ -83,8 +83,10 @@ class RunnerConfig:
             return ImplementationOptions(Int8Format() if int8_model else FloatFormat(FloatKind.FLOAT))
         return ImplementationOptions(parse_number_format(self.number_format))
 
-    def verify_options(self, timeout_s: float) -> VerifyOptions:
-        semantics = "real" if self.semantics is Semantics.REAL else "ieee"
+    def verify_options(self, timeout_s: float, int8_model: bool = False) -> VerifyOptions:
+        """Real semantics is the engine's `--semantics real` on the float harness; an int8 model's
+        real meaning is its integer arithmetic, exact as it is (the engine's default semantics)."""
+        semantics = "real" if self.semantics is Semantics.REAL and not int8_model else "ieee"
         return VerifyOptions(
             limits=Limits(timeout_s=timeout_s),
             intervals=IntervalMethod.AUTO,
@@ -145,8 +147,9 @@ def run_instance(
     if not (timeout_s > 0 and math.isfinite(timeout_s)):
         raise InputError(f"the timeout must be a positive number of seconds, got {timeout_s}")
     net, prop, raw = _load(onnx, vnnlib)
-    options = config.verify_options(max(1.0, timeout_s - STARTUP_S))
-    implementation = config.implementation(int8_model=net.quantization is not None)
+    int8_model = net.quantization is not None
+    options = config.verify_options(max(1.0, timeout_s - STARTUP_S), int8_model)
+    implementation = config.implementation(int8_model)
     record = verify_property(net, prop, implementation, options, f"{net.name}-{prop.name}")
     witness = _witness(record, config, net if raw else None)
     return InstanceResult(_result_word(record), witness, record.summary_line(), record)

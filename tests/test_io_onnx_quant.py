@@ -219,7 +219,7 @@ def test_quantize_command_writes_a_model_and_reports_accuracy(tmp_path):
     [
         (["--calibration", "nothing.npz"], "no such data file"),
         (["--calibration", "digits:validation"], "unknown split"),
-        (["--calibration", "uniform", "--samples", "0"], "--samples 0"),
+        (["--calibration", "uniform", "--samples", "0"], "--samples: 0"),
     ],
 )
 def test_quantize_command_refuses_bad_calibration(tmp_path, arguments, phrase):

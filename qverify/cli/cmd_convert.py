@@ -19,12 +19,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     net = load_network(args.source)
+    save_network(float_network(net), args.target)  # (refuses what the target cannot hold: one error line)
     if net.quantization is not None:
         print(
             f"note: {args.source} is an int8 model: {args.target} holds its float view (dequantized weights, "
             "the activations its quantization implies), not its int8 arithmetic",
             file=sys.stderr,
         )
-    save_network(float_network(net), args.target)
     print(f"wrote {args.target} ({' -> '.join(map(str, net.sizes))})")
     return 0
