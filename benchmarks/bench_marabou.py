@@ -609,7 +609,7 @@ def parser() -> argparse.ArgumentParser:
         "--marabou-memory-mb",
         type=int,
         default=MARABOU_MEMORY_MB,
-        help="cap on Marabou's data segment in MB (default: none). Marabou 2.0 reached 16-17 GB of resident "
+        help=f"cap on Marabou's data segment in MB (default {MARABOU_MEMORY_MB}; 0: none). Marabou 2.0 reached 16-17 GB of resident "
         "memory on the 28x28 CNN of digits28-maxpool; capped at 8192 it fails there (std::bad_alloc, an "
         "ERROR): a cap protects a shared machine, but the comparison is fair only without one",
     )
