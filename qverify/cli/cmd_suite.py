@@ -14,6 +14,7 @@ from qverify.cli.options import (
 from qverify.errors import EXIT_CODES_HELP
 from qverify.suites import make_executor, read_suite, run_suite
 from qverify.suites.suite_file import BENCHMARKS
+from qverify.verification import with_core_share
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -58,7 +59,9 @@ def run_command(args: argparse.Namespace) -> int:
     formats = (
         tuple(suite.check_format(f, "--format") for f in args.formats) if args.formats else suite.formats
     )
-    options = verify_options_from_args(_with_default_timeout(args, suite.timeout_s))
+    options = with_core_share(
+        verify_options_from_args(_with_default_timeout(args, suite.timeout_s)), args.jobs
+    )
     out = Path(args.out) if args.out else Path("results") / suite.name
     executor = make_executor(args.executor, args.jobs, args.scheduler)
     result = run_suite(

@@ -34,6 +34,7 @@ class EngineOptions:
     timeout_s: the whole run's budget; query_timeout_s: per solver query (default: what remains).
     disable: steps to skip (lift: the array-level front end and network-level strategy, attack,
     bounds, split, milp, smt), for ablations and tests.
+    jobs: processes the network level's branch and bound may use (`netlevel.workers`).
     """
 
     solver: str = "milp"
@@ -44,6 +45,7 @@ class EngineOptions:
     seed: int = 0
     attack_samples: int = 4096
     disable: tuple[str, ...] = ()
+    jobs: int = 1
 
     def __post_init__(self) -> None:
         if self.solver not in SOLVERS:
@@ -54,6 +56,8 @@ class EngineOptions:
             raise InputError(f"--timeout {self.timeout_s}: must be a positive number of seconds")
         if self.query_timeout_s is not None and not self.query_timeout_s > 0:
             raise InputError(f"query timeout {self.query_timeout_s}: must be positive")
+        if self.jobs < 1:
+            raise InputError(f"--jobs {self.jobs}: must be at least 1")
         if self.attack_samples < 0:
             raise InputError("attack_samples must be >= 0")
         unknown = [step for step in self.disable if step not in STEPS]
