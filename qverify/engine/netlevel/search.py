@@ -24,10 +24,8 @@ graph, cheapest step first:
    enumerated through `simulate` (implementation arithmetic: exact, words or float values one by
    one; REAL: `REAL_ENUMERATION_LIMIT` points in exact rationals); LP then MILP over HiGHS per open
    clause (low dimensions: nodes with at most `LP_OPEN_RELUS` open ReLUs, in REAL arithmetic the
-   MILP alone up to `REAL_MILP_OPEN_RELUS`; high dimensions: the LP at the root and then while the
-   LPs take at most `HIGH_LP_TIME_SHARE` of the time, the MILP for the last open clause up to
-   `MILP_OPEN_RELUS`); see `lp` for the tolerances. A node nothing above
-   can close is abandoned and the answer is UNKNOWN.
+   MILP alone up to `REAL_MILP_OPEN_RELUS`; high dimensions: neither, see `conclude`); see `lp`
+   for the tolerances. A node nothing above can close is abandoned and the answer is UNKNOWN.
 
 SAFE needs every node closed; UNSAFE needs one confirmed point. Scope: dense ReLU/identity networks
 in fixed point, float, double, half and int8 (requantization staircases: bounds, input splitting
@@ -88,10 +86,8 @@ LP_OPEN_RELUS = 12  # low dimensions: a node with at most this many open ReLUs i
 # REAL arithmetic, low dimensions: the MILP straight away, up to this many open ReLUs (the
 # implementation's MILP, with rounding intervals on every row, took 5-10 times as long on ACAS Xu)
 REAL_MILP_OPEN_RELUS = 24
-MILP_OPEN_RELUS = 400  # high dimensions: the MILP's binaries at most (every node tries the LP)
 MILP_SHARE = 0.3  # of the remaining time for one MILP
-LP_SHARE = 0.05  # of the remaining time for one LP (a 784-256x6 network's LP: 1-30 s)
-HIGH_LP_TIME_SHARE = 0.5  # high dimensions: the LPs' share of the search time, at most (`lp_affordable`)
+LP_SHARE = 0.05  # of the remaining time for one LP
 ATTACK_SHARE = 0.1  # of the budget for the gradient attack before branch and bound
 ATTACK_SECONDS = 0.2  # high dimensions, before the root's bounds (at most)
 # low dimensions: before the root's bounds, at most (ACAS Xu: one round of PGD, ~0.02 s, finds the
@@ -218,7 +214,6 @@ class Search:
         self.jobs = max(1, options.jobs)
         self.started = time.monotonic()
         self.attack_before = recorder.times.get("netlevel.attack", 0.0)
-        self.lp_seconds_before = recorder.times.get("netlevel.lp", 0.0)  # (a recorder may be shared)
 
     # ------------------------------------------------------------------ results
 
@@ -403,7 +398,10 @@ class Search:
         return self.closing(
             frontier,
             EngineStatus.UNKNOWN,
-            reason=f"netlevel: timeout in branch and bound ({frontier.nodes} nodes, {len(frontier.heap)} open)",
+            reason=(
+                f"netlevel: timeout in branch and bound ({frontier.nodes} nodes, {len(frontier.heap)} open"
+                + (f", the worst open bound {frontier.heap[0][0]:.4g})" if frontier.heap else ")")
+            ),
         )
 
     def finished(self, frontier: Frontier) -> EngineResult:
@@ -614,19 +612,19 @@ class Search:
             for k, layer in enumerate(model.layers)
             if layer.relu
         )
-        high_dimensional = model.n_inputs > INPUT_SPLIT_DIMENSIONS
         if (
             open_clauses
             and not bounds.overflow_possible
-            and ((high_dimensional and self.lp_affordable(node)) or open_relus <= self.milp_open_relus)
+            and not self.high_dimensional
+            and open_relus <= self.milp_open_relus
             and self.options.enabled("milp")
             and not model.stepped  # (int8's staircases have no LP encoding here)
         ):
-            # low dimensions: nodes are cheap, the LP and MILP pay only with few open ReLUs; high
-            # dimensions: the root and then nodes while the LPs' share of the time allows (see
-            # `lp_affordable`), and the MILP while its binaries are affordable
-            milp = open_relus <= (MILP_OPEN_RELUS if high_dimensional else self.milp_open_relus)
-            verdict, open_clauses = self.by_lp(bounds, xl, xu, open_clauses, region, open_relus, milp)
+            # low dimensions: nodes are cheap, the LP and MILP pay only with few open ReLUs. High
+            # dimensions: none (HiGHS's presolve called every digits784 node LP tried infeasible,
+            # feasible as they were; the LP's sound bound is then nothing, and alpha-beta-CROWN
+            # optimises the same relaxation's dual without a solver)
+            verdict, open_clauses = self.by_lp(bounds, xl, xu, open_clauses, region, open_relus, True)
             if verdict is not None:
                 return verdict
         verdict = self.branch(node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority, scores)
@@ -634,17 +632,6 @@ class Search:
         if worst is not None and verdict.children:
             verdict.lead, verdict.region = np.where(lam_input[worst] > 0, xl, xu), node.region
         return verdict
-
-    def lp_affordable(self, node: Node) -> bool:
-        """High dimensions: the LP at the root, then at a node only while the LPs have taken at most
-        `HIGH_LP_TIME_SHARE` of the time since the search started. A small network's LP costs
-        milliseconds and runs at every node; a 784-256x6 network's costs seconds against ~10 ms of
-        bounds per node (digits784 img09, eps 0.015, real, 60 s: 56 nodes with the LP at every node,
-        2,342 this way)."""
-        if node.parent is None:
-            return True
-        spent = self.rec.times.get("netlevel.lp", 0.0) - self.lp_seconds_before
-        return spent <= HIGH_LP_TIME_SHARE * (time.monotonic() - self.started)
 
     def confirmer_all(self, node: Node) -> Counterexample | None:
         """Every input of the (small) box, exactly: the first violation, or None (node closed)."""
