@@ -144,19 +144,20 @@ class BoundTerms:
     def add(self, bounds: Bounds, j: int, lam, const, slack):
         """(lam + nu, const - (nu+ . hi - nu- . lo), slack): the float64 rounding of the new
         coefficients (one addition each: |lam' - (lam + nu)| <= u/(1-u) |lam'|, charged as
-        2u |lam'| max |z|) and of the constant (gamma_n of its magnitudes) charged."""
-        nu = np.where(bounds.free[j], 0.0, self.nus[j])
+        2u |lam'| max |z|) and of the constant (gamma_n of its magnitudes) charged. (Elementwise,
+        so that bounds and multipliers may carry a leading batch axis.)"""
+        nu = np.where(bounds.free[j][..., None, :], 0.0, self.nus[j])
         moved = nu != 0
         if not moved.any():
             return lam, const, slack
-        lo, hi = bounds.pre_lo[j], bounds.pre_hi[j]
+        lo, hi = bounds.pre_lo[j][..., None, :], bounds.pre_hi[j][..., None, :]
         up, down = np.maximum(nu, 0.0), np.maximum(-nu, 0.0)
-        value = up @ hi - down @ lo
-        magnitude = up @ np.abs(hi) + down @ np.abs(lo)
-        const = const - value - gamma(len(lo) + 2) * magnitude
+        value = (up * hi - down * lo).sum(axis=-1)
+        magnitude = (up * np.abs(hi) + down * np.abs(lo)).sum(axis=-1)
+        const = const - value - gamma(lo.shape[-1] + 2) * magnitude
         lam = lam + nu
         z_max = np.maximum(np.abs(lo), np.abs(hi))
-        slack = slack + 2 * U64 * (np.where(moved, np.abs(lam), 0.0) @ z_max) + TINY
+        slack = slack + 2 * U64 * (np.where(moved, np.abs(lam), 0.0) * z_max).sum(axis=-1) + TINY
         return lam, const, slack
 
 

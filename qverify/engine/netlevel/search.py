@@ -59,6 +59,7 @@ from qverify.engine.netlevel.batch import (
     batch_optimised_bound,
 )
 from qverify.engine.netlevel.beta import optimise_output_bounds
+from qverify.engine.netlevel.branching import choose_relu
 from qverify.engine.netlevel.bounds import (
     Bounds,
     Undecidable,
@@ -807,7 +808,20 @@ class Search:
             )
         atoms = [a for _, a in open_clauses if a is not None]
         if model.n_inputs > INPUT_SPLIT_DIMENSIONS and atoms and not model.stepped:  # (int8: no ReLU phases)
-            best = self.relu_to_split(node, bounds, lam_post, atoms)
+            with self.rec.timer("netlevel.branching"):
+                best = choose_relu(
+                    model,
+                    bounds,
+                    node.phases,
+                    lam_post,
+                    atoms,
+                    self.atom_matrix,
+                    self.atom_constants,
+                    xl,
+                    xu,
+                    node.alphas,
+                    node.betas,
+                )
             if best is not None:
                 k, j = best
                 children = []
@@ -848,26 +862,6 @@ class Search:
                 )
                 return NodeVerdict(children=children, priority=priority)
         return NodeVerdict(abandoned="netlevel: a single input left open (internal)")
-
-    def relu_to_split(self, node, bounds, lam_post, atoms) -> tuple[int, int] | None:
-        """The open ReLU (layer, neuron) with the best BaBSR-like score (|coefficient| in the open
-        atoms' bounds x the triangle relaxation's intercept), or None when every phase is fixed."""
-        model = self.model
-        best, best_score = None, 0.0
-        for k, layer in enumerate(model.layers):
-            if not layer.relu or k not in lam_post:
-                continue
-            lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
-            unstable = (lo < 0) & (hi > 0) & (node.phases[k] == 0)
-            if not unstable.any():
-                continue
-            intercept = np.where(unstable, -lo * hi / np.where(unstable, hi - lo, 1.0), 0.0)
-            score = np.abs(lam_post[k][atoms]).sum(axis=0) * intercept
-            score = np.where(unstable, score + 1e-30, -1.0)
-            j = int(np.argmax(score))
-            if score[j] > best_score:
-                best, best_score = (k, j), float(score[j])
-        return best
 
 
 def _scatter(
