@@ -6,7 +6,7 @@ QV := $(VENV)/bin/qverify
 STAMP := $(VENV)/.setup-done
 ACAS := benchmarks/acasxu
 
-.PHONY: setup demo test test-slow verify lint clean
+.PHONY: setup setup-framac demo test test-slow verify lint clean
 
 # make verify: the default suites at 16 bit with qverify's own defaults (back end, intervals, the
 # suite file's timeout): the same run as `qverify suite run NAME --format 16`. Override any of these,
@@ -25,6 +25,11 @@ $(STAMP): pyproject.toml scripts/setup.sh
 	PYTHON=$(PYTHON) VENV=$(VENV) ./scripts/setup.sh
 	touch $(STAMP)
 
+# the optional extra: Frama-C EVA (apt's frama-c-base, ~290 MB) for `--intervals framac`; the default
+# (`auto`) never runs it (docs/invariants.md, "The auto rule")
+setup-framac: setup
+	FRAMAC=1 PYTHON=$(PYTHON) VENV=$(VENV) ./scripts/setup.sh
+
 demo: setup
 	QV=$(QV) ./scripts/demo.sh
 
@@ -32,6 +37,7 @@ test: setup
 	$(PY) -m pytest -q
 
 verify: setup
+	@$(if $(RESUME),echo "make verify: continuing the runs in $(RESULTS)/ (RESUME=1)",echo "make verify: replacing any previous run in $(RESULTS)/<suite> (--overwrite; RESUME=1 continues one instead)")
 	@for suite in $(SUITE); do \
 	  $(QV) suite run $$suite $(foreach f,$(FORMAT),--format $(f)) --jobs $(JOBS) \
 	    $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(INTERVALS),--intervals $(INTERVALS)) \

@@ -71,7 +71,8 @@ def run(folder: Path, args: list[str]) -> tuple[dict, float]:
         return data, float(data.get("bench_wall_s", 0.0))
     started = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
-        code = qverify_main(["diff", *args, "--no-progress", "-o", str(folder)])
+        # --resume: a stopped run's journalled seeds are taken, not searched again
+        code = qverify_main(["diff", *args, "--no-progress", "-o", str(folder), "--resume"])
     wall = time.perf_counter() - started
     if code != 0:
         raise SystemExit(f"{folder.name}: qverify diff exited {code}")

@@ -11,13 +11,19 @@ Cases
               <16,16>, L-inf eps 0.03 around a random image in [0, 1]^784, no invariants
               (benchmarks/digits784 holds a trained network of that shape; this one needs no data)
   dense784-float  the same network and property at IEEE float (the harness of --semantics real)
+  cifar-16.16 the CIFAR-shaped 3x32x32 CNN of benchmarks/digits32rgb-conv (conv 4x4/2, conv 4x4/2,
+              dense 1024->100->10) at <16,16>, its instance img00 at the first radius (issue 29)
+  cifar-float the same at IEEE float (the harness of --semantics real)
+  sigmoid784  the 784-200x3-10 sigmoid MLP of benchmarks/digits784-sigmoid at <16,16> (its lookup
+              table), its instance img00 at the first radius
 Each lift runs in a child process, which reports its stage times and its peak resident set
 (VmHWM) and the resident set after the imports (the lift's own share is the difference).
 The scalar path runs in this process for the ACAS cases; for dense784 only with --scalar-all
 (minutes and gigabytes: issue 16 measured 117 s and 2.8 GB on a smaller 784-256-256-10 net).
 
-Targets (issue 16): ACAS Xu lift < 0.3 s; dense784 lift < 3 s and < 1 GB.
-dense784 cases run the scalar path only with --scalar-all.
+Targets (issue 16): ACAS Xu lift < 0.3 s; dense784 lift < 3 s and < 1 GB. Issue 29: a 3x32x32
+harness (cifar-*) < 5 s. The dense784, cifar and sigmoid784 cases run the scalar path only with
+--scalar-all.
 
 Usage:
   python benchmarks/bench_frontend.py [--cases acas-16.16,acas-float,dense784] [--repeat 3] [--scalar-all]
@@ -51,7 +57,21 @@ from qverify.quant import FixedFormat, FloatFormat, ImplementationOptions, quant
 
 ACAS = ROOT / "benchmarks" / "acasxu"
 MODELS_C = ROOT / "models_c"
-CASES = ("acas-16.16", "acas-float", "cnn-16.16", "dense784", "dense784-float")
+CASES = (
+    "acas-16.16",
+    "acas-float",
+    "cnn-16.16",
+    "dense784",
+    "dense784-float",
+    "cifar-16.16",
+    "cifar-float",
+    "sigmoid784",
+)
+SUITE_CASES = {  # case -> (suite folder, network file, number format)
+    "cifar-16.16": ("digits32rgb-conv", "digits32rgb_conv.onnx", FixedFormat(16, 16)),
+    "cifar-float": ("digits32rgb-conv", "digits32rgb_conv.onnx", FloatFormat()),
+    "sigmoid784": ("digits784-sigmoid", "digits784_sigmoid.onnx", FixedFormat(16, 16)),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +120,18 @@ def _cnn(directory: Path) -> Path:
     return render_harness(qnet, prop).write(directory)
 
 
+def _suite_instance(directory: Path, folder: str, network: str, number) -> Path:
+    """A suite's first instance (its first line of instances.csv) as a harness at `number`."""
+    suite = ROOT / "benchmarks" / folder
+    net = load_network(suite / network)
+    first = (suite / "instances.csv").read_text().splitlines()[0].split(",")[1]
+    qnet = quantize_network(net, ImplementationOptions(number))
+    return render_harness(qnet, read_vnnlib(suite / first)).write(directory)
+
+
 def generate(case: str, directory: Path) -> Path:
+    if case in SUITE_CASES:
+        return _suite_instance(directory, *SUITE_CASES[case])
     if case == "cnn-16.16":
         return _cnn(directory)
     if case == "acas-16.16":
@@ -202,7 +233,7 @@ def main() -> None:
                 f"{case:<11} {'lift':<9} {best.total_s:>8.3f}  {_stages(best.times_s):<44} "
                 f"{best.peak_mb:.0f} (after imports {best.baseline_mb:.0f}, lift +{best.peak_mb - best.baseline_mb:.0f})"
             )
-            if not case.startswith("dense784") or args.scalar_all:
+            if case.startswith(("acas", "cnn")) or args.scalar_all:
                 times = scalar_front_end(harness)
                 total = sum(times.values())
                 print(

@@ -58,6 +58,7 @@ def run_study(name: str, args: list[str], out: Path, seed: int, resamples: int) 
     folder = out / name
     started = time.perf_counter()
     command = ["impact", *args, "--seed", str(seed), "--resamples", str(resamples), "-o", str(folder)]
+    command.append("--overwrite")  # the previous run of this study, replaced
     with contextlib.redirect_stdout(io.StringIO()):  # the command's own summary: the table below says more
         code = qverify_main(command)
     wall = time.perf_counter() - started

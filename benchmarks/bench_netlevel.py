@@ -10,15 +10,20 @@ Suites
   digits784 L-inf robustness on a 784-256x6-10 ReLU network: benchmarks/digits784/ (instances.csv
             with an ONNX network and VNN-LIB files) when present, else a random network of that
             shape with 30 instances around random images (eps 0.005..0.03), stated as such.
+  layers    issue 29's layer kinds on random networks of the field's shapes (`layer_networks`: a
+            CIFAR-shaped 3x32x32 conv net, MNIST-size conv + max pool and conv + padded average
+            pool, a 784-200x6-10 sigmoid MLP), radii around each centre's attack frontier.
 
-One line per instance (status, seconds, nodes), then per mode: decided count, SAFE/UNSAFE counts,
-median and total seconds of all instances (timeouts count their full time). With `--distance`,
+One line per instance (status, seconds, CPU seconds, nodes), then per mode: decided count,
+SAFE/UNSAFE counts, median and total seconds of all instances (timeouts count their full time),
+CPU seconds and the process's peak resident memory. With `--distance`,
 per instance the gap a branch and bound must close instead: open ReLUs and the worst clause's
 bound at the root (after alpha-CROWN on every layer), and the best margin of a long attack.
 
 Usage:
   python benchmarks/bench_netlevel.py acasxu [--modes fixed,real] [--props 1,2,3,4|all] [--jobs 2]
          [--networks 1_1,2_3|all] [--timeout 116] [--limit N]
+  python benchmarks/bench_netlevel.py layers [--nets cifar,mnist-max] [--centres 3] [--timeout 60]
   python benchmarks/bench_netlevel.py digits784 [--modes fixed,real] [--timeout 120] [--limit N]
          [--folder benchmarks/digits784] [--epsilons 0.015,0.02] [--names 'img0*-eps0.03']
          [--distance]
@@ -51,7 +56,7 @@ from qverify.engine.netlevel.query import Arithmetic, NetworkQuery, query_for
 from qverify.engine.netlevel.search import Search, decide
 from qverify.engine.result import EngineOptions, Recorder
 from qverify.io import load_network
-from qverify.network import Activation, Dense, Network
+from qverify.network import Activation, AveragePool2D, Conv2D, Dense, MaxPool2D, Network, evaluate
 from qverify.properties import read_vnnlib, robustness
 from qverify.quant import FixedFormat, FloatFormat, FloatKind, ImplementationOptions, quantize_network
 
@@ -76,7 +81,8 @@ class Outcome:
     seconds: float  # wall
     nodes: int
     reason: str
-    cpu_seconds: float = 0.0  # user + system time of this process and the search's workers
+    cpu: float = 0.0  # CPU seconds of this process and the search's workers (the machine is shared)
+    peak_mb: float = 0.0  # peak resident set of the process so far
 
 
 def acas_instances(props: set[str] | None, networks: set[str] | None) -> list[Instance]:
@@ -135,8 +141,6 @@ def digits_instances(folder: Path) -> tuple[list[Instance], str]:
         return instances, f"{folder} ({len(instances)} instances with their files)"
     net = random_784()
     rng = np.random.default_rng(1)
-    from qverify.network import evaluate
-
     instances = []
     for image in range(10):
         center = rng.uniform(0, 1, 784)
@@ -145,6 +149,92 @@ def digits_instances(folder: Path) -> tuple[list[Instance], str]:
             prop = robustness(center.tolist(), eps, label, 10, domain=([0] * 784, [1] * 784))
             instances.append(Instance(f"img{image:02d}-eps{eps}", net, prop))
     return instances, "a random 784-256x6-10 ReLU network (benchmarks/digits784 absent), 30 instances"
+
+
+def layer_networks(seed: int = 0) -> dict[str, Network]:
+    """Random networks (He-scaled weights) of the shapes issue 29 names: the layers, not trained
+    weights (the trained suites are benchmarks/*-conv etc. once they exist)."""
+    rng = np.random.default_rng(seed)
+
+    def normal(shape, fan_in):
+        return rng.normal(0, np.sqrt(2 / fan_in), shape)
+
+    c1 = Conv2D(normal((8, 3, 4, 4), 48), normal(8, 100), Activation.RELU, (3, 32, 32), (2, 2), (1, 1, 1, 1))
+    c2 = Conv2D(
+        normal((16, 8, 4, 4), 128), normal(16, 100), Activation.RELU, c1.output_shape, (2, 2), (1, 1, 1, 1)
+    )
+    cifar = Network(
+        (
+            c1,
+            c2,
+            Dense(normal((100, 1024), 1024), normal(100, 100), Activation.RELU),
+            Dense(normal((10, 100), 100), normal(10, 100), Activation.IDENTITY),
+        ),
+        name="cifar-3x32x32-conv8-conv16-100-10",
+    )
+    m1 = Conv2D(normal((32, 1, 2, 2), 4), normal(32, 100), Activation.RELU, (1, 28, 28), (2, 2))
+    pool = MaxPool2D(m1.output_shape, (4, 4), (2, 2))
+    mnist_max = Network(
+        (m1, pool, Dense(normal((10, pool.n_out), pool.n_out), normal(10, 100), Activation.IDENTITY)),
+        name="mnist-conv32-maxpool4-10",
+    )
+    a1 = Conv2D(normal((16, 1, 3, 3), 9), normal(16, 100), Activation.RELU, (1, 28, 28), (2, 2), (1, 1, 1, 1))
+    average = AveragePool2D(a1.output_shape, (2, 2), (2, 2), (1, 1, 1, 1))
+    mnist_avg = Network(
+        (
+            a1,
+            average,
+            Dense(normal((100, average.n_out), average.n_out), normal(100, 100), Activation.RELU),
+            Dense(normal((10, 100), 100), normal(10, 100), Activation.IDENTITY),
+        ),
+        name="mnist-conv16-avgpool2-100-10",
+    )
+    sizes = (784, 200, 200, 200, 200, 200, 200, 10)
+    sigmoid = Network(
+        tuple(
+            Dense(
+                normal((n_out, n_in), n_in),
+                normal(n_out, 100),
+                Activation.SIGMOID if index < len(sizes) - 2 else Activation.IDENTITY,
+            )
+            for index, (n_in, n_out) in enumerate(itertools.pairwise(sizes))
+        ),
+        name="mlp-784-200x6-10-sigmoid",
+    )
+    return {"cifar": cifar, "mnist-max": mnist_max, "mnist-avg": mnist_avg, "sigmoid784": sigmoid}
+
+
+def layer_instances(names: list[str], centres: int, seed: int = 1) -> tuple[list[Instance], str]:
+    """Per network and random centre (its class the float network's argmax), L-inf radii around the
+    frontier: the smallest radius of 0.001 * 2^k at which a short attack (the network level's,
+    real arithmetic, bounds off) finds a violation, and a quarter, half and three quarters of it."""
+    networks = layer_networks()
+    rng = np.random.default_rng(seed)
+    options, arithmetic = MODES["real"]
+    instances = []
+    for name in names:
+        net = networks[name]
+        n = net.n_inputs
+        for index in range(centres):
+            centre = rng.uniform(0.2, 0.8, n)
+            label = int(np.argmax(evaluate(net, centre[None])[0]))
+            qnet = quantize_network(net, options)
+            falsified = 0.256
+            for k in range(9):
+                eps = 0.001 * 2**k
+                prop = robustness(centre.tolist(), f"{eps:g}", label, 10, domain=([0] * n, [1] * n))
+                query = query_for(qnet, prop, arithmetic)
+                found = decide(
+                    query, EngineOptions(timeout_s=5, disable=("bounds",)), time.monotonic() + 5, Recorder()
+                )
+                if found.status.value == "UNSAFE":
+                    falsified = eps
+                    break
+            for share in (0.25, 0.5, 0.75, 1.0):
+                eps = f"{falsified * share:.6g}"
+                prop = robustness(centre.tolist(), eps, label, 10, domain=([0] * n, [1] * n))
+                instances.append(Instance(f"{name}-c{index}-eps{eps}", net, prop))
+    return instances, f"random networks {', '.join(names)}, {centres} centres each, 4 radii per centre"
 
 
 _NETWORKS: dict[str, Network] = {}
@@ -179,6 +269,7 @@ def run(instance: Instance, mode: str, timeout: float, jobs: int = 1) -> Outcome
         result.counts.get("netlevel.nodes", 0),
         result.reason,
         cpu_seconds() - cpu,
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     )
 
 
@@ -234,7 +325,7 @@ def summarise(outcomes: list[Outcome]) -> None:
         mine = [o for o in outcomes if o.mode == mode]
         decided = [o for o in mine if o.status in ("SAFE", "UNSAFE")]
         times = [o.seconds for o in mine]
-        cpu = [o.cpu_seconds for o in mine]
+        cpu = [o.cpu for o in mine]
         nodes = sum(o.nodes for o in mine)
         safe = sum(o.status == "SAFE" for o in mine)
         print(
@@ -242,7 +333,8 @@ def summarise(outcomes: list[Outcome]) -> None:
             f"wall: median {statistics.median(times):.2f} s, total {sum(times):.1f} s, "
             f"median of decided {statistics.median([o.seconds for o in decided]) if decided else float('nan'):.2f} s; "
             f"CPU: median {statistics.median(cpu):.2f} s, total {sum(cpu):.1f} s; "
-            f"{nodes} nodes, {nodes / max(sum(cpu), 1e-9):.1f} nodes per CPU second"
+            f"{nodes} nodes, {nodes / max(sum(cpu), 1e-9):.1f} nodes per CPU second, "
+            f"peak {max(o.peak_mb for o in mine):.0f} MB"
         )
 
 
@@ -250,7 +342,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("suite", choices=("acasxu", "digits784"))
+    parser.add_argument("suite", choices=("acasxu", "digits784", "layers"))
+    parser.add_argument(
+        "--nets",
+        default="cifar,mnist-max,mnist-avg,sigmoid784",
+        help="layers: which random networks (cifar, mnist-max, mnist-avg, sigmoid784)",
+    )
+    parser.add_argument("--centres", type=int, default=3, help="layers: random centres per network")
     parser.add_argument("--modes", default="fixed,real")
     parser.add_argument("--props", default="all", help="ACAS Xu properties, e.g. 1,2,3,4 (default all)")
     parser.add_argument("--networks", default="all")
@@ -288,7 +386,11 @@ def main() -> None:
         props = None if args.props == "all" else set(args.props.split(","))
         instances = acas_instances(props, networks)
         timeout = args.timeout or 116.0
-        print(f"ACAS Xu: {len(instances)} instances, timeout {timeout:.0f} s")
+        print(f"ACAS Xu φ1–φ4: {len(instances)} instances, timeout {timeout:.0f} s")
+    elif args.suite == "layers":
+        instances, described = layer_instances(args.nets.split(","), args.centres)
+        timeout = args.timeout or 60.0
+        print(f"layers: {described}, timeout {timeout:.0f} s")
     else:
         if args.epsilons:
             instances, described = digits_radii_instances(args.folder, args.epsilons.split(","))
@@ -316,7 +418,7 @@ def main() -> None:
             outcomes.append(outcome)
             tqdm.write(
                 f"{mode:6s} {outcome.name:24s} {outcome.status:8s} {outcome.seconds:7.2f} s "
-                f"(CPU {outcome.cpu_seconds:7.2f} s) {outcome.nodes:6d} nodes {outcome.reason}"
+                f"(CPU {outcome.cpu:7.2f} s) {outcome.nodes:6d} nodes {outcome.reason}"
             )
     summarise(outcomes)
 

@@ -7,17 +7,26 @@ checkout's own code, Python allowed to cache bytecode) and reads the per-stage t
     imports     main -> the command's handler (the command's modules, argument parsing)
     load        reading the network and the property
     quantize, invariants, codegen
-    engine.start  the engine's child process: interpreter, engine imports, reading its answer
+    engine.start  the engine's process: the wait for the warm engine host's imports (the record's
+                  backend.host), the task's fork, reading its answer
     engine      the engine's own time (front end and reasoning: NOT overhead, shown for scale)
     replay      gcc on the harness (and the network), the replay runs, the simulator, the example
     exit        what the record does not hold: writing it, the process's exit (wall - the rest)
 
 `overhead` = wall - engine: everything that is not the engine's own work, the figure issue 16 wants
-under 1 s. A record written before these stages were recorded (an older checkout, e.g. main before
-this change, given with --checkout) only has quantize..replay: the rest shows in `exit`.
+under 1 s; `cpu` the CPU seconds (user + system) of the whole run, every process of it (the
+command, its engine host and task, gcc). A record written before these stages were recorded (an
+older checkout, e.g. main before this change, given with --checkout) only has quantize..replay: the
+rest shows in `exit`.
+
+`--in-process` adds, per query, the same pipeline with the engine run inside the command's own
+process (its imports after the harness, no engine process; a model built here: qverify has no
+such mode) beside `qverify verify` as it is (issue 33: "the engine process started with the task,
+or in process when --memory is not set: whichever is faster, measured").
 
     python benchmarks/bench_overhead.py                       # this checkout, 3 runs per query
     python benchmarks/bench_overhead.py --checkout /path/to/main --checkout .   # before / after
+    python benchmarks/bench_overhead.py --in-process          # + the engine in the same process
     python benchmarks/bench_overhead.py --profile             # + cProfile of the parent process
 """
 
@@ -54,10 +63,17 @@ def _acas(net: str, prop: int, *implementation: str) -> tuple[str, ...]:
     )
 
 
+def _iris(percent: int) -> tuple[str, ...]:
+    center = ("--center", "5.0,3.4,1.5,0.2", "--label", "0", "--units", "raw")
+    return ("benchmarks/iris/iris.onnx", *center, "--rect", str(percent), "--format", "8.8")
+
+
 QUERIES = (
     Query("1_9 phi3 <16,16>", _acas("1_9", 3, "--format", "16.16")),
     Query("1_1 phi1 <16,16>", _acas("1_1", 1, "--format", "16.16")),
     Query("1_9 phi3 float real", _acas("1_9", 3, "--float", "--semantics", "real")),
+    Query("iris setosa R10 <8,8>", _iris(10)),  # SAFE (issue 33: one iris box under 0.6 s)
+    Query("iris setosa R50 <8,8>", _iris(50)),  # UNSAFE
 )
 
 STAGES = (
@@ -80,15 +96,46 @@ def _environment() -> dict[str, str]:
     return env
 
 
-def run_once(checkout: Path, query: Query, timeout: float) -> dict[str, float]:
-    """One `qverify verify` run: wall time and the record's stages (seconds)."""
+# The pipeline with the engine in the command's own process: `qverify verify` whose back end calls
+# check_file here (after importing the engine) instead of running an engine process.
+IN_PROCESS_SCRIPT = r"""
+import sys
+import qverify.cli, qverify.verification
+from qverify.backends.base import Backend, Verdict
+
+class InProcessEngine(Backend):
+    name = "internal"
+
+    def check(self, job, limits):
+        from qverify.engine.api import check_file
+        from qverify.engine.result import EngineOptions
+
+        result = check_file(job.harness, [job.include_dir], EngineOptions(timeout_s=limits.timeout_s - 3))
+        return Verdict.from_json({**result.to_json(), "backend": "internal"})
+
+qverify.verification.make_backend = lambda options: InProcessEngine()
+qverify.cli._start_engine_early = lambda argv: None
+raise SystemExit(qverify.cli.main(sys.argv[1:]))
+"""
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_once(checkout: Path, query: Query, timeout: float, in_process: bool = False) -> dict[str, float]:
+    """One `qverify verify` run (or its in-process model): wall and CPU time, the record's stages."""
     with tempfile.TemporaryDirectory(prefix="qv-overhead-") as folder:
         out = Path(folder) / "record.json"
-        command = [sys.executable, "-m", "qverify", "verify", *query.arguments]
+        program = ["-c", IN_PROCESS_SCRIPT] if in_process else ["-m", "qverify"]
+        command = [sys.executable, *program, "verify", *query.arguments]
         command += ["--timeout", f"{timeout:g}", "--json", str(out)]
+        before = _children_cpu()
         started = time.perf_counter()
         subprocess.run(command, cwd=checkout, env=_environment(), capture_output=True, check=False)
         wall = time.perf_counter() - started
+        cpu = _children_cpu() - before
         record = json.loads(out.read_text())
     times = record["times_s"]
     engine = times.get("backend.total", times.get("backend", 0.0))
@@ -99,12 +146,13 @@ def run_once(checkout: Path, query: Query, timeout: float) -> dict[str, float]:
     stages["engine"] = engine
     stages["overhead"] = wall - engine
     stages["wall"] = wall
+    stages["cpu"] = cpu
     stages["status"] = record["status"]  # type: ignore[assignment]
     return stages
 
 
 def _columns() -> list[str]:
-    return [name for name, _ in STAGES] + ["exit", "overhead", "engine", "wall"]
+    return [name for name, _ in STAGES] + ["exit", "overhead", "engine", "wall", "cpu"]
 
 
 def _warm(checkout: Path) -> None:
@@ -113,26 +161,28 @@ def _warm(checkout: Path) -> None:
     subprocess.run(command, cwd=checkout, env=_environment(), capture_output=True, check=False)
 
 
-def measure(checkouts: list[Path], repeat: int, timeout: float) -> None:
+def measure(checkouts: list[Path], repeat: int, timeout: float, in_process: bool = False) -> None:
     """Each query, `repeat` times on every checkout in turn (interleaved: a machine whose load
-    changes affects all alike); the medians per checkout."""
+    changes affects all alike), and in the in-process model on the last one; the medians."""
     columns = _columns()
     for checkout in checkouts:
         _warm(checkout)
     print(f"{'query':28s} {'checkout':14s} {'status':7s} " + " ".join(f"{c:>9s}" for c in columns))
-    overheads: dict[Path, list[float]] = {checkout: [] for checkout in checkouts}
+    modes = [(checkout, False) for checkout in checkouts] + ([(checkouts[-1], True)] if in_process else [])
+    overheads: dict[tuple[Path, bool], list[float]] = {mode: [] for mode in modes}
     for query in QUERIES:
-        runs: dict[Path, list[dict]] = {checkout: [] for checkout in checkouts}
+        runs: dict[tuple[Path, bool], list[dict]] = {mode: [] for mode in modes}
         for _ in range(repeat):
-            for checkout in checkouts:
-                runs[checkout].append(run_once(checkout, query, timeout))
-        for checkout in checkouts:
-            row = {c: statistics.median(run[c] for run in runs[checkout]) for c in columns}
-            overheads[checkout].append(row["overhead"])
+            for checkout, inside in modes:
+                runs[(checkout, inside)].append(run_once(checkout, query, timeout, inside))
+        for mode in modes:
+            row = {c: statistics.median(run[c] for run in runs[mode]) for c in columns}
+            overheads[mode].append(row["overhead"])
             cells = " ".join(f"{row[c]:9.3f}" for c in columns)
-            label = checkout.name[-14:]
-            print(f"{query.name:28s} {label:14s} {runs[checkout][0]['status']:7s} {cells}", flush=True)
-    for checkout, values in overheads.items():
+            label = "in-process" if mode[1] else mode[0].name[-14:]
+            print(f"{query.name:28s} {label:14s} {runs[mode][0]['status']:7s} {cells}", flush=True)
+    for (checkout, inside), values in overheads.items():
+        checkout = Path(f"{checkout} (in-process model)") if inside else checkout
         print(
             f"{checkout}: overhead per query median {statistics.median(values):.3f} s, "
             f"max {max(values):.3f} s"
@@ -265,13 +315,16 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per query (medians are shown)")
     parser.add_argument("--timeout", type=float, default=120.0, help="--timeout of each run")
     parser.add_argument("--cpu-only", action="store_true", help="only the CPU-time table (quick)")
+    parser.add_argument(
+        "--in-process", action="store_true", help="also the pipeline with the engine in the same process"
+    )
     parser.add_argument("--profile", action="store_true", help="also cProfile the parent process")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores (the figures are wall times)")
     checkouts = [checkout.resolve() for checkout in args.checkout or [ROOT]]
     print(f"{args.repeat} runs per query and checkout, interleaved; medians in seconds")
     if not args.cpu_only:
-        measure(checkouts, args.repeat, args.timeout)
+        measure(checkouts, args.repeat, args.timeout, args.in_process)
     measure_cpu(checkouts, args.repeat)
     if args.profile:
         for checkout in checkouts:

@@ -93,7 +93,7 @@ def main() -> int:
             "repair", str(MLP), "--format", label, "--accumulate", accumulation,
             "--repair-set", "digits-raw:train", "--validation", "digits-raw:test",
             "--neurons", args.neurons, "--time-limit", args.time_limit, "--no-progress",
-            "-o", str(out / name.replace(" ", "-").replace("<", "").replace(">", "").replace(",", ".")),
+            "-o", str(out / name.replace(" ", "-").replace("<", "").replace(">", "").replace(",", ".")), "--overwrite",
         ])  # fmt: skip
         print(f"exit code {code}; wall time {time.perf_counter() - began:.1f} s")
     print(f"\nwhole benchmark: {time.perf_counter() - started:.1f} s")

@@ -13,11 +13,22 @@ simulator before it counts. ESBMC runs with the thesis' flags (`--no-bounds-chec
 --no-div-by-zero-check --interval-analysis`, `--floatbv` for float harnesses) and the solver chosen
 by `--esbmc-solver` (auto: yices when that ESBMC has it, else bitwuzla, else z3; the one used is recorded).
 
-Prints one line per task (both verdicts and times), then counts per suite x format, disagreements
-(SAFE against UNSAFE: there must be none), total times and their ratio; writes `comparison.csv`
+Times are of whole processes, on both sides: the CPU seconds (user + system) of ESBMC's process
+and of the engine's (each reaped with wait4, so the children they waited for count too: the
+preprocessor, solver forks), beside the wall-clock time of each check. The internal engine runs
+as `qverify verify` and suites run it: warm (`qverify.backends.engine_host`: one host process per
+job imports the engine once and forks a process per harness); the hosts' own CPU (their start and
+imports) is added to the internal totals, shared equally by the tasks they served. `--cold` also
+runs the engine the way it ran before the warm engine, one fresh `python -m qverify.engine`
+process per harness (interpreter, imports and all), as a third column.
+
+Prints one line per task (verdicts, CPU and wall times), then counts per suite x format,
+disagreements (SAFE against UNSAFE: there must be none), and the ratio ESBMC / internal of the CPU
+times per verdict class (SAFE, UNSAFE, all) on the tasks both decide; writes `comparison.csv`
 (row by row, as tasks finish: a killed run keeps what it did) and `comparison.md` into `--out`
 (default results/thesis-comparison). `--merge A.csv B.csv ...` only reads such files (e.g. parts
-run in parallel with `--only`) and prints and writes the combined summary. Exit status 1 if the
+run in parallel with `--only`; the hosts' CPU from the `hosts.json` beside each) and prints and
+writes the combined summary. Exit status 1 if the
 back ends disagree anywhere both decide.
 """
 
@@ -26,16 +37,30 @@ from __future__ import annotations
 import argparse
 import csv
 import fnmatch
+import json
+import math
+import os
 import sys
 import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from qverify.backends import Backend, HarnessJob, InternalBackend, InternalOptions, Limits, Status
+from qverify.backends import (
+    Backend,
+    HarnessJob,
+    InternalBackend,
+    InternalOptions,
+    Limits,
+    Status,
+    Verdict,
+    engine_host,
+)
 from qverify.backends.esbmc import EsbmcBackend, EsbmcOptions
+from qverify.backends.internal import HARD_GRACE_S, STARTUP_MARGIN_S, engine_arguments
+from qverify.backends.process import run_limited
 from qverify.codegen import render_harness
 from qverify.counterexample import replay_candidate
 from qverify.errors import QverifyError
@@ -54,11 +79,16 @@ DECIDED = ("SAFE", "UNSAFE")
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """One back end's answer on one harness: the verdict after replay, and the wall time."""
+    """One back end's answer on one harness: the verdict after replay, the wall time of the check
+    and the CPU time of its process (NaN: not measured, e.g. a CSV of an older version)."""
 
     status: str
     time_s: float
     detail: str  # why UNKNOWN/ERROR, or the solver that answered
+    cpu_s: float = math.nan
+
+
+NOT_RUN = Outcome("-", math.nan, "not run")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +99,7 @@ class Row:
     number: str  # the resolved format, e.g. <6,10>
     internal: Outcome
     esbmc: Outcome
+    cold: Outcome = NOT_RUN  # the engine in a fresh process (--cold)
 
     @property
     def both_decided(self) -> bool:
@@ -107,19 +138,46 @@ def plan(only: list[str], limit: int | None, pattern: str = "*") -> list[Job]:
     return jobs
 
 
-def _checked(
-    backend: Backend, job: HarnessJob, limits: Limits, qnet: QuantizedNetwork, prop: Property
+def _replayed(
+    verdict: Verdict, elapsed: float, job: HarnessJob, qnet: QuantizedNetwork, prop: Property
 ) -> Outcome:
-    """Run one back end and replay its UNSAFE; an UNSAFE that does not replay is an ERROR."""
-    start = time.perf_counter()
-    verdict = backend.check(job, limits)
-    elapsed = time.perf_counter() - start
+    """The outcome of a verdict once its UNSAFE is replayed (one that does not replay is an ERROR)."""
     status, detail = verdict.status.value, verdict.reason or verdict.solver
     if verdict.status is Status.UNSAFE:
         replayed = replay_candidate(qnet, prop, job.harness, verdict.counterexample or ())
         if not replayed.confirmed:
             status, detail = "ERROR", f"counterexample does not replay: {replayed.problem}"
-    return Outcome(status, round(elapsed, 3), detail.splitlines()[0] if detail else "")
+    return Outcome(
+        status, round(elapsed, 3), detail.splitlines()[0] if detail else "", round(verdict.cpu_s, 3)
+    )
+
+
+def _checked(
+    backend: Backend, job: HarnessJob, limits: Limits, qnet: QuantizedNetwork, prop: Property
+) -> Outcome:
+    """Run one back end and replay its UNSAFE."""
+    start = time.perf_counter()
+    verdict = backend.check(job, limits)
+    return _replayed(verdict, time.perf_counter() - start, job, qnet, prop)
+
+
+def _cold(job: HarnessJob, limits: Limits, qnet: QuantizedNetwork, prop: Property) -> Outcome:
+    """The engine as it ran before the warm engine: `python -m qverify.engine` started for this
+    harness (interpreter, imports, engine), under the same limits as InternalBackend gives it."""
+    budget = max(1.0, limits.timeout_s - STARTUP_MARGIN_S)
+    command = [sys.executable, "-m", "qverify.engine", *engine_arguments(job, InternalOptions(), budget)]
+    hard = replace(limits, timeout_s=limits.timeout_s + HARD_GRACE_S)
+    start = time.perf_counter()
+    outcome = run_limited(command, hard)
+    elapsed = time.perf_counter() - start
+    try:
+        data = json.loads(outcome.stdout.strip().splitlines()[-1])
+        verdict = Verdict.from_json({**data, "backend": "internal", "cpu_s": outcome.cpu_s})
+    except (ValueError, IndexError, KeyError):
+        reason = outcome.limit_reason or f"no result (exit {outcome.returncode})"
+        status = Status.UNKNOWN if outcome.limit_reason else Status.ERROR
+        verdict = Verdict(status, "internal", reason=reason, cpu_s=outcome.cpu_s)
+    return _replayed(verdict, elapsed, job, qnet, prop)
 
 
 def run_one(item: Job, args: argparse.Namespace, scratch: Path) -> Row:
@@ -133,28 +191,32 @@ def run_one(item: Job, args: argparse.Namespace, scratch: Path) -> Row:
     job = HarnessJob(harness, harness.parent, not qnet.is_fixed, qnet.n_inputs)
     limits = Limits(timeout_s=args.timeout, memory_mb=args.memory)
     internal = _checked(InternalBackend(InternalOptions()), job, limits, qnet, prop)
+    cold = _cold(job, limits, qnet, prop) if args.cold else NOT_RUN
     esbmc_options = EsbmcOptions(executable=args.esbmc, solver=args.esbmc_solver)
     esbmc = _checked(EsbmcBackend(esbmc_options), job, limits, qnet, prop)
-    return Row(item.suite, item.task, item.format, str(qnet.number), internal, esbmc)
+    return Row(item.suite, item.task, item.format, str(qnet.number), internal, esbmc, cold)
 
 
 def _line(row: Row) -> str:
     mark = "  DISAGREE" if row.disagree else ""
+    cold = f" | cold {row.cold.status:7s} {row.cold.cpu_s:6.2f}" if row.cold is not NOT_RUN else ""
     return (
         f"{row.suite:8s} {row.task:22s} {row.format:>3s} {row.number:8s} | "
-        f"{row.internal.status:7s} {row.internal.time_s:7.2f} | {row.esbmc.status:7s} {row.esbmc.time_s:7.2f}"
-        f"{mark}"
+        f"{row.internal.status:7s} cpu {row.internal.cpu_s:6.2f} wall {row.internal.time_s:6.2f} | "
+        f"{row.esbmc.status:7s} cpu {row.esbmc.cpu_s:7.2f} wall {row.esbmc.time_s:7.2f}{cold}{mark}"
     )
 
 
-def summary(rows: list[Row], solver: str, timeout: float) -> list[str]:
-    """Markdown: counts per suite x format and back end, agreement, totals and the ratio."""
+def summary(rows: list[Row], solver: str, timeout: float, host_cpu_s: float = 0.0) -> list[str]:
+    """Markdown: counts per suite x format and back end, agreement, and the CPU (and wall) times
+    and their ratios per verdict class on the tasks both decide. `host_cpu_s`: the warm engine
+    hosts' own CPU, shared equally by every task (a --merge of old CSVs knows none: 0)."""
     lines = [
         f"ESBMC solver: {solver}; per-task timeout {timeout:g} s; UNKNOWN includes timeouts.",
         "",
         (
             "| suite | bits | tasks | internal S/U/?/E | esbmc S/U/?/E | both decide | agree | disagree |"
-            " internal s | esbmc s |"
+            " internal CPU s | esbmc CPU s |"
         ),
         "|---|---|---:|---|---|---:|---:|---:|---:|---:|",
     ]
@@ -163,28 +225,54 @@ def summary(rows: list[Row], solver: str, timeout: float) -> list[str]:
         groups.setdefault((row.suite, row.format), []).append(row)
     for (suite, label), group in [*groups.items(), (("all", ""), rows)]:
         lines.append(_group_line(suite, label, group))
-    both = [row for row in rows if row.both_decided]
-    internal_total = sum(row.internal.time_s for row in rows)
-    esbmc_total = sum(row.esbmc.time_s for row in rows)
-    internal_both = sum(row.internal.time_s for row in both)
-    esbmc_both = sum(row.esbmc.time_s for row in both)
+    share = host_cpu_s / len(rows) if rows else 0.0
     lines += [
         "",
         (
-            f"total time: internal {internal_total:.1f} s, esbmc {esbmc_total:.1f} s, "
-            f"ratio esbmc/internal {_ratio(esbmc_total, internal_total)}"
+            f"Engine hosts' own CPU (start, imports, forks): {host_cpu_s:.2f} s, {share:.3f} s per task, "
+            "counted in the internal CPU below."
         ),
-        (
-            f"on the {len(both)} tasks both decide: internal {internal_both:.1f} s, "
-            f"esbmc {esbmc_both:.1f} s, ratio {_ratio(esbmc_both, internal_both)}"
-        ),
+        "",
+        *_class_table(rows, share),
+        "",
         f"disagreements where both decide: {sum(row.disagree for row in rows)}",
     ]
     return lines
 
 
+CLASSES = (("SAFE", ("SAFE",)), ("UNSAFE", ("UNSAFE",)), ("all", DECIDED))
+
+
+def _class_table(rows: list[Row], share: float) -> list[str]:
+    """Per verdict class, on the tasks both decide the same way: the sums of CPU and wall times and
+    the ratios ESBMC / internal (and ESBMC / cold internal, when it ran)."""
+    cold = any(row.cold is not NOT_RUN for row in rows)
+    head = "| class (both decide) | tasks | internal CPU s | esbmc CPU s | esbmc / internal CPU |"
+    head += " internal wall s | esbmc wall s | esbmc / internal wall |"
+    rule = "|---|---:|---:|---:|---:|---:|---:|---:|"
+    if cold:
+        head += " cold internal CPU s | esbmc / cold CPU |"
+        rule += "---:|---:|"
+    lines = [head, rule]
+    for name, statuses in CLASSES:
+        group = [r for r in rows if r.both_decided and not r.disagree and r.internal.status in statuses]
+        internal_cpu = sum(r.internal.cpu_s for r in group) + share * len(group)
+        esbmc_cpu = sum(r.esbmc.cpu_s for r in group)
+        internal_wall = sum(r.internal.time_s for r in group)
+        esbmc_wall = sum(r.esbmc.time_s for r in group)
+        line = (
+            f"| {name} | {len(group)} | {internal_cpu:.2f} | {esbmc_cpu:.2f} | {_ratio(esbmc_cpu, internal_cpu)} | "
+            f"{internal_wall:.2f} | {esbmc_wall:.2f} | {_ratio(esbmc_wall, internal_wall)} |"
+        )
+        if cold:
+            cold_cpu = sum(r.cold.cpu_s for r in group)
+            line += f" {cold_cpu:.2f} | {_ratio(esbmc_cpu, cold_cpu)} |"
+        lines.append(line)
+    return lines
+
+
 def _ratio(a: float, b: float) -> str:
-    return f"{a / b:.1f}x" if b > 0 else "-"
+    return f"{a / b:.1f}x" if b > 0 and not math.isnan(a / b) else "-"
 
 
 def _counts(outcomes: list[Outcome]) -> str:
@@ -197,25 +285,36 @@ def _group_line(suite: str, label: str, group: list[Row]) -> str:
     return (
         f"| {suite} | {label} | {len(group)} | {_counts([r.internal for r in group])} | "
         f"{_counts([r.esbmc for r in group])} | {len(both)} | {sum(not r.disagree for r in both)} | "
-        f"{sum(r.disagree for r in both)} | {sum(r.internal.time_s for r in group):.1f} | "
-        f"{sum(r.esbmc.time_s for r in group):.1f} |"
+        f"{sum(r.disagree for r in both)} | {sum(r.internal.cpu_s for r in group):.1f} | "
+        f"{sum(r.esbmc.cpu_s for r in group):.1f} |"
     )
 
 
+SIDES = ("internal", "esbmc", "cold")
 CSV_HEADER = [
-    "suite", "task", "format", "number", "internal", "internal_s", "internal_detail", "esbmc", "esbmc_s",
-    "esbmc_detail", "disagree",
+    "suite", "task", "format", "number",
+    *(f"{side}{suffix}" for side in SIDES for suffix in ("", "_s", "_cpu_s", "_detail")),
+    "disagree",
 ]  # fmt: skip
 
 
 def csv_row(row: Row) -> list:
-    internal, esbmc = asdict(row.internal), asdict(row.esbmc)
-    return [row.suite, row.task, row.format, row.number, internal["status"], internal["time_s"],
-            internal["detail"], esbmc["status"], esbmc["time_s"], esbmc["detail"], row.disagree]  # fmt: skip
+    cells = [row.suite, row.task, row.format, row.number]
+    for side in SIDES:
+        outcome = asdict(getattr(row, side))
+        cells += [outcome["status"], outcome["time_s"], outcome["cpu_s"], outcome["detail"]]
+    return [*cells, row.disagree]
+
+
+def _outcome(record: dict, side: str) -> Outcome:
+    if side not in record or record[side] in ("", None):
+        return NOT_RUN
+    cpu = record.get(f"{side}_cpu_s") or "nan"
+    return Outcome(record[side], float(record[f"{side}_s"]), record[f"{side}_detail"], float(cpu))
 
 
 def read_rows(path: Path) -> list[Row]:
-    """The rows of a comparison.csv this script wrote."""
+    """The rows of a comparison.csv this script wrote (an older one without CPU times: NaN)."""
     with path.open(newline="") as handle:
         return [
             Row(
@@ -223,29 +322,41 @@ def read_rows(path: Path) -> list[Row]:
                 record["task"],
                 record["format"],
                 record["number"],
-                Outcome(record["internal"], float(record["internal_s"]), record["internal_detail"]),
-                Outcome(record["esbmc"], float(record["esbmc_s"]), record["esbmc_detail"]),
+                _outcome(record, "internal"),
+                _outcome(record, "esbmc"),
+                _outcome(record, "cold"),
             )
             for record in csv.DictReader(handle)
         ]
 
 
+HOSTS_FILE = "hosts.json"  # beside comparison.csv: the engine hosts' own CPU, for --merge
+
+
+def read_host_cpu(csv_path: Path) -> float:
+    """The engine hosts' own CPU of the run that wrote `csv_path` (0 when it did not say)."""
+    try:
+        return float(json.loads((csv_path.parent / HOSTS_FILE).read_text())["host_cpu_s"])
+    except (OSError, ValueError, KeyError):
+        return 0.0
+
+
 def write_markdown(rows: list[Row], lines: list[str], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     table = [
-        "| suite | task | bits | format | internal | s | esbmc | s |",
-        "|---|---|---|---|---|---:|---|---:|",
+        "| suite | task | bits | format | internal | CPU s | wall s | esbmc | CPU s | wall s |",
+        "|---|---|---|---|---|---:|---:|---|---:|---:|",
     ]
     table += [
-        f"| {r.suite} | {r.task} | {r.format} | {r.number} | {r.internal.status} | {r.internal.time_s:.2f} | "
-        f"{r.esbmc.status} | {r.esbmc.time_s:.2f} |"
+        f"| {r.suite} | {r.task} | {r.format} | {r.number} | {r.internal.status} | {r.internal.cpu_s:.2f} | "
+        f"{r.internal.time_s:.2f} | {r.esbmc.status} | {r.esbmc.cpu_s:.2f} | {r.esbmc.time_s:.2f} |"
         for r in rows
     ]
     (out / "comparison.md").write_text("\n".join(["# Thesis comparison", "", *lines, "", *table]) + "\n")
 
 
-def _finish(rows: list[Row], solver: str, timeout: float, out: Path) -> int:
-    lines = summary(rows, solver, timeout)
+def _finish(rows: list[Row], solver: str, timeout: float, out: Path, host_cpu_s: float = 0.0) -> int:
+    lines = summary(rows, solver, timeout, host_cpu_s)
     print("\n".join(lines))
     write_markdown(rows, lines, out)
     print(f"wrote {out / 'comparison.md'}")
@@ -268,6 +379,9 @@ def main() -> int:
     parser.add_argument("--intervals", default="builtin", choices=("builtin", "none", "framac", "auto"))
     parser.add_argument("--only", nargs="*", default=[], help="e.g. iris@8 digits (default: all of PLAN)")
     parser.add_argument("--limit", type=int, help="at most N tasks per suite x format (smoke runs)")
+    parser.add_argument(
+        "--cold", action="store_true", help="also run the engine in a fresh process per harness (as before)"
+    )
     parser.add_argument("--tasks", default="*", metavar="PATTERN", help="task names to run, e.g. 'img1*'")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "thesis-comparison")
     parser.add_argument(
@@ -276,10 +390,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.merge:
         rows = [row for path in args.merge for row in read_rows(path)]
+        host_cpu_s = sum(read_host_cpu(path) for path in args.merge)
         solver = next(
             (r.esbmc.detail for r in rows if r.esbmc.status in DECIDED and r.esbmc.detail), args.esbmc_solver
         )
-        return _finish(rows, solver, args.timeout, args.out)
+        return _finish(rows, solver, args.timeout, args.out, host_cpu_s)
     try:
         esbmc = EsbmcBackend(EsbmcOptions(executable=args.esbmc, solver=args.esbmc_solver))
         print(f"# {esbmc.describe()}", flush=True)
@@ -301,10 +416,16 @@ def main() -> int:
                 writer.writerow(csv_row(row))
                 handle.flush()
                 print(_line(row), flush=True)
+    host_cpu_s = engine_host.hosts_cpu_s()
+    engine_host.shutdown()
+    (args.out / HOSTS_FILE).write_text(
+        json.dumps({"host_cpu_s": round(host_cpu_s, 3), "tasks": len(rows)}) + "\n"
+    )
     solver = next(
         (r.esbmc.detail for r in rows if r.esbmc.status in DECIDED and r.esbmc.detail), args.esbmc_solver
     )
-    return _finish(rows, solver, args.timeout, args.out)
+    print(f"# load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores at the end", flush=True)
+    return _finish(rows, solver, args.timeout, args.out, host_cpu_s)
 
 
 if __name__ == "__main__":

@@ -45,4 +45,10 @@ static inline int32_t qv_requant(int32_t acc, const int32_t t[255])
     return q;
 }
 
+/* A pair sum of onnxruntime's x86 u8 x s8 kernel (vpmaddubsw): saturated to int16. */
+static inline int32_t qv_sat16(int32_t sum)
+{
+    return sum > 32767 ? 32767 : (sum < -32768 ? -32768 : sum);
+}
+
 #endif /* QV_INT8_H */

@@ -48,6 +48,14 @@ class InputLimit:
             raise InputError(f"{self.variable}={text!r}: expected a positive integer ({self.unit})")
         return value
 
+    def exceeded(self, where: str) -> InputError:
+        """The error for an input that reading found to be over the limit, and stopped reading (its
+        true size is unknown: a decompression bomb)."""
+        return InputError(
+            f"{where}: more than the {self.what} limit of {self.value()} {self.unit} "
+            f"(set {self.variable} to raise it)"
+        )
+
     def check(self, amount: float, where: str) -> None:
         """InputError when `amount` (in this limit's unit) is over the limit."""
         limit = self.value()
@@ -85,6 +93,18 @@ def check_file(path: str | Path) -> None:
 def check_literal(text: str, where: str) -> None:
     """A numeric literal's length against LITERAL_LENGTH (exact conversion costs grow with it)."""
     LITERAL_LENGTH.check(len(text), where)
+
+
+def check_numerals(text: str, where: str) -> None:
+    """Every numeral of a text against LITERAL_LENGTH, before a parser that converts numbers itself:
+    tomllib converts an unquoted number of 10^8 digits whole (gigabytes, past `--memory`) before any
+    value could be checked. One pass; a numeral is a run of digits, `_ . e E + -` that starts with a
+    digit (or a sign before one)."""
+    limit = LITERAL_LENGTH.value()
+    found = re.search(rf"(?<![0-9_.eE+\-])[+\-]?[0-9][0-9_.eE+\-]{{{limit},}}", text)
+    if found is not None:
+        line = text.count("\n", 0, found.start()) + 1
+        LITERAL_LENGTH.check(len(found.group()), f"{where}:{line}: a number")
 
 
 _ASSERT = re.compile(r"\(\s*assert\b")

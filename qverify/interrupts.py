@@ -5,6 +5,14 @@ therefore never see a signal sent to qverify. Killing `qverify suite run` with S
 scheduler, `timeout`, `kill`) used to leave them running, ESBMC without any time limit of its
 own; raising KeyboardInterrupt instead lets `run_limited` kill the group on the way out, and the
 suite journal keeps every finished task for `--resume`.
+
+Three details keep a stop quiet and complete. Only the first SIGTERM raises: the clean-up it starts
+(killing process groups, closing the pool) must not be cut short by the next one (a suite worker
+gets two, from the pool and from its parent's death), which also showed as "Exception ignored in
+sys.unraisablehook". An interruption that lands in a finalizer (`__del__`, a weakref callback) is
+swallowed by Python and reported as unraisable: it is delivered again instead, right after. And a
+suite worker stopped while it waits for its next task has nothing to clean up: it exits at once
+(it used to print a multiprocessing traceback).
 """
 
 from __future__ import annotations
@@ -15,17 +23,67 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import FrameType
+
+from qverify.errors import EXIT_INTERRUPTED
+
+REDELIVER_AFTER_S = 0.01  # an interruption a finalizer swallowed, sent again once the hook returned
+
+
+class _State:
+    """This process' interruption state (one per process: signal handlers are per process)."""
+
+    interrupted = False  # a SIGTERM became a KeyboardInterrupt: the process is stopping
+    worker = False  # a suite worker: when idle, a SIGTERM ends it at once
+    busy = False  # a suite worker running a task
+    previous_hook: Callable = sys.unraisablehook  # what reports the other unraisable exceptions
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    if _State.interrupted:
+        return  # the first one is being handled; this one must not abort its clean-up
+    if _State.worker and not _State.busy:
+        os._exit(EXIT_INTERRUPTED)  # waiting for work: nothing to clean up
+    _State.interrupted = True
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _deliver_again(signum: int) -> None:
+    _State.interrupted = False
+    os.kill(os.getpid(), signum)
+
+
+def _unraisable(arguments) -> None:
+    """sys.unraisablehook: an interruption swallowed by a finalizer is sent again (from a thread,
+    so that it is raised in the code the finalizer interrupted, not inside this hook)."""
+    if isinstance(arguments.exc_value, KeyboardInterrupt):
+        signum = signal.SIGTERM if _State.interrupted else signal.SIGINT
+        timer = threading.Timer(REDELIVER_AFTER_S, _deliver_again, (signum,))
+        timer.daemon = True
+        timer.start()
+        return
+    _State.previous_hook(arguments)
 
 
 def interrupt_on_sigterm() -> None:
     """Turn SIGTERM into KeyboardInterrupt in this process (the main thread's handler)."""
+    _State.interrupted = False
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    if sys.unraisablehook is not _unraisable:
+        _State.previous_hook, sys.unraisablehook = sys.unraisablehook, _unraisable
+
+
+@contextmanager
+def running_task() -> Iterator[None]:
+    """A suite worker's task: while it runs, SIGTERM interrupts it (its `finally` blocks stop the
+    verifier's process group); outside, SIGTERM ends the idle worker at once."""
+    _State.busy = True
+    try:
+        yield
+    finally:
+        _State.busy = False
 
 
 # ---------------------------------------------------------------- dying with the parent
@@ -79,5 +137,6 @@ def worker_setup() -> None:
     import multiprocessing
 
     interrupt_on_sigterm()
+    _State.worker = True
     parent = multiprocessing.parent_process()
     die_with_parent(signal.SIGTERM, parent.pid if parent is not None else None)

@@ -10,7 +10,6 @@ end or a test is unavailable. Detection only runs the tools' version commands.
 
 from __future__ import annotations
 
-import importlib.metadata
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -72,6 +71,8 @@ def _chromium() -> ToolStatus:
 
 
 def _python_package(name: str, purpose: str) -> ToolStatus:
+    import importlib.metadata  # here: its import (~25 ms) is for `qverify info --tools` only
+
     try:
         version = importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
@@ -85,9 +86,12 @@ def detect_tools(esbmc: ToolStatus) -> list[ToolStatus]:
     return [
         _gcc(),
         _framac(),
-        _python_package("highspy", "internal engine: MILP"),
-        _python_package("bitwuzla", "internal engine: SMT (default)"),
-        _python_package("z3-solver", "internal engine: SMT (fallback, --solver z3)"),
+        _python_package("highspy", "internal engine: LP/MILP; --solver milp (the default) for fixed point"),
+        _python_package(
+            "bitwuzla",
+            "internal engine: SMT for float harnesses and --certify (its first choice); --solver bitwuzla",
+        ),
+        _python_package("z3-solver", "internal engine: SMT when Bitwuzla is missing; --solver z3"),
         esbmc,
         _python_package(
             "maraboupy",

@@ -7,10 +7,12 @@ that says why. Every failure of a stage becomes an ERROR record (suites journal 
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -33,15 +35,17 @@ from qverify.errors import (
     EXIT_UNKNOWN,
     EXIT_UNSAFE,
     EXIT_USAGE,
+    InputError,
     QverifyError,
 )
 from qverify.invariants import FramacOptions, IntervalMethod, compute_bounds
 from qverify.network import Network
 from qverify.properties import Property
-from qverify.quant import ImplementationOptions, overflow_warnings, quantize_network
+from qverify.quant import FloatFormat, ImplementationOptions, overflow_warnings, quantize_network
 
 INVARIANTS_SHARE = 1 / 3  # of the task's timeout, at most, for Frama-C (then the built-in analysis)
 MIN_STAGE_S = 1.0
+
 
 EXIT_BY_STATUS = {
     Status.SAFE: EXIT_SAFE,
@@ -167,6 +171,28 @@ class VerificationRecord:
         )
 
 
+def check_semantics(options: VerifyOptions, is_float: bool, number: str) -> None:
+    """Refuse real semantics where it would not be what runs: it is the internal engine's ideal
+    arithmetic on a *float* harness. A fixed-point or int8 implementation has no float operation to
+    make exact (the engine would verify the implementation while the record said real), and ESBMC
+    decides the C's IEEE arithmetic only.
+
+    :raises InputError: naming the flag and what to give instead.
+    """
+    if options.internal.semantics != "real":
+        return
+    if options.backend != "internal":
+        raise InputError(
+            "--semantics real is the internal engine's (ideal arithmetic on a float harness); ESBMC decides "
+            "the C's IEEE arithmetic: use --backend internal or drop --semantics real"
+        )
+    if not is_float:
+        raise InputError(
+            f"--semantics real is about a float harness in ideal real arithmetic; {number} is not floating "
+            "point: give a float format (--float, --double, --half) or drop --semantics real"
+        )
+
+
 def make_backend(options: VerifyOptions) -> Backend:
     """The back end the options name (ToolMissingError when ESBMC is asked for but absent)."""
     if options.backend == "internal":
@@ -180,14 +206,28 @@ def make_backend(options: VerifyOptions) -> Backend:
     raise QverifyError(f"unknown back end '{options.backend}' (internal | esbmc)")
 
 
+def core_free() -> bool:
+    """Is a core free (the 1-minute load average below the number of cores)? The counterexample's
+    gcc runs (~0.1 s of CPU each, for every task, though only an UNSAFE needs them) start with the
+    back end only then: beside it they cost no time; on a busy machine (a suite's other jobs, other
+    users) they would only take CPU from the back ends, and an UNSAFE compiles them after its answer."""
+    try:
+        return os.getloadavg()[0] < (os.cpu_count() or 1)
+    except OSError:
+        return True
+
+
 class _Stopwatch:
-    def __init__(self) -> None:
+    def __init__(self, on_stage: Callable[[str], None] | None = None) -> None:
         self.times: dict[str, float] = {}
         self.start = time.perf_counter()
+        self.on_stage = on_stage
 
     def lap(self, stage: str, since: float) -> float:
         now = time.perf_counter()
         self.times[stage] = round(now - since, 6)
+        if self.on_stage is not None:
+            self.on_stage(stage)
         return now
 
 
@@ -197,8 +237,10 @@ def verify_property(
     implementation: ImplementationOptions,
     options: VerifyOptions,
     name: str = "",
+    on_stage: Callable[[str], None] | None = None,
 ) -> VerificationRecord:
-    """Run the pipeline for one property; every failure becomes an ERROR record."""
+    """Run the pipeline for one property; every failure becomes an ERROR record. `on_stage` is told
+    each stage as it ends (quantize, invariants, codegen, backend, ...: a progress display)."""
     name = name or f"{net.name}-{prop.name}"
     base = {
         "name": name,
@@ -209,26 +251,36 @@ def verify_property(
         "options": options.key(),
     }
     keep = options.workdir is not None
+    clock = _Stopwatch(on_stage)
+    try:
+        check_semantics(options, isinstance(implementation.number, FloatFormat), str(implementation.number))
+    except InputError as error:
+        return _error_record(base, implementation, clock, error)
     workdir = Path(options.workdir) if keep else Path(tempfile.mkdtemp(prefix="qverify-"))
-    clock = _Stopwatch()
     try:
         return _run(net, prop, implementation, options, workdir, clock, base)
     except QverifyError as error:
-        clock.times["total"] = round(time.perf_counter() - clock.start, 6)
-        return VerificationRecord(
-            **base,
-            number_format=str(implementation.number),
-            lut_eps=0.0,
-            status=Status.ERROR,
-            reason=str(error),
-            verdict=None,
-            counterexample=None,
-            times_s=clock.times,
-            peak_memory_mb=0.0,
-        )
+        return _error_record(base, implementation, clock, error)
     finally:
         if not keep:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _error_record(
+    base: dict, implementation: ImplementationOptions, clock: _Stopwatch, error: QverifyError
+) -> VerificationRecord:
+    clock.times["total"] = round(time.perf_counter() - clock.start, 6)
+    return VerificationRecord(
+        **base,
+        number_format=str(implementation.number),
+        lut_eps=0.0,
+        status=Status.ERROR,
+        reason=str(error),
+        verdict=None,
+        counterexample=None,
+        times_s=clock.times,
+        peak_memory_mb=0.0,
+    )
 
 
 def _run(
@@ -261,12 +313,16 @@ def _pipeline(
         )
     started = clock.lap("invariants", started)
     harness = render_harness(qnet, prop, bounds.bounds).write(workdir / "harness")
-    replay = ReplayPrograms(qnet, harness, workdir)  # gcc compiles the replays while the back end runs
+    replay = ReplayPrograms(qnet, harness, workdir)
+    if core_free():  # the network's replay C is written and gcc compiles both while the back end runs
+        threading.Thread(target=replay.start, name="qverify-replay", daemon=True).start()
     started = clock.lap("codegen", started)
     try:
         job = HarnessJob(harness, harness.parent, qnet.is_float, qnet.n_inputs)
         remaining = options.limits.timeout_s - (time.perf_counter() - clock.start)
         verdict = backend.check(job, replace(options.limits, timeout_s=max(MIN_STAGE_S, remaining)))
+        if options.workdir is None:  # the files are deleted with the run: name them by their place in it
+            verdict = _without_folder(verdict, workdir)
         started = clock.lap("backend", started)
         for stage, seconds in verdict.times_s.items():
             clock.times[f"backend.{stage}"] = seconds
@@ -298,6 +354,17 @@ def _pipeline(
     )
 
 
+def _without_folder(verdict: Verdict, folder: Path) -> Verdict:
+    """The verdict with `folder/` cut from its reason and notes (`harness/harness.c:220: ...`): a
+    temporary folder's path means nothing once the run has deleted it."""
+    prefix = f"{folder}/"
+    return replace(
+        verdict,
+        reason=verdict.reason.replace(prefix, ""),
+        notes=tuple(note.replace(prefix, "") for note in verdict.notes),
+    )
+
+
 def _confirm(
     qnet,
     prop,
@@ -309,8 +376,9 @@ def _confirm(
 ):
     """UNSAFE only if the counterexample replays in gcc and the simulator; else an ERROR that says why.
 
-    The harness and the network's replay program (the C's outputs for the example) were started
-    compiling when the harness was written (`ReplayPrograms`); `replay.compile` is the wait for them."""
+    The harness and the network's replay program (the C's outputs for the example) started
+    compiling with the back end when a core was free (`ReplayPrograms`, `core_free`), else they
+    start now; `replay.compile` is the wait for them."""
     if verdict.counterexample is None:
         return Status.ERROR, f"{verdict.backend} reported UNSAFE without a counterexample", None
     started = time.perf_counter()

@@ -21,6 +21,12 @@ Which question is asked (`Semantics`):
   counterexamples violate the *implementation*; the witness gives the C's outputs. A
   quantization-induced one (the real network does not violate the property there) is still `sat`
   for this question, and a checker that replays the real network in ONNX will reject it.
+
+An int8 model (QDQ or QOperator) means its int8 arithmetic: that is what the competition's checker
+computes when it replays the ONNX file in onnxruntime, and it is exact integer arithmetic, so `real`
+verifies the model's own int8 computation (the exact ONNX semantics, `--format int8`) and the witness
+gives its dequantized outputs. `quantized` with a float or fixed-point `--format` verifies the
+model's float view (`qverify.network.float_view`) in that format, as `qverify verify` does.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from qverify.invariants import IntervalMethod
 from qverify.io import load_network
 from qverify.network import Network
 from qverify.properties import Property, Units, read_vnnlib, to_normalised
-from qverify.quant import FloatFormat, FloatKind, ImplementationOptions, parse_number_format
+from qverify.quant import FloatFormat, FloatKind, ImplementationOptions, Int8Format, parse_number_format
 from qverify.verification import VerificationRecord, VerifyOptions, verify_property
 
 __all__ = [
@@ -70,9 +76,11 @@ class RunnerConfig:
     semantics: Semantics = Semantics.REAL
     number_format: str = "16.16"  # quantized only: K.L, float or double
 
-    def implementation(self) -> ImplementationOptions:
+    def implementation(self, int8_model: bool = False) -> ImplementationOptions:
+        """What is verified: the float harness (real semantics), an int8 model's own arithmetic
+        (real semantics of an int8 model: module docstring), or the implementation in the format."""
         if self.semantics is Semantics.REAL:
-            return ImplementationOptions(FloatFormat(FloatKind.FLOAT))
+            return ImplementationOptions(Int8Format() if int8_model else FloatFormat(FloatKind.FLOAT))
         return ImplementationOptions(parse_number_format(self.number_format))
 
     def verify_options(self, timeout_s: float) -> VerifyOptions:
@@ -138,7 +146,8 @@ def run_instance(
         raise InputError(f"the timeout must be a positive number of seconds, got {timeout_s}")
     net, prop, raw = _load(onnx, vnnlib)
     options = config.verify_options(max(1.0, timeout_s - STARTUP_S))
-    record = verify_property(net, prop, config.implementation(), options, f"{net.name}-{prop.name}")
+    implementation = config.implementation(int8_model=net.quantization is not None)
+    record = verify_property(net, prop, implementation, options, f"{net.name}-{prop.name}")
     witness = _witness(record, config, net if raw else None)
     return InstanceResult(_result_word(record), witness, record.summary_line(), record)
 
@@ -158,7 +167,8 @@ def _witness(record: VerificationRecord, config: RunnerConfig, raw_net: Network 
     example = record.counterexample
     if record.status is not Status.UNSAFE or example is None:
         return None
-    outputs = example.outputs_float if config.semantics is Semantics.REAL else example.outputs_c
+    float_network = config.semantics is Semantics.REAL and record.number_format != Int8Format().label
+    outputs = example.outputs_float if float_network else example.outputs_c
     x, y = example.inputs_real, outputs
     if raw_net is not None:
         x = example.inputs_raw if example.inputs_raw is not None else x

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
+from qverify.engine.result import EngineOptions
 from qverify.network import Activation, Dense, Network
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,6 +18,20 @@ ACAS = ROOT / "benchmarks" / "acasxu"
 ACAS_NNETS = sorted((ACAS / "nnet").glob("*.nnet"))
 ACAS_ONNX = sorted((ACAS / "onnx").glob("*.onnx"))
 ACAS_1_1 = ACAS / "nnet" / "ACASXU_run2a_1_1_batch_2000.nnet"
+# A test that needs a decision gives the engine a budget of work (EngineOptions.max_nodes), never a
+# tight wall-clock limit: this timeout only ends a hang, far above what any budgeted query takes on
+# a machine kept busy by other jobs (load 7-9 on 2 cores stretched 10 s queries past their limit).
+SAFETY_NET_S = 600.0
+# boxes or nodes per query: far above what the tests' small queries need (the largest when written,
+# ReLU splitting's hardest UNSAFE, 13,451), low enough that a regression fails in seconds, not hours
+NODE_BUDGET = 20_000
+
+
+def budgeted(**options) -> EngineOptions:
+    """EngineOptions that decide within a budget of work (`NODE_BUDGET`, `SAFETY_NET_S` only as a
+    safety net); `options` add to them or override them."""
+    return EngineOptions(**{"timeout_s": SAFETY_NET_S, "max_nodes": NODE_BUDGET, **options})
+
 
 settings.register_profile("ci", max_examples=200, deadline=None)
 settings.register_profile("dev", max_examples=60, deadline=None)

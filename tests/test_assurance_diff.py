@@ -23,7 +23,7 @@ from qverify.errors import InputError, ToolMissingError
 from qverify.io import load_network
 from qverify.network import Network
 from qverify.network.model import Activation, Dense
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SAFETY_NET_S
 
 MLP = ROOT / "benchmarks" / "digits" / "digits.nnet"
 BOUNDARY = 0.29  # not on the <4,4> grid: the candidate's bias rounds to 5/16 = 0.3125
@@ -67,7 +67,7 @@ def prove(
 ) -> object:
     """One region around `seed`; by default left to the two-network harness alone (no sampling, no
     stability proofs first)."""
-    settings = ProofSettings(backend, 60.0, **region, sample=sample, stability=stability)
+    settings = ProofSettings(backend, SAFETY_NET_S, **region, sample=sample, stability=stability)
     return prove_regions(
         pair, Criterion(), unit_source([seed]), np.array([[seed]]), settings, tmp_path, False
     )[0]
@@ -173,10 +173,10 @@ def test_search_finds_nothing_inside_a_region_proved_safe(tmp_path):
     x = load_dataset("digits-raw:test").x[1:2]  # test image 1 (image 0's region takes the engine > 60 s)
     canvas = Canvas(0.0, 16.0, (8, 8))
     source = SeedSource("digits", x, None, canvas, lambda v: normalised_inputs(net, v))
-    settings = ProofSettings("internal", 60.0, radius=0.01)
+    settings = ProofSettings("internal", SAFETY_NET_S, radius=0.01)
     verdict = prove_regions(pair, Criterion(), source, x, settings, tmp_path, False)[0]
     assert verdict.status == "SAFE", verdict.reason
-    box = ProofSettings("internal", 60.0, brightness=(-0.01, 0.01))
+    box = ProofSettings("internal", SAFETY_NET_S, brightness=(-0.01, 0.01))
     assert prove_regions(pair, Criterion(), source, x, box, tmp_path / "b", False)[0].status == "SAFE"
     oracle = PairOracle(pair, Criterion(), source.normalise)
     ball = LinfBall(canvas, 0.01 * canvas.width)
@@ -229,7 +229,7 @@ def test_search_is_deterministic_under_the_seed():
     ],
 )
 def test_targeted_and_distance_criteria_in_proof_mode(tmp_path, criterion, seed, radius, expected):
-    settings = ProofSettings("internal", 60.0, radius=radius, sample=False)
+    settings = ProofSettings("internal", SAFETY_NET_S, radius=radius, sample=False)
     source = unit_source([seed])
     verdict = prove_regions(
         boundary_pair(), criterion, source, np.array([[seed]]), settings, tmp_path, False

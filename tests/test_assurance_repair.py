@@ -200,3 +200,30 @@ def test_the_written_repair_must_raise_the_repair_set_accuracy():
     assert _select([worse, same, lucky], before) is lucky  # a random draw only when no metric helps
     assert _select([worse, better, lucky], before) is better
     assert _select([worse, same, outcome("ochiai", 0.99, changed=False)], before) is None
+
+
+def test_the_picture_legend_covers_no_bar():
+    """repair.png: the legend lies outside the axes, so no bar (nor reference line's label) is hidden
+    behind it, however high the accuracies (it used to sit in the lower right corner, over bars)."""
+    import matplotlib.pyplot as plt
+
+    from qverify.assurance.repair.plot import repair_figure
+    from qverify.assurance.repair.repair import run_repair
+
+    float_net, quant_net, x, y = constructed_case()
+    implementation = make_implementation(
+        quant_net, "4.4", ImplementationOptions(accumulation=Accumulation.WIDE)
+    )
+    study = prepare_study(float_net, make_target(implementation, None), x, y, x, y)
+    settings = RepairSettings(neurons=1, metrics=("tarantula", "ample", "random"), random_runs=3)
+    figure = repair_figure(run_repair(study, settings, progress=False))
+    try:
+        figure.canvas.draw()
+        (axes,) = figure.axes
+        legend = axes.get_legend().get_window_extent()
+        bars = [patch.get_window_extent() for patch in axes.patches]
+        assert len(bars) == 2 * 5  # repair and validation set, per metric and random draw
+        assert not any(legend.overlaps(bar) for bar in bars)
+        assert not legend.overlaps(axes.get_window_extent())
+    finally:
+        plt.close(figure)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 
@@ -37,6 +38,29 @@ def test_version_and_help():
     for command in ("info", "convert", "codegen", "harness", "verify", "show"):
         assert command in help_text.stdout
     assert "exit codes" in help_text.stdout
+    assert qverify("--debug", "--version").stdout.strip() == f"qverify {__version__}"
+
+
+def test_help_lists_each_command_with_its_own_summary():
+    """`qverify --help` prints the summaries without importing the commands: they must be the
+    ones each command registers."""
+    from qverify.cli import COMMANDS, build_parser
+
+    (registered,) = build_parser(every_command=True)._subparsers._group_actions  # type: ignore[union-attr]
+    summaries = {action.dest: action.help for action in registered._choices_actions}
+    assert summaries == COMMANDS
+    (listed,) = build_parser(["--help"])._subparsers._group_actions  # type: ignore[union-attr]
+    assert [action.dest for action in listed._choices_actions] == list(COMMANDS)
+    assert not any(name.startswith("qverify.cli.cmd_") for name in _imported_by(["--help"]))
+
+
+def _imported_by(argv: list[str]) -> list[str]:
+    script = f"import sys\nfrom qverify.cli import main\ntry:\n main({argv!r})\nexcept SystemExit:\n pass\n"
+    script += "print(' '.join(sys.modules), file=sys.stderr)"
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+    return done.stderr.split()
 
 
 def test_info_tools_names_each_tool_and_which_esbmc():
@@ -116,7 +140,8 @@ def test_codegen_writes_compilable_c(tmp_path):
 def test_codegen_warns_about_overflowing_neurons(tmp_path):
     result = qverify("codegen", str(ACAS_1_1), "--format", "8.8", "-o", str(tmp_path))
     assert result.returncode == 0
-    assert "warning: layer" in result.stderr and "can overflow <8,8>" in result.stderr
+    overflow = [line for line in result.stderr.splitlines() if "can overflow <8,8>" in line]
+    assert len(overflow) == 1 and re.match(r"warning: \d+ neurons can overflow <8,8> .*: layer", overflow[0])
 
 
 @pytest.mark.parametrize("text", ["0.8", "40.0", "a.b"])

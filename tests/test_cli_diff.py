@@ -68,9 +68,9 @@ def test_search_is_reproducible_under_the_seed(search_run, tmp_path):
 
 
 def test_search_resumes_from_its_journal(search_run, tmp_path, capsys):
-    """Each finished (method, seed) is journalled: a rerun into the same folder reuses every one, a
-    last line cut by a crash is dropped with a warning and that seed searched again, with the same
-    result (query budget: deterministic); changed settings search again."""
+    """Each finished (method, seed) is journalled: a rerun into the same folder with --resume reuses
+    every one, a last line cut by a crash is dropped with a warning and that seed searched again, with
+    the same result (query budget: deterministic); changed settings search again."""
     import shutil
 
     out = tmp_path / "resumed"
@@ -80,13 +80,38 @@ def test_search_resumes_from_its_journal(search_run, tmp_path, capsys):
     assert len(lines) == 4 * 4  # 4 methods x 4 seeds
     journal.write_bytes(b"".join(lines[:-1]) + lines[-1][:40])  # the last record cut mid-write
     capsys.readouterr()
-    assert diff(MLP, "--candidate", "6.4", *SMALL, "--seed", "3", "-o", str(out)) == 0
+    assert diff(MLP, "--candidate", "6.4", *SMALL, "--seed", "3", "-o", str(out), "--resume") == 0
     captured = capsys.readouterr()
     assert "reused 15 seed results" in captured.out and "dropped an incomplete last line" in captured.err
     assert _stable(out) == _stable(search_run)
     assert len(journal.read_bytes().splitlines()) == 16
-    assert diff(MLP, "--candidate", "6.4", *SMALL, "--seed", "4", "-o", str(out)) == 0
+    assert diff(MLP, "--candidate", "6.4", *SMALL, "--seed", "4", "-o", str(out), "--resume") == 0
     assert "reused" not in capsys.readouterr().out
+
+
+def test_a_folder_holding_a_run_is_refused_or_replaced(search_run, tmp_path, capsys):
+    """Like `suite run`: a non-empty folder needs --overwrite (the previous run's files go, the
+    user's stay) or --resume; the count of files written is what the folder holds."""
+    import shutil
+
+    out = tmp_path / "again"
+    shutil.copytree(search_run, out)
+    (out / "notes.txt").write_text("mine")
+    (out / "sr_dir.png").write_bytes(b"stale")
+    capsys.readouterr()
+    assert diff(MLP, "--candidate", "6.4", *SMALL, "--seed", "3", "-o", str(out)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not empty" in err and "--overwrite" in err and "--resume" in err
+    args = (MLP, "--candidate", "6.4", *SMALL, "--methods", "random", "--seed", "3", "-o", str(out))
+    assert diff(*args, "--overwrite") == 0
+    written = capsys.readouterr().out.splitlines()[-1]
+    assert not (out / "sr_dir.png").exists() or (out / "sr_dir.png").read_bytes() != b"stale"
+    assert (out / "notes.txt").read_text() == "mine"
+    files = sorted(path.name for path in out.iterdir() if path.name != "notes.txt")
+    assert written.startswith(f"wrote {len(files)} files to {out}: ")
+    assert sorted(written.split(": ", 1)[1].split(", ")) == files
+    assert diff(*args, "--overwrite", "--resume") == 2
+    assert "exclude each other" in capsys.readouterr().err
 
 
 def test_search_on_acas_works_in_unit_coordinates(tmp_path, capsys):
@@ -116,15 +141,16 @@ def test_proof_mode_writes_verdicts_per_region(tmp_path, capsys):
     )  # images whose regions the engine decides in seconds
     code = diff(MLP, "--candidate", "8.8", "--data", str(tmp_path / "two.npz"), "--domain", "0,16", "--image-shape", "8x8",
                 "--seeds", "2", "--methods", "none",
-                "--prove", "--radius", "0.01", "--timeout", "30", "--no-progress", "-o", str(tmp_path))  # fmt: skip
+                "--prove", "--radius", "0.01", "--timeout", "120", "--no-progress", "-o", str(tmp_path / "out"))  # fmt: skip
     assert code == 0
-    data = json.loads((tmp_path / "diff.json").read_text())
+    out = tmp_path / "out"
+    data = json.loads((out / "diff.json").read_text())
     assert [r["status"] for r in data["regions"]] == ["SAFE", "SAFE"]
     assert [r["method"] for r in data["regions"]] == ["stability", "stability"]
     assert data["settings"]["stability"] is True and data["settings"]["sampling"] is True
-    assert (tmp_path / "harnesses" / "region000" / "diff_harness.c").exists()
-    assert (tmp_path / "harnesses" / "region000" / "stability-candidate" / "harness" / "harness.c").exists()
-    assert "decided (SAFE or UNSAFE): 100% of 2 regions" in (tmp_path / "report.md").read_text()
+    assert (out / "harnesses" / "region000" / "diff_harness.c").exists()
+    assert (out / "harnesses" / "region000" / "stability-candidate" / "harness" / "harness.c").exists()
+    assert "decided (SAFE or UNSAFE): 100% of 2 regions" in (out / "report.md").read_text()
 
 
 @pytest.mark.parametrize(
@@ -168,7 +194,7 @@ def test_proof_mode_takes_int8_candidates(tmp_path, capsys):
     np.savez(tmp_path / "seeds.npz", x=np.array([[0.2945], [0.1]]), y=np.array([1, 0]))
     code = diff(str(tmp_path / "boundary.onnx"), "--candidate", f"int8={tmp_path / 'boundary.int8.onnx'}",
                 "--data", str(tmp_path / "seeds.npz"), "--domain", "0,1", "--seeds", "2", "--methods", "none",
-                "--prove", "--radius", "0.005", "--no-sampling", "--no-progress", "-o", str(tmp_path / "out"))  # fmt: skip
+                "--prove", "--radius", "0.005", "--no-sampling", "--timeout", "120", "--no-progress", "-o", str(tmp_path / "out"))  # fmt: skip
     assert code == 0, capsys.readouterr().err
     data = json.loads((tmp_path / "out" / "diff.json").read_text())
     assert [r["status"] for r in data["regions"]] == ["UNSAFE", "SAFE"]

@@ -91,6 +91,54 @@ def test_report_html_is_self_contained(study):
     assert "http://" not in page and "https://" not in page
 
 
+# report.html's font: 0.85 of 16 px; a digit of a sans-serif font is 0.55-0.6 em wide (the wider, to be safe)
+CHARACTER_PX = 0.6 * 0.85 * 16
+CELL_PADDING_PX = 2 * 0.5 * 0.85 * 16 + 1
+
+
+def _table_width_px(table: str) -> float:
+    """An upper estimate of a table's rendered width: per column, its widest line of text (an
+    interval `.ci` line at 0.85 of the size; headers wrap at 7 em) plus the padding."""
+    widths: dict[int, float] = {}
+    for row in re.findall(r"<tr>(.*?)</tr>", table, re.DOTALL):
+        for column, (tag, cell) in enumerate(re.findall(r"<(td|th)>(.*?)</t[dh]>", row, re.DOTALL)):
+            lines = []
+            for part in cell.split("<br>"):
+                scale = 0.85 if 'class="ci"' in part else 1.0
+                lines.append(scale * len(re.sub(r"<[^>]+>", "", part)) * CHARACTER_PX)
+            width = min(max(lines), 7 * 0.85 * 16) if tag == "th" else max(lines)
+            widths[column] = max(widths.get(column, 0.0), width)
+    return sum(width + CELL_PADDING_PX for width in widths.values())
+
+
+def test_report_html_tables_fit_a_1920_pixel_screen(study):
+    """Every table of report.html fits 1,920 px with the body's margins (twelve columns of
+    `value [low, high]` on one line each used to overflow it)."""
+    page = (study / "a" / "report.html").read_text()
+    tables = re.findall(r"<table>.*?</table>", page, re.DOTALL)
+    assert len(tables) == 2 + len(FAMILIES)  # throughput, clean, one per family
+    assert '<span class="ci">[' in page
+    assert max(_table_width_px(table) for table in tables) < 1920 - 2 * 2 * 16
+
+
+def test_a_folder_holding_a_study_is_refused_or_replaced(study, tmp_path, capsys):
+    """Like `suite run`: a non-empty output folder needs --overwrite, which removes the previous
+    study's files (its other families' plots too) and nothing else."""
+    import shutil
+
+    out = tmp_path / "again"
+    shutil.copytree(study / "c", out)
+    (out / "notes.txt").write_text("mine")
+    quick = ("--data", "digits:test", "--samples", "30", "--resamples", "0", "--no-progress",
+             "--families", "awgn", "--grid", "awgn=0.2", "-o", str(out))  # fmt: skip
+    assert impact(FLOAT, "--candidate", f"int8={INT8}", *quick) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not empty" in err and "--overwrite" in err and "--resume" not in err
+    assert impact(FLOAT, "--candidate", f"int8={INT8}", *quick, "--overwrite") == 0
+    names = {path.name for path in out.iterdir()}
+    assert names == {"impact.csv", "impact.json", "impact_awgn.png", "report.md", "report.html", "notes.txt"}
+
+
 @needs_chromium
 def test_report_html_plots_render_in_headless_chromium(study, tmp_path):
     image = screenshot(study / "a" / "report.html", tmp_path, size=(1000, 3000))

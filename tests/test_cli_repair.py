@@ -47,7 +47,7 @@ def base_args(folder, *extra: str) -> list[str]:
 
 def test_a_repair_that_breaks_a_proven_property_is_reported(files, capsys, tmp_path):
     out = tmp_path / "out"
-    args = base_args(files, "--properties", str(files / "box.vnnlib"), "--timeout", "60", "-o", str(out))
+    args = base_args(files, "--properties", str(files / "box.vnnlib"), "--timeout", "600", "-o", str(out))
     assert repair(*args) == 0
     printed = capsys.readouterr().out
     assert "BROKEN by the repair: box: SAFE -> UNSAFE" in printed

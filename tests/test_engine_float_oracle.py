@@ -32,6 +32,7 @@ from qverify.network import Activation, Dense, Network
 from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Relation, read_vnnlib
 from qverify.properties.vnnlib import format_vnnlib
 from qverify.quant import FloatFormat, FloatKind, ImplementationOptions, quantize_network, simulate
+from tests.conftest import budgeted
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
 
@@ -166,7 +167,7 @@ def directory(tmp_path_factory):
     + [(FloatKind.HALF, seed) for seed in range(2)],
 )
 def test_float_oracle_tiny_boxes(directory, kind, seed):
-    check_all(make_instance(seed, kind, directory), EngineOptions(timeout_s=30))
+    check_all(make_instance(seed, kind, directory), budgeted())
 
 
 @pytest.mark.slow
@@ -180,7 +181,7 @@ def test_float_oracle_tiny_boxes_slow(directory, kind, seed):
     """Every other instance with boxes of up to 301 x 301 values: more than the attack enumerates,
     so bounds and splitting must isolate the points near the maximum."""
     per_input = 301 if seed % 2 else 61
-    check_all(make_instance(seed, kind, directory, per_input), EngineOptions(timeout_s=60))
+    check_all(make_instance(seed, kind, directory, per_input), budgeted())
 
 
 @pytest.mark.parametrize("path", ["network level", "scalar"])
@@ -191,7 +192,7 @@ def test_float_oracle_without_attack(directory, path):
     instance = make_instance(1, FloatKind.FLOAT, directory)
     disable = ("attack",) if path == "network level" else ("lift", "attack")
     for name, threshold in thresholds(instance):
-        result = check(instance, name, threshold, EngineOptions(timeout_s=30, disable=disable))
+        result = check(instance, name, threshold, budgeted(disable=disable))
         decided = (
             ("bounds", "split") if path == "scalar" else ("netlevel bounds", "netlevel branch and bound")
         )

@@ -32,6 +32,7 @@ from qverify.quant import (
     implementation_bounds,
     quantize_network,
 )
+from tests.conftest import budgeted
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc (the preprocessor) not installed")
 
@@ -127,7 +128,7 @@ def test_injected_invariants_become_assumes(tmp_path):
 def test_empty_box_is_vacuously_safe(tmp_path):
     qnet = quantize_network(tiny_network(Activation.RELU), ImplementationOptions(FixedFormat(4, 2)))
     harness = render_harness(qnet, two_clause_property(empty=True)).write(tmp_path)
-    result = check_file(harness, [MODELS_C], EngineOptions(timeout_s=30))
+    result = check_file(harness, [MODELS_C], budgeted())
     assert result.status is EngineStatus.SAFE, result.to_json()
 
 
@@ -167,9 +168,7 @@ def test_handwritten_network_verdicts(tmp_path, threshold, expected):
     shutil.copy(MODELS_C / "fxp.h", tmp_path / "fxp.h")
     shutil.copy(MODELS_C / "verifier.h", tmp_path / "verifier.h")
     for disable in ((), ("attack",), ("attack", "bounds", "split")):
-        result = check_file(
-            handwritten(tmp_path, threshold), [tmp_path], EngineOptions(timeout_s=60, disable=disable)
-        )
+        result = check_file(handwritten(tmp_path, threshold), [tmp_path], budgeted(disable=disable))
         assert result.status is expected, (disable, result.to_json())
         if expected is EngineStatus.UNSAFE:
             assert result.counterexample in ((255, -256), (256, -256))
@@ -190,7 +189,7 @@ def expected_location(path: Path) -> tuple[str, str]:
 def test_unsupported_c_is_an_error_naming_file_and_line(name):
     path = FIXTURES / "unsupported" / f"{name}.c"
     location, text = expected_location(path)
-    result = check_file(path, [MODELS_C], EngineOptions(timeout_s=30))
+    result = check_file(path, [MODELS_C], budgeted())
     assert result.status is EngineStatus.ERROR, result.to_json()
     assert location in result.reason, result.reason
     assert text in result.reason, result.reason

@@ -27,6 +27,7 @@ import pytest
 from qverify.engine import EngineOptions, EngineStatus, c_types, cfront, check_file
 from qverify.engine.scalar import ssa, symex
 from qverify.engine.scalar.evaluate import evaluate_nodes, input_env
+from tests.conftest import budgeted
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
 
@@ -399,7 +400,7 @@ int main(void)
     assert program.inputs[0].ty == c_types.F16
     kinds = {(type(node).__name__, str(node.ty)) for node in ssa.topological(program.roots())}
     assert ("Binary", "half") in kinds  # (half)(x * c) computed in float is a half product
-    result = check_file(harness, [], EngineOptions(timeout_s=20))
+    result = check_file(harness, [], budgeted())
     assert result.status is EngineStatus.UNSAFE
     assert result.counterexample == (1.0,)
 
@@ -641,18 +642,18 @@ def half_directory(tmp_path_factory):
 @pytest.mark.parametrize("seed", FAST_HALF_SEEDS)
 def test_half_oracle(half_directory, seed):
     instance = make_half_instance(seed, half_directory, max_points=1024)
-    check_half(instance, half_directory, EngineOptions(timeout_s=10))
+    check_half(instance, half_directory, budgeted())
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", SLOW_HALF_SEEDS)
 def test_half_oracle_slow(half_directory, seed):
     instance = make_half_instance(seed, half_directory, max_points=4096)
-    check_half(instance, half_directory, EngineOptions(timeout_s=60), through_harness=True)
+    check_half(instance, half_directory, budgeted(), through_harness=True)
 
 
 def _smt_only(solver: str) -> EngineOptions:
-    return EngineOptions(timeout_s=60, solver=solver, certify=True, disable=("attack", "bounds", "split"))
+    return budgeted(solver=solver, certify=True, disable=("attack", "bounds", "split"))
 
 
 def test_half_oracle_smt_only(half_directory):
@@ -678,7 +679,7 @@ def test_half_real_semantics(half_directory):
     for condition, expected in [(f"y[0] >= {low}", "UNSAFE"), ("y[0] >= 0x1p+12f", "SAFE")]:
         harness = half_directory / "real.c"
         harness.write_text(instance.harness(condition))
-        result = check_file(harness, [], EngineOptions(timeout_s=30, semantics="real"))
+        result = check_file(harness, [], budgeted(semantics="real"))
         assert result.status.value == expected, result.to_json()
         if expected == "UNSAFE":
             program = symex.execute(cfront.parse_file(harness))

@@ -36,6 +36,7 @@ from qverify.quant import (
     quantize_network,
     simulate,
 )
+from tests.conftest import budgeted
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
 
@@ -208,18 +209,18 @@ def cases(tmp_path_factory):
 
 @pytest.mark.parametrize("seed", FAST_SEEDS)
 def test_oracle_default(cases, seed):
-    check_instance(cases(seed), EngineOptions(timeout_s=60))
+    check_instance(cases(seed), budgeted())
 
 
 @pytest.mark.parametrize("seed", FAST_SEEDS)
 def test_oracle_milp_only(cases, seed):
     """The exact MILP alone (no attack, bounds or splitting) decides like brute force."""
-    check_instance(cases(seed), EngineOptions(timeout_s=60, disable=("attack", "bounds", "split", "smt")))
+    check_instance(cases(seed), budgeted(disable=("attack", "bounds", "split", "smt")))
 
 
 def check_certified(instance: Instance) -> None:
     """--certify: the same verdict, and every SAFE re-proved by exact SMT on the unsimplified program."""
-    result = check_file(instance.harness, [MODELS_C], EngineOptions(timeout_s=120, certify=True))
+    result = check_file(instance.harness, [MODELS_C], budgeted(certify=True))
     assert result.status.value == instance.truth, (instance.description, result.to_json())
     if result.status is EngineStatus.SAFE:
         assert "certified by" in result.reason, (instance.description, result.reason)
@@ -240,13 +241,13 @@ def test_oracle_certify_slow(cases, seed):
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", SLOW_SEEDS)
 def test_oracle_default_slow(cases, seed):
-    check_instance(cases(seed), EngineOptions(timeout_s=60))
+    check_instance(cases(seed), budgeted())
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", SLOW_SEEDS)
 def test_oracle_milp_only_slow(cases, seed):
-    check_instance(cases(seed), EngineOptions(timeout_s=60, disable=("attack", "bounds", "split", "smt")))
+    check_instance(cases(seed), budgeted(disable=("attack", "bounds", "split", "smt")))
 
 
 @pytest.mark.parametrize("seed", ANNOTATED_SEEDS)
@@ -254,16 +255,14 @@ def test_oracle_annotated_split_only(cases, seed):
     """With the invariants injected (an assume per neuron, as `qverify verify` generates by
     default), bounds and splitting still decide like brute force: the assume literals the
     whole-box bounds satisfy are dropped from splitting, never the ones that can cut a sub-box."""
-    check_instance(
-        cases(seed), EngineOptions(timeout_s=60, disable=("attack", "milp", "smt")), annotated=True
-    )
+    check_instance(cases(seed), budgeted(disable=("attack", "milp", "smt")), annotated=True)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", list(FAST_SEEDS) + list(SLOW_SEEDS))
 def test_oracle_split_only(cases, seed):
     """Bounds and input splitting alone (complete for integer inputs)."""
-    check_instance(cases(seed), EngineOptions(timeout_s=60, disable=("attack", "milp", "smt")))
+    check_instance(cases(seed), budgeted(disable=("attack", "milp", "smt")))
 
 
 # ------------------------------------------------------------------------------ float harnesses
@@ -310,12 +309,18 @@ def make_float_instance(seed: int, directory: Path, kind: str) -> tuple[Path, fl
     return harness, threshold, number.c_type, samples
 
 
+NEAR_TIMEOUT_S = 20.0
+
+
 @pytest.mark.parametrize("seed", FLOAT_SEEDS)
 @pytest.mark.parametrize("kind", ["safe", "unsafe", "near"])
 def test_float_oracle(tmp_path, seed, kind):
     harness, _, _, samples = make_float_instance(seed, tmp_path, kind)
-    # "near" may end UNKNOWN (a half-ulp margin); it only has to be right when it decides
-    result = check_file(harness, [MODELS_C], EngineOptions(timeout_s=20 if kind == "near" else 60))
+    # "near" may end UNKNOWN (a half-ulp margin; its exact SMT query can run for many minutes): it
+    # only has to be right when it decides, so a short timeout bounds its cost and no verdict depends
+    # on it; "safe" and "unsafe" must be decided, within a budget of work
+    options = EngineOptions(timeout_s=NEAR_TIMEOUT_S) if kind == "near" else budgeted()
+    result = check_file(harness, [MODELS_C], options)
     executable = compile_replay(harness)
     if kind == "safe":
         assert result.status is EngineStatus.SAFE, result.to_json()
@@ -340,7 +345,7 @@ def test_float_oracle_real_semantics(tmp_path, seed):
 
     for kind in ("safe", "unsafe"):
         harness, _, _, _ = make_float_instance(seed, tmp_path, kind)
-        result = check_file(harness, [MODELS_C], EngineOptions(timeout_s=60, semantics="real"))
+        result = check_file(harness, [MODELS_C], budgeted(semantics="real"))
         if kind == "safe":
             assert result.status is EngineStatus.SAFE, result.to_json()
         else:

@@ -29,6 +29,7 @@ from qverify.engine import EngineOptions, EngineStatus, cfront, check_file
 from qverify.engine.scalar import ssa, symex
 from qverify.engine.scalar.evaluate import evaluate_nodes
 from qverify.engine.scalar.passes.simplify import _Simplifier
+from tests.conftest import budgeted
 from tests.test_engine_half import build_replay, log_outcome, replay
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
@@ -363,8 +364,8 @@ FAST_REQUANT_SEEDS = range(30)
 SLOW_REQUANT_SEEDS = range(30, 230)
 # the exact procedures alone on some instances: MILP (a binary per reachable piece boundary of each step)
 # and SMT (ite chains over the reachable pieces)
-MILP_ONLY = EngineOptions(timeout_s=30, disable=("attack", "bounds", "split", "smt"))
-SMT_ONLY = EngineOptions(timeout_s=30, solver="bitwuzla", disable=("attack", "bounds", "split", "milp"))
+MILP_ONLY = budgeted(disable=("attack", "bounds", "split", "smt"))
+SMT_ONLY = budgeted(solver="bitwuzla", disable=("attack", "bounds", "split", "milp"))
 
 
 @pytest.fixture(scope="module")
@@ -375,7 +376,7 @@ def requant_directory(tmp_path_factory):
 @pytest.mark.parametrize("seed", FAST_REQUANT_SEEDS)
 def test_requant_oracle(requant_directory, seed):
     instance = make_requant_instance(seed, requant_directory, max_points=1024)
-    check_requant(instance, requant_directory, EngineOptions(timeout_s=5))
+    check_requant(instance, requant_directory, budgeted())
 
 
 @pytest.mark.parametrize("mode", ["milp", "smt"])
@@ -388,7 +389,7 @@ def test_requant_oracle_exact_procedures(requant_directory, mode):
 @pytest.mark.parametrize("seed", SLOW_REQUANT_SEEDS)
 def test_requant_oracle_slow(requant_directory, seed):
     instance = make_requant_instance(seed, requant_directory, max_points=65536)
-    check_requant(instance, requant_directory, EngineOptions(timeout_s=60), more=True, through_harness=True)
+    check_requant(instance, requant_directory, budgeted(), more=True, through_harness=True)
 
 
 @pytest.mark.slow

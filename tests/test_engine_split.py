@@ -16,7 +16,7 @@ from qverify.network import Activation
 from qverify.properties.builders import to_normalised
 from qverify.properties.vnnlib import read_vnnlib
 from qverify.quant import FixedFormat, ImplementationOptions, Layout, quantize_network
-from tests.conftest import ACAS
+from tests.conftest import ACAS, budgeted
 from tests.test_engine_passes import MODELS_C, first_assertion_query, harness_program
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
@@ -78,7 +78,7 @@ def test_acas_xu_phi1_splits_along_the_inputs_that_drive_the_unstable_relus(tmp_
     prop = to_normalised(read_vnnlib(ACAS / "vnnlib" / "prop_1.vnnlib"), net)
     qnet = quantize_network(net, ImplementationOptions(FixedFormat(16, 16)))
     harness = render_harness(qnet, prop).write(tmp_path)
-    options = EngineOptions(timeout_s=120, disable=("lift", "attack", "milp", "smt"))  # the scalar path
+    options = budgeted(disable=("lift", "attack", "milp", "smt"))  # the scalar path
     result = check_file(harness, [MODELS_C], options)
     assert result.status is EngineStatus.SAFE, result.reason
     assert result.decided_by == "split"

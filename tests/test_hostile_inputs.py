@@ -1,6 +1,10 @@
-"""Hostile input, tried as a user would (issue 20): malformed or edge-case NNet, ONNX, VNN-LIB, spec
-and suite files, command-line values and journals. Every case asserts its exit code, that a refusal
-is exactly one `error:` line on stderr (no traceback, no exit 3), and a time bound.
+"""Hostile input, tried as a user would (issues 20 and 31): malformed or edge-case NNet, ONNX, VNN-LIB,
+spec and suite files, command-line values and journals, for `verify` and for the commands that came
+after it (`quantize`, `diff`, `impact`, `repair`, `vnncomp`: every numeric option at nan, infinities,
+negatives, zero, huge and non-numbers; data files that are text, complex, decompression bombs or
+carry labels that wrap; output folders that hold a run). Every case asserts its exit code, that a
+refusal is exactly one `error:` line on stderr (no traceback, no exit 3), and a bound on its time
+far above what it takes (a hang, not a speed, is what it catches).
 
 The generated cases run `qverify.cli.main` in this process (the real CLI code path; a subprocess per
 case would cost a second of interpreter start-up each); the findings about process behaviour
@@ -10,14 +14,17 @@ case would cost a second of interpreter start-up each); the findings about proce
 
 from __future__ import annotations
 
+import io
 import json
 import random
 import resource
 import subprocess
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
@@ -28,7 +35,7 @@ from tests.test_cli_basics import qverify
 TINY = ROOT / "benchmarks" / "tiny"
 NNET = TINY / "relu2.nnet"
 VNNLIB = TINY / "relu2-y0-bound.vnnlib"
-CASE_SECONDS = 20.0
+CASE_SECONDS = 60.0  # a refusal takes well under a second; this catches hangs, on a busy machine too
 PEAK_MB = 3000  # a 1e9-element input used to allocate 7.7 GB before refusing
 HUGE = "1" + "0" * 5000  # beyond Python's int-string limit (4300 digits)
 
@@ -96,8 +103,10 @@ def vnnlib(*asserts: str, declare: int = 2, outputs: int = 2) -> bytes:
     return ("\n".join(lines + list(asserts)) + "\n").encode()
 
 
-def gemm_model(input_type: int = TensorProto.FLOAT, shape: tuple[int, ...] = (1, 2)) -> bytes:
-    """A one-Gemm ONNX network 2 -> 2, with the input's element type and shape varied."""
+def gemm_model(
+    input_type: int = TensorProto.FLOAT, shape: tuple[int, ...] = (1, 2), opset: int = 13
+) -> bytes:
+    """A one-Gemm ONNX network 2 -> 2, with the input's element type, shape and opset varied."""
     weights = helper.make_tensor("W", TensorProto.FLOAT, (2, 2), [1.0, 0.0, 0.0, 1.0])
     bias = helper.make_tensor("B", TensorProto.FLOAT, (2,), [0.0, 0.0])
     node = helper.make_node("Gemm", ["x", "W", "B"], ["y"])
@@ -107,6 +116,27 @@ def gemm_model(input_type: int = TensorProto.FLOAT, shape: tuple[int, ...] = (1,
         [helper.make_tensor_value_info("x", input_type, shape)],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 2))],
         [weights, bias],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
+
+
+def conv_model() -> bytes:
+    """Conv 1x3x3 -> 1x2x2 (ReLU), Flatten, Gemm 4 -> 2: a network NNet cannot hold."""
+    kernel = helper.make_tensor("K", TensorProto.FLOAT, (1, 1, 2, 2), [1.0, -1.0, 0.5, 0.25])
+    weights = helper.make_tensor("W", TensorProto.FLOAT, (4, 2), [1.0, 0.0] * 4)
+    bias = helper.make_tensor("B", TensorProto.FLOAT, (2,), [0.0, 0.0])
+    nodes = [
+        helper.make_node("Conv", ["x", "K"], ["c"]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("Flatten", ["r"], ["f"]),
+        helper.make_node("Gemm", ["f", "W", "B"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 1, 3, 3))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 2))],
+        [kernel, weights, bias],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
 
@@ -135,7 +165,9 @@ def cli_option_cases() -> list[Case]:
         "",
         " ",
         "x",
-        "8",
+        "0",
+        "1",
+        "33",
         "8.",
         ".8",
         "0.8",
@@ -205,6 +237,14 @@ def cli_option_cases() -> list[Case]:
             "center-without-radius", ("verify", str(NNET), "--center", "0,0", "--label", "0"), phrase="--eps"
         ),
         Case("float-and-format", (*VERIFY, "--float", "--format", "8.8"), phrase="not allowed"),
+        Case("format-word-length", (*VERIFY, "--format", "8"), exit_code=0),  # as suites: W bits
+        Case("semantics-real-fixed", (*VERIFY, "--semantics", "real"), phrase="not floating point"),
+        Case(
+            "semantics-real-int8-esbmc",
+            (*VERIFY, "--float", "--semantics", "real", "--backend", "esbmc"),
+            phrase="ESBMC",
+        ),
+        Case("seed-negative", (*VERIFY, "--seed", "-1"), phrase="--seed"),
         Case("lut-eps-and-res", (*VERIFY, "--lut-eps", "0.1", "--lut-res", "2"), phrase="not allowed"),
         Case("wide-float", (*VERIFY, "--float", "--accumulate", "wide"), phrase="fixed-point"),
         Case(
@@ -315,6 +355,27 @@ def onnx_cases() -> list[Case]:
             phrase="tensor size",
         ),
         Case("onnx-empty", ("info", "{dir}/n.onnx"), (("n.onnx", b""),)),
+        Case(
+            "onnx-opset-99", ("info", "{dir}/n.onnx"), (("n.onnx", gemm_model(opset=99)),), phrase="opset 99"
+        ),
+        Case("onnx-opset-8", ("info", "{dir}/n.onnx"), (("n.onnx", gemm_model(opset=8)),), exit_code=0),
+        Case(
+            "convert-conv-to-nnet",
+            ("convert", "{dir}/c.onnx", "{dir}/c.nnet"),
+            (("c.onnx", conv_model()),),
+            phrase="NNet holds dense layers only",
+        ),
+        Case(
+            "convert-conv-to-onnx",
+            ("convert", "{dir}/c.onnx", "{dir}/d.onnx"),
+            (("c.onnx", conv_model()),),
+            0,
+        ),
+        Case(
+            "convert-int8-to-nnet",
+            ("convert", str(ROOT / "benchmarks" / "digits-cnn" / "digits_cnn.int8.onnx"), "{dir}/q.nnet"),
+            phrase="NNet",
+        ),
         Case("onnx-garbage", ("info", "{dir}/n.onnx"), (("n.onnx", b"\x08\x07garbage" * 50),)),
     ]
     for cut in (1, 5, 10, 20, 40, 60, 80, 100, len(valid) - 1):
@@ -331,7 +392,7 @@ def onnx_cases() -> list[Case]:
 
 
 def vnnlib_cases() -> list[Case]:
-    run = ("verify", str(NNET), "--property", "{dir}/p.vnnlib", "--float", "--timeout", "20")
+    run = ("verify", str(NNET), "--property", "{dir}/p.vnnlib", "--float", "--timeout", "120")
     bad = {
         "unbalanced": vnnlib("(assert (>= Y_0 1.0)"),
         "extra-close": vnnlib("(assert (>= Y_0 1.0)))"),
@@ -380,7 +441,7 @@ def vnnlib_cases() -> list[Case]:
 
 
 def spec_cases() -> list[Case]:
-    run = ("verify", "--spec", "{dir}/s.toml", "--timeout", "20")
+    run = ("verify", "--spec", "{dir}/s.toml", "--timeout", "120")
     bad = {
         "timeout-neg": "[verify]\ntimeout = -1\n",
         "timeout-inf": "[verify]\ntimeout = inf\n",
@@ -416,7 +477,20 @@ def spec_cases() -> list[Case]:
                 (("s.toml", spec("", prop=built.replace("[0.5, 0.5]", f"[{value}, 0.5]") + "eps = 0.1\n")),),
             )
         )
+    numeral = "1" * 20_000  # unquoted: tomllib converts it whole (10^8 digits peaked at 5.3 GB)
     cases += [
+        Case(
+            "spec-unquoted-huge-center",
+            run,
+            (("s.toml", spec("", prop=built.replace("[0.5, 0.5]", f"[{numeral}.5, 0.5]") + "eps = 0.1\n")),),
+            phrase="QVERIFY_MAX_LITERAL_CHARS",
+        ),
+        Case(
+            "spec-unquoted-huge-timeout",
+            run,
+            (("s.toml", spec(f"[verify]\ntimeout = {numeral}\n")),),
+            phrase="QVERIFY_MAX_LITERAL_CHARS",
+        ),
         Case("spec-network-directory", run, (("s.toml", spec("", network="{dir}")),)),
         Case("spec-not-utf8", run, (("s.toml", b'name = "\xff"\n'),)),
         Case("spec-missing", ("verify", "--spec", "{dir}/missing.toml"), phrase="no such file"),
@@ -446,6 +520,7 @@ def suite_cases() -> list[Case]:
         "syntax": b"[[task\n",
         "network-missing": suite("").replace(str(NNET).encode(), b"/nonexistent.nnet"),
         "image-shape": suite("image_shape = [0]\n"),
+        "unquoted-huge-timeout": suite(f"timeout = {'9' * 20_000}\n"),
     }
     cases = [Case(f"suite-{name}", run, (("suite.toml", data),)) for name, data in bad.items()]
     journal_lines = {
@@ -472,11 +547,283 @@ def suite_cases() -> list[Case]:
     return cases
 
 
-CASES = cli_option_cases() + nnet_cases() + onnx_cases() + vnnlib_cases() + spec_cases() + suite_cases()
+# ---------------------------------------------------------------- the commands after verify
+
+
+def npz(**arrays) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def npz_bomb(shape: tuple[int, ...] = (100_000, 100_000)) -> bytes:
+    """An .npz of a few hundred bytes whose array x declares `shape` (numpy would allocate it whole)."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": shape})
+    buffer = io.BytesIO()
+    with (
+        zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive,
+        archive.open("x.npy", "w", force_zip64=True) as member,
+    ):
+        member.write(header.getvalue() + bytes(1000))
+    return buffer.getvalue()
+
+
+X = np.random.default_rng(31).random((12, 2))
+Y = np.arange(12) % 2
+DATA = (("d.npz", npz(x=X, y=Y)),)
+BAD_DATA = {  # name -> (file bytes, the phrase of the one error line)
+    "text": (b"x,y\n0.5,1\n", "not an .npz archive"),
+    "complex": (npz(x=X * (1 + 2j), y=Y), "not real numbers"),
+    "labels-inf": (npz(x=X, y=np.where(Y == 1, np.inf, 0.0)), "labels must be integers"),
+    "labels-uint64": (npz(x=X, y=np.full(12, 2**63 + 5, dtype=np.uint64)), "not a class index"),
+    "labels-negative": (npz(x=X, y=Y - 1), "labels must be >= 0"),
+    "labels-fraction": (npz(x=X, y=Y + 0.5), "labels must be integers"),
+    "bomb": (npz_bomb(), "QVERIFY_MAX_TENSOR_MB"),
+    "no-x": (npz(y=Y), "no array 'x'"),
+    "empty": (npz(x=np.zeros((0, 2)), y=np.zeros(0, dtype=int)), "no samples"),
+    "wide": (npz(x=np.ones((12, 3)), y=Y), "3 values per sample"),
+    "nan": (npz(x=np.where(X > 0.9, np.nan, X), y=Y), "NaN"),
+}
+NUMBERS = ("nan", "inf", "-inf", "-1", "0", "x", "", "1e308")
+
+
+def numeric_cases(
+    command: str, base: tuple[str, ...], options: dict[str, tuple[str, ...]], files=()
+) -> list[Case]:
+    """Every bad value of every numeric option of a command: one error line naming the option."""
+    cases = []
+    for option, values in options.items():
+        for value in values:
+            cases.append(
+                Case(f"{command}{option}={value[:12]}", (*base, option, value), files, phrase=option)
+            )
+    return cases
+
+
+def data_cases(command: str, argv: tuple[str, ...], others=()) -> list[Case]:
+    """Each bad data file, at the place of {data} in `argv`."""
+    cases = []
+    for name, (data, phrase) in BAD_DATA.items():
+        files = ((f"{name}.npz", data), *others)
+        line = tuple(part.replace("{data}", f"{{dir}}/{name}.npz") for part in argv)
+        cases.append(Case(f"{command}-data-{name}", line, files, phrase=phrase))
+    missing = tuple(part.replace("{data}", "{dir}/missing.npz") for part in argv)
+    folder = tuple(part.replace("{data}", "{dir}") for part in argv)
+    suffix = tuple(part.replace("{data}", "{dir}/d.txt") for part in argv)
+    cases += [
+        Case(f"{command}-data-missing", missing, others, phrase="no such"),
+        Case(f"{command}-data-directory", folder, others),
+        Case(f"{command}-data-suffix", suffix, (("d.txt", b"1,2\n"), *others), phrase="d.txt"),
+    ]
+    return cases
+
+
+def output_cases(command: str, argv: tuple[str, ...], files=()) -> list[Case]:
+    """-o DIR that holds someone's file (refused without --overwrite), and -o a file."""
+    return [
+        Case(
+            f"{command}-out-not-empty",
+            (*argv, "-o", "{dir}/o"),
+            (*files, ("o/mine.txt", b"mine")),
+            phrase="is not empty",
+        ),
+        Case(f"{command}-out-file", (*argv, "-o", "{dir}/f"), (*files, ("f", b"")), phrase="f"),
+    ]
+
+
+def quantize_cases() -> list[Case]:
+    base = ("quantize", str(NNET), "--calibration", "uniform", "-o", "{dir}/q.onnx")
+    cases = numeric_cases("quantize", base, {
+        "--samples": ("0", "-1", "x", "", "1.5", "nan", str(10**12)), "--seed": ("-1", "x", "", "1.5"),
+    })  # fmt: skip
+    calibration = ("quantize", str(NNET), "--calibration", "{data}", "-o", "{dir}/q.onnx")
+    cases += data_cases("quantize", calibration)
+    cases += [
+        Case(  # an ONNX network without normalisation (an NNet's min/max would clip the values)
+            "quantize-float32-overflow",
+            ("quantize", "{dir}/g.onnx", "--calibration", "{dir}/big.npz", "-o", "{dir}/q.onnx"),
+            (("big.npz", npz(x=np.full((4, 2), 1e39))), ("g.onnx", gemm_model())),
+            phrase="float32",
+        ),
+        Case("quantize-out-nnet", (*base[:4], "-o", "{dir}/q.nnet"), phrase="ONNX"),
+        Case("quantize-out-directory", (*base[:4], "-o", "{dir}"), phrase="ONNX"),
+        Case("quantize-format", (*base, "--format", "bogus"), phrase="--format"),
+        Case("quantize-activations", (*base, "--activations", "int4"), phrase="--activations"),
+        Case("quantize-network-missing", ("quantize", "{dir}/n.onnx", *base[2:]), phrase="no such file"),
+        Case("quantize-calibration-builtin-split", (*base[:3], "digits:dev", *base[4:]), phrase="split"),
+    ]
+    return cases
+
+
+def diff_cases() -> list[Case]:
+    base = ("diff", str(NNET), "--candidate", "8.8", "--seeds", "2", "--budget", "20", "--no-progress",
+            "-o", "{dir}/o")  # fmt: skip
+    cases = numeric_cases("diff", base, {
+        "--seeds": ("0", "-1", "x", str(10**12)),
+        "--budget": ("0", "-1", "x"),
+        "--time-budget": ("0", "-1", "nan", "x"),
+        "--population": ("0", "1", str(10**9), "x"),
+        "--epsilon": ("0", "nan", "2", "-1", "x"),
+        "--mutation-rate": ("nan", "2", "-1"),
+        "--k": ("0", "2", "100", "-1", "x"),
+        "--keep": ("-1", "x"),
+        "--min-psnr": ("nan", "-1"),
+        "--seed": ("-1", "x"),
+        "--domain": ("x", "1", "nan,0", "inf,1", "1,0", "5,10"),
+        "--range": ("x", "brightness=x", "brightness=nan,1"),
+    })  # fmt: skip
+    prove = (*base, "--methods", "none", "--prove")
+    cases += numeric_cases("diff-prove", prove, {
+        "--regions": ("0", "-1", "x"),
+        "--radius": ("nan", "2", "-1"),
+        "--timeout": ("nan", "inf", "0", "-1", "1e308", "x"),
+        "--brightness": ("x", "1", "nan,1", "0.5,0.1"),
+        "--contrast": ("x", "inf,1"),
+    })  # fmt: skip
+    data = ("diff", str(NNET), "--candidate", "8.8", "--data", "{data}", "--no-progress", "-o", "{dir}/o")
+    cases += data_cases("diff", data)
+    cases += output_cases("diff", base[:-2])
+    cases += [
+        Case("diff-methods", (*base, "--methods", "dance"), phrase="unknown search method"),
+        Case("diff-families", (*base, "--families", "twirl"), phrase="twirl"),
+        Case("diff-criterion", (*base, "--criterion", "bogus"), phrase="--criterion"),
+        Case("diff-target", (*base, "--criterion", "targeted", "--target", "9"), phrase="--target"),
+        Case("diff-delta", (*base, "--criterion", "distance", "--delta", "nan"), phrase="delta"),
+        Case("diff-candidate", (*base[:2], "--candidate", "9.x", *base[4:]), phrase="format"),
+        Case("diff-candidate-int8", (*base[:2], "--candidate", "int8", *base[4:]), phrase="int8"),
+        Case("diff-reference", (*base, "--reference", "bogus"), phrase="format"),
+        Case("diff-image-shape", (*base, "--image-shape", "3x3"), phrase="image-shape"),
+        Case("diff-overwrite-and-resume", (*base, "--overwrite", "--resume"), phrase="exclude each other"),
+    ]
+    return cases
+
+
+def impact_cases() -> list[Case]:
+    base = ("impact", str(NNET), "--candidate", "8.8", "--data", "{dir}/d.npz", "--families", "awgn",
+            "--no-progress", "-o", "{dir}/o")  # fmt: skip
+    cases = numeric_cases("impact", base, {
+        "--samples": ("0", "-1", "x"),
+        "--seed": ("-1", "x"),
+        "--resamples": ("-1", "x", str(10**12)),
+        "--confidence": ("0", "1", "nan", "2", "x"),
+        "--temperature": ("0", "-1", "nan", "inf", "x"),
+        "--domain": ("x", "nan,0", "1,0", "inf,1"),
+    }, DATA)  # fmt: skip
+    for value in ("awgn=x", "awgn=", "awgn=nan", "awgn=-1", "x"):
+        cases.append(Case(f"impact--grid={value}", (*base, "--families", "awgn", "--grid", value), DATA))
+    data = ("impact", str(NNET), "--candidate", "8.8", "--data", "{data}", "--families", "awgn", "--no-progress",
+            "-o", "{dir}/o")  # fmt: skip
+    cases += data_cases("impact", data)
+    cases += output_cases("impact", base[:-2], DATA)
+    cases += [
+        Case("impact-families", (*base, "--families", "fog"), DATA, phrase="fog"),
+        Case("impact-candidate", (*base[:2], "--candidate", "int9", *base[4:]), DATA, phrase="format"),
+        Case("impact-reference", (*base, "--reference", "bogus"), DATA, phrase="format"),
+        Case("impact-image-shape", (*base, "--image-shape", "0x0"), DATA, phrase="image-shape"),
+        Case("impact-no-data", base[:4], DATA, phrase="--data"),
+    ]
+    return cases
+
+
+def repair_cases() -> list[Case]:
+    base = ("repair", str(NNET), "--format", "4.4", "--repair-set", "{dir}/d.npz", "--validation",
+            "{dir}/d.npz", "--no-progress", "-o", "{dir}/o")  # fmt: skip
+    cases = numeric_cases("repair", base, {
+        "--layer": ("0", "99", "-1", "x"),
+        "--neurons": ("0", "-1", "x"),
+        "--random-runs": ("-1", "x"),
+        "--random-seed": ("-1", "x", "1.5"),
+        "--margin": ("-1", "x"),
+        "--max-tests": ("0", "-1", "x"),
+        "--max-delta": ("-1", "x"),
+        "--time-limit": NUMBERS,
+    }, DATA)  # fmt: skip
+    data = ("repair", str(NNET), "--format", "4.4", "--repair-set", "{data}", "--validation", "{dir}/d.npz",
+            "--no-progress", "-o", "{dir}/o")  # fmt: skip
+    cases += data_cases("repair", data, DATA)
+    cases += output_cases("repair", base[:-2], DATA)
+    cases += [
+        Case("repair-metrics", (*base, "--metrics", "nope"), DATA, phrase="unknown metric"),
+        Case("repair-format-half", (*base[:2], "--format", "half", *base[4:]), DATA, phrase="fixed-point"),
+        Case("repair-format-bogus", (*base[:2], "--format", "bogus", *base[4:]), DATA, phrase="format"),
+        Case("repair-no-format", (*base[:2], *base[4:]), DATA, phrase="--format"),
+        Case("repair-quantized-missing", (*base, "--quantized", "{dir}/q.nnet"), DATA, phrase="no such file"),
+        Case("repair-properties-missing", (*base, "--properties", "{dir}/p.vnnlib"), DATA, phrase="p.vnnlib"),
+        Case("repair-overwrite-and-resume", (*base, "--overwrite", "--resume"), DATA, phrase="exclude"),
+    ]
+    return cases
+
+
+ACAS_ONNX = ROOT / "benchmarks" / "acasxu" / "onnx" / "ACASXU_run2a_1_1_batch_2000.onnx"
+ACAS_PROP = ROOT / "benchmarks" / "acasxu" / "vnnlib" / "prop_1.vnnlib"
+VNNCOMP_RUN = ("vnncomp", "run", "v1", "acasxu", str(ACAS_ONNX), str(ACAS_PROP), "{dir}/out.txt")
+
+
+def vnncomp_cases() -> list[Case]:
+    """`qverify vnncomp run` (what run_instance.sh calls): each also leaves out.txt saying error
+    (test_vnncomp_run_writes_error_on_bad_arguments)."""
+    cases = [Case(f"vnncomp-timeout={value[:12]}", (*VNNCOMP_RUN, value), phrase="TIMEOUT")
+             for value in (*NUMBERS, "abc", "1e400")]  # fmt: skip
+    cases += [
+        Case("vnncomp-semantics", (*VNNCOMP_RUN, "60", "--semantics", "bogus"), phrase="QVERIFY_SEMANTICS"),
+        Case(
+            "vnncomp-format",
+            (*VNNCOMP_RUN, "60", "--semantics", "quantized", "--format", "40.40"),
+            phrase="format",
+        ),
+        Case("vnncomp-version", ("vnncomp", "run", "v2", *VNNCOMP_RUN[3:], "60"), phrase="v1"),
+        Case(
+            "vnncomp-onnx-missing",
+            (*VNNCOMP_RUN[:4], "{dir}/n.onnx", *VNNCOMP_RUN[5:], "60"),
+            phrase="no such file",
+        ),
+        Case(
+            "vnncomp-vnnlib-garbage",
+            (*VNNCOMP_RUN[:5], "{dir}/p.vnnlib", VNNCOMP_RUN[6], "60"),
+            (("p.vnnlib", b"(assert (>= Y_0"),),
+        ),
+        Case(
+            "vnncomp-prepare-version",
+            ("vnncomp", "prepare", "v0", "acasxu", str(ACAS_ONNX), str(ACAS_PROP)),
+            phrase="v1",
+        ),
+        Case("vnncomp-prepare-mismatch", ("vnncomp", "prepare", "v1", "tiny", str(NNET), str(ACAS_PROP))),
+    ]
+    return cases
+
+
+NEW_COMMAND_CASES = quantize_cases() + diff_cases() + impact_cases() + repair_cases() + vnncomp_cases()
+
+
+CASES = (
+    cli_option_cases() + nnet_cases() + onnx_cases() + vnnlib_cases() + spec_cases() + suite_cases()
+    + NEW_COMMAND_CASES
+)  # fmt: skip
 
 
 def test_there_are_at_least_300_cases():
     assert len(CASES) >= 300 and len({case.id for case in CASES}) == len(CASES)
+
+
+def test_every_new_command_has_cases_of_every_class():
+    """quantize, diff, impact, repair, vnncomp: numeric values, data files, output folders."""
+    for command in ("quantize", "diff", "impact", "repair"):
+        ids = [case.id for case in NEW_COMMAND_CASES if case.id.startswith(command)]
+        assert any("=nan" in i or "=-1" in i for i in ids) and any("-data-" in i for i in ids), command
+    assert {"vnncomp-timeout=nan", "vnncomp-semantics", "vnncomp-version"} <= {c.id for c in CASES}
+
+
+@pytest.mark.parametrize("value", ["abc", "nan", "-1", "1e400"])
+def test_vnncomp_run_writes_error_on_bad_arguments(value, tmp_path, capsys):
+    """The result file says `error` whatever the command line got wrong, TIMEOUT and
+    QVERIFY_SEMANTICS included (they used to end in argparse, writing nothing)."""
+    case = Case(f"timeout-{value}", (*VNNCOMP_RUN, value), phrase="TIMEOUT")
+    check(case, tmp_path, capsys)
+    assert (tmp_path / "out.txt").read_text() == "error\n"
+    (tmp_path / "out.txt").unlink()
+    check(Case("semantics", (*VNNCOMP_RUN, "60", "--semantics", "bogus")), tmp_path, capsys)
+    assert (tmp_path / "out.txt").read_text() == "error\n"
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)

@@ -42,6 +42,7 @@ from qverify.quant import (
     quantize_network,
     simulate,
 )
+from tests.conftest import budgeted
 from tests.test_engine_oracle import seeded_instances
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
@@ -192,18 +193,18 @@ def cases(tmp_path_factory):
 
 @pytest.mark.parametrize("seed", FAST_SEEDS)
 def test_int8_oracle(cases, seed):
-    check_instance(cases(seed), EngineOptions(timeout_s=60))
+    check_instance(cases(seed), budgeted())
 
 
 @pytest.mark.parametrize("seed", ANNOTATED_SEEDS)
 def test_int8_oracle_with_invariants(cases, seed):
-    check_instance(cases(seed), EngineOptions(timeout_s=60), annotated=True)
+    check_instance(cases(seed), budgeted(), annotated=True)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", SLOW_SEEDS)
 def test_int8_oracle_slow(cases, seed):
-    check_instance(cases(seed), EngineOptions(timeout_s=60))
+    check_instance(cases(seed), budgeted())
 
 
 def test_instances_cover_both_verdicts_and_code_types(cases):

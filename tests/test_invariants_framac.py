@@ -37,9 +37,7 @@ from tests.test_invariants_builtin import (
 )
 
 HAVE_FRAMAC = shutil.which("frama-c") is not None
-needs_framac = pytest.mark.skipif(
-    not HAVE_FRAMAC, reason="frama-c not installed (apt-get install frama-c-base)"
-)
+needs_framac = pytest.mark.skipif(not HAVE_FRAMAC, reason="frama-c not installed (make setup-framac)")
 
 FIXED = quantize_network(
     small_net(np.random.default_rng(0), Activation.RELU, (2, 3, 1)), ImplementationOptions(FixedFormat(8, 8))

@@ -97,18 +97,6 @@ def test_changed_header_falls_back(tmp_path):
     assert not result.lifted and "fxp.h" in result.reason and "byte for byte" in result.reason
 
 
-def test_lookup_table_activation_falls_back(tmp_path):
-    rng = np.random.default_rng(2)
-    net = Network(
-        (
-            Dense(rng.uniform(-1, 1, (4, 3)), rng.uniform(-1, 1, 4), Activation.SIGMOID),
-            Dense(rng.uniform(-1, 1, (3, 4)), rng.uniform(-1, 1, 3), Activation.IDENTITY),
-        ),
-    )
-    result = lift_file(_harness(tmp_path, FIXED, net), [MODELS_C])
-    assert not result.lifted and "qv_sigmoid" in result.reason
-
-
 def test_edited_convolution_falls_back(tmp_path):
     rng = np.random.default_rng(4)
     conv = Conv2D(

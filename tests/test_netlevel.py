@@ -9,6 +9,7 @@ clear margin), and ACAS Xu / a 784-input network are decided end to end.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from fractions import Fraction
@@ -38,12 +39,16 @@ from qverify.quant import (
     quantize_network,
     simulate,
 )
-from tests.conftest import ACAS, random_network
+from tests.conftest import ACAS, NODE_BUDGET, SAFETY_NET_S, budgeted, random_network
 
 
-def _decide(query: NetworkQuery, timeout: float = 20.0, disable: tuple[str, ...] = ()):
-    options = EngineOptions(timeout_s=timeout, disable=disable)
-    return decide(query, options, time.monotonic() + timeout, Recorder())
+def _decide(query: NetworkQuery, disable: tuple[str, ...] = (), max_nodes: int = NODE_BUDGET):
+    """The network level's verdict within a budget of nodes (the timeout only a safety net)."""
+    options = budgeted(disable=disable, max_nodes=max_nodes)
+    return decide(query, options, time.monotonic() + options.timeout_s, Recorder())
+
+
+RELU_SPLIT_NODES = 1500  # per query of test_relu_splitting_agrees_with_brute_force
 
 
 def _threshold_property(box_lo, box_hi, output: int, threshold: Fraction, second: int | None) -> Property:
@@ -262,12 +267,23 @@ def test_real_outputs_are_exact(rng):
 
 
 def test_unsupported_networks_fall_back_with_a_reason(rng):
+    """A table that is not a monotone staircase (hand-edited: reversed) is declined with a reason
+    (the scalar path then executes it); the table as designed is decided at network level."""
     net = random_network(rng, (2, 3, 2), Activation.TANH)
     qnet = quantize_network(net, ImplementationOptions(FixedFormat(8, 8)))
-    query = query_for(qnet, _threshold_property([0, 0], [Fraction(1, 2)] * 2, 0, Fraction(0), None))
-    result = _decide(query)
+    prop = _threshold_property([0, 0], [Fraction(1, 2)] * 2, 0, Fraction(0), None)
+    assert _decide(query_for(qnet, prop)).status is not EngineStatus.UNKNOWN
+    (lut,) = qnet.luts
+    edited = dataclasses.replace(qnet, luts=(dataclasses.replace(lut, table=lut.table[::-1].copy()),))
+    result = _decide(query_for(edited, prop))
     assert result.status is EngineStatus.UNKNOWN
-    assert result.reason.startswith("netlevel: ") and "tanh" in result.reason
+    assert result.reason.startswith("netlevel: ") and "tanh table is not monotone" in result.reason
+    # ReLU6 (issue 28) has no relaxation here yet: declined, never read as another activation
+    clipped = quantize_network(
+        random_network(rng, (2, 3, 2), Activation.RELU6), ImplementationOptions(FixedFormat(8, 8))
+    )
+    result = _decide(query_for(clipped, prop))
+    assert result.status is EngineStatus.UNKNOWN and "relu6 activation not supported" in result.reason
 
 
 @pytest.mark.parametrize("arithmetic", [Arithmetic.IMPLEMENTATION, Arithmetic.REAL])
@@ -279,7 +295,7 @@ def test_acas_phi3_counterexample(arithmetic):
     prop = read_vnnlib(ACAS / "vnnlib" / "prop_3.vnnlib")
     number = FixedFormat(16, 16) if arithmetic is Arithmetic.IMPLEMENTATION else FloatFormat(FloatKind.FLOAT)
     query = query_for(quantize_network(net, ImplementationOptions(number)), prop, arithmetic)
-    result = _decide(query, timeout=30)
+    result = _decide(query)
     assert result.status is EngineStatus.UNSAFE
     assert query.violation(np.array(result.counterexample)) == 0
     assert "netlevel.attack" in result.times_s
@@ -294,7 +310,7 @@ def test_acas_phi1_safe_in_real_arithmetic():
     query = query_for(
         quantize_network(net, ImplementationOptions(FloatFormat(FloatKind.FLOAT))), prop, Arithmetic.REAL
     )
-    result = _decide(query, timeout=60)
+    result = _decide(query)
     assert result.status is EngineStatus.SAFE
     assert result.counts["netlevel.nodes"] > 0
 
@@ -307,9 +323,9 @@ def test_image_size_linf_queries(rng):
     label = int(np.argmax(simulate(qnet, np.round(center * 65536).astype(np.int64)[None]).outputs[0]))
     domain = ([0] * 784, [1] * 784)
     small = query_for(qnet, robustness(center.tolist(), "0.001", label, 10, domain=domain))
-    assert _decide(small, timeout=60).status is EngineStatus.SAFE
+    assert _decide(small).status is EngineStatus.SAFE
     large = query_for(qnet, robustness(center.tolist(), "0.5", label, 10, domain=domain))
-    result = _decide(large, timeout=60)
+    result = _decide(large)
     assert result.status is EngineStatus.UNSAFE
     assert large.violation(np.array(result.counterexample)) != NO_VIOLATION
 
@@ -319,7 +335,7 @@ def test_search_reports_stage_times(rng):
     qnet = quantize_network(net, ImplementationOptions(FixedFormat(8, 8)))
     query = query_for(qnet, _threshold_property([0, 0], [Fraction(1, 2)] * 2, 0, Fraction(1000), None))
     recorder = Recorder()
-    search = Search(query, EngineOptions(), time.monotonic() + 10, recorder)
+    search = Search(query, budgeted(), time.monotonic() + SAFETY_NET_S, recorder)
     result = search.run()
     assert result.status is EngineStatus.SAFE
     assert "netlevel.bounds" in result.times_s or "netlevel.enumerate" in result.times_s
@@ -376,7 +392,9 @@ def test_optimised_intermediate_bounds_contain_every_execution(options, rng):
             plain = node_bounds(model, xl, xu, phases, region_words=words)
             bounds = node_bounds(model, xl, xu, phases, region_words=words)
             if bounds is not None:
-                bounds = tighten_intermediate(model, bounds, xl, xu, phases, 8, time.monotonic() + 30)
+                bounds = tighten_intermediate(
+                    model, bounds, xl, xu, phases, 8, time.monotonic() + SAFETY_NET_S
+                )
             if bounds is None:
                 assert not selected.any()
                 continue
@@ -396,7 +414,9 @@ def test_relu_splitting_agrees_with_brute_force(rng):
     intermediate bounds, the layers after a split bounded again and the parent's atom bounds kept;
     once every phase is fixed the box is split down to enumerable boxes) but few enough values to
     enumerate: thresholds at the true maximum of Y_0 (UNSAFE) and one unit above it (SAFE), with
-    the attack off so that the branch and bound decides."""
+    the attack off so that the branch and bound decides. Each query has a budget of nodes, not of
+    seconds (10 s each decided 5 of 8 on a busy machine, 7 of 8 on an idle one): when written, the
+    UNSAFE ones needed 2, 253, 1,361 and 13,451 nodes, the SAFE ones at most 27."""
     options = ImplementationOptions(FixedFormat(6, 4))
     wrong, decided, total, split_safe = [], 0, 0, 0
     for _ in range(4):
@@ -410,7 +430,7 @@ def test_relu_splitting_agrees_with_brute_force(rng):
         top = int(simulate(qnet, grid).outputs[:, 0].max())
         for offset in (0, 16):
             query = query_for(qnet, _threshold_property(lo, hi, 0, Fraction(top + offset, 16), None))
-            result = _decide(query, timeout=10.0, disable=("attack",))
+            result = _decide(query, disable=("attack",), max_nodes=RELU_SPLIT_NODES)
             total += 1
             if result.status is EngineStatus.UNKNOWN:
                 continue

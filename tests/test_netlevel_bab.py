@@ -38,7 +38,7 @@ from qverify.quant import (
     quantize_network,
     simulate,
 )
-from tests.conftest import random_network
+from tests.conftest import budgeted, random_network
 
 IMPLEMENTATION, REAL = Arithmetic.IMPLEMENTATION, Arithmetic.REAL
 CASES = [
@@ -162,8 +162,9 @@ def _threshold_query(qnet, lo, hi, threshold: Fraction):
 
 
 def _decide(query, jobs: int = 1):
-    options = EngineOptions(timeout_s=300, disable=("attack",), jobs=jobs)
-    return decide(query, options, time.monotonic() + 300, Recorder())
+    """Decided within a budget of nodes (`tests.conftest.budgeted`), the attack off."""
+    options = budgeted(disable=("attack",), jobs=jobs)
+    return decide(query, options, time.monotonic() + options.timeout_s, Recorder())
 
 
 @pytest.mark.parametrize("jobs", [1, 2])

@@ -23,8 +23,7 @@ import pytest
 
 from qverify.codegen import run_lines
 from qverify.engine import EngineOptions, EngineStatus, check_file
-from qverify.engine.netlevel.batch import batch_bounds
-from qverify.engine.netlevel.bounds import node_bounds
+from qverify.engine.netlevel.bounds import batch_bounds, node_bounds
 from qverify.engine.netlevel.lift import lift_file
 from qverify.engine.netlevel.model import build_model, unsupported_reason
 from qverify.engine.netlevel.points import enumerate_box
@@ -32,6 +31,7 @@ from qverify.engine.netlevel.query import NO_VIOLATION, Arithmetic, NetworkQuery
 from qverify.engine.netlevel.search import decide
 from qverify.engine.result import Recorder
 from qverify.errors import RangeError
+from qverify.network import Activation, CodeType, Conv2D, Dense, MaxPool2D, Network
 from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Relation
 from qverify.quant import (
     ImplementationOptions,
@@ -41,6 +41,8 @@ from qverify.quant import (
     quantize_network,
     simulate,
 )
+from qverify.quant.calibrate import QuantFormat, QuantizeSettings, quantize_with_onnxruntime
+from tests.conftest import budgeted
 from tests.test_engine_oracle import seeded_instances
 from tests.test_int8_oracle import make_instance, random_int8_network
 
@@ -143,7 +145,7 @@ def test_int8_bounds_contain_every_execution(mode, rng):
             xl = np.array([lo for lo, _ in boxes], dtype=np.float64)
             xu = np.array([hi for _, hi in boxes], dtype=np.float64)
             batch = batch_bounds(model, xl, xu, None, None)
-            assert not batch.fallback.any() and not batch.empty.any()
+            assert not batch.empty.any() and not any(free.any() for free in batch.free)
             for b, (lo, hi) in enumerate(boxes):
                 grid = enumerate_box(qnet, np.array(lo), np.array(hi))
                 run = simulate(qnet, grid, trace=True)
@@ -163,8 +165,9 @@ def test_int8_bounds_contain_every_execution(mode, rng):
                     h = codes
 
 
-def _decide(query: NetworkQuery, timeout: float = 30.0):
-    return decide(query, EngineOptions(timeout_s=timeout), time.monotonic() + timeout, Recorder())
+def _decide(query: NetworkQuery):
+    options = budgeted()
+    return decide(query, options, time.monotonic() + options.timeout_s, Recorder())
 
 
 def _verdict_cases(rng: np.random.Generator, count: int):
@@ -284,7 +287,7 @@ def test_int8_harnesses_are_decided_on_the_lifted_path(harnesses, seed):
     """check_file lifts the harness and the network level decides it (the verdicts themselves are
     the brute-force oracle's, tests/test_int8_oracle.py)."""
     instance = harnesses(seed)
-    result = check_file(instance.harness, [MODELS_C], EngineOptions(timeout_s=60))
+    result = check_file(instance.harness, [MODELS_C], budgeted())
     assert result.counts.get("front_end") == 1, result.notes
     assert result.decided_by.startswith("netlevel"), (result.decided_by, result.notes)
     assert result.status.value == instance.truth
@@ -325,16 +328,143 @@ def test_unsorted_int8_table_falls_back(harnesses, tmp_path):
     assert not result.lifted and "not sorted" in result.reason, result.reason
 
 
+def _int8_conv_model(tmp_path: Path, per_channel: bool, codes: CodeType) -> QuantizedNetwork:
+    """Conv (padded, stride 2) + ReLU -> max pool (padded) -> grouped conv -> dense, quantized by
+    onnxruntime's static quantizer (QOperator) on uniform calibration samples."""
+    rng = np.random.default_rng(11)
+    first = Conv2D(
+        rng.uniform(-1, 1, (4, 2, 3, 3)),
+        rng.uniform(-0.5, 0.5, 4),
+        Activation.RELU,
+        (2, 7, 7),
+        (2, 2),
+        (1, 1, 1, 1),
+    )
+    pool = MaxPool2D(first.output_shape, (2, 2), (1, 1), (1, 1, 0, 0))
+    second = Conv2D(
+        rng.uniform(-1, 1, (4, 2, 2, 2)),
+        rng.uniform(-0.5, 0.5, 4),
+        Activation.IDENTITY,
+        pool.output_shape,
+        groups=2,
+    )
+    dense = Dense(rng.uniform(-1, 1, (3, second.n_out)), rng.uniform(-1, 1, 3), Activation.IDENTITY)
+    net = Network((first, pool, second, dense), name="int8-conv")
+    settings = QuantizeSettings(QuantFormat.QOP, per_channel, codes)
+    model = quantize_with_onnxruntime(
+        net, rng.uniform(0, 1, (200, net.n_inputs)), settings, tmp_path / "m.onnx"
+    )
+    return quantize_network(model, ImplementationOptions(Int8Format()))
+
+
+INT8_CNNS = [
+    ("digits-cnn", "digits_cnn.int8.onnx"),
+    ("digits-cnn-per-channel", "digits_cnn.int8-pc.onnx"),
+    ("grouped-int8", (False, CodeType.INT8)),
+    ("grouped-uint8-per-channel", (True, CodeType.UINT8)),
+]
+
+
 @needs_gcc
-def test_int8_cnn_harness_falls_back(tmp_path):
-    """int8 convolutions are left to the scalar path, with the reason."""
+@pytest.mark.parametrize(("name", "model"), INT8_CNNS, ids=[case[0] for case in INT8_CNNS])
+@pytest.mark.parametrize("annotated", [False, True], ids=["plain", "invariants"])
+def test_int8_cnn_harness_is_lifted(tmp_path, name, model, annotated):
+    """int8 convolutions (padded, strided, grouped; per tensor and per channel; int8 and uint8 codes)
+    and max pools are lifted: the same integers, tables, zero points and geometry as the codegen's
+    network, the same outputs and violations on sampled codes, and gcc's replay agrees."""
+    from qverify.codegen import compile_replay, render_harness
+    from qverify.invariants import IntervalMethod, compute_bounds
+    from qverify.io import load_network
+    from qverify.properties import robustness
+
+    if isinstance(model, str):
+        qnet = quantize_network(
+            load_network(ROOT / "benchmarks" / "digits-cnn" / model), ImplementationOptions(Int8Format())
+        )
+    else:
+        qnet = _int8_conv_model(tmp_path, *model)
+    centre = np.random.default_rng(3).uniform(0.3, 0.7, qnet.n_inputs)
+    prop = robustness([str(v) for v in centre], "0.06", 0, qnet.n_outputs)
+    bounds = compute_bounds(qnet, prop, IntervalMethod.BUILTIN, symbolic=False).bounds if annotated else None
+    harness = render_harness(qnet, prop, bounds).write(tmp_path)
+    result = lift_file(harness, [MODELS_C])
+    assert result.lifted, result.reason
+    query, expected = result.query, query_for(qnet, prop)
+    for mine, theirs in zip(query.qnet.layers, qnet.layers, strict=True):
+        assert type(mine.source) is type(theirs.source)
+        assert mine.source.describe() == theirs.source.describe()
+        assert np.array_equal(mine.weights, theirs.weights) and np.array_equal(mine.bias, theirs.bias)
+        if theirs.int8.table is None:
+            assert mine.int8.table is None
+            continue
+        assert np.array_equal(mine.int8.table, theirs.int8.table)
+        assert mine.int8.input_zero == theirs.int8.input_zero
+        assert np.array_equal(mine.int8.acc_lo, theirs.int8.acc_lo) and np.array_equal(
+            mine.int8.acc_hi, theirs.int8.acc_hi
+        )
+    assert [(r.lo.tolist(), r.hi.tolist()) for r in query.regions] == [
+        (r.lo.tolist(), r.hi.tolist()) for r in expected.regions
+    ]
+    assert (query.invariants is not None) == annotated
+    x = _codes_sample(query, np.random.default_rng(4), 160)
+    assert np.array_equal(simulate(query.qnet, x).outputs, simulate(qnet, x).outputs)
+    outcomes = [query.violation(row) for row in x]
+    assert outcomes == [expected.violation(row) for row in x]
+    assert len(set(outcomes)) >= 2, "the sample must end both ways"
+    lines = run_lines(compile_replay(harness), [" ".join(map(str, row)) for row in x])
+    for row, outcome, line in zip(x, outcomes, lines):
+        inside = bool(np.all((row >= query.regions[0].lo) & (row <= query.regions[0].hi)))
+        want = (
+            "ASSUME-FAILED"
+            if not inside
+            else "HOLDS"
+            if outcome == NO_VIOLATION
+            else f"VIOLATED {query.violation_message(outcome)}"
+        )
+        assert line == want
+
+
+@needs_gcc
+def test_edited_int8_cnn_harness_falls_back(tmp_path):
+    """Edited int8 convolution and pool loops are declined with the reason."""
     from qverify.codegen import render_harness
     from qverify.io import load_network
     from qverify.properties import robustness
 
-    net = load_network(ROOT / "benchmarks" / "digits-cnn" / "digits_cnn.int8.onnx")
-    qnet = quantize_network(net, ImplementationOptions(Int8Format()))
-    center = np.full(qnet.n_inputs, 0.5)
-    harness = render_harness(qnet, robustness(center, 0.05, 0, qnet.n_outputs)).write(tmp_path)
-    result = lift_file(harness, [MODELS_C])
-    assert not result.lifted and "int8 convolutions and pools" in result.reason, result.reason
+    qnet = quantize_network(
+        load_network(ROOT / "benchmarks" / "digits-cnn" / "digits_cnn.int8-pc.onnx"),
+        ImplementationOptions(Int8Format()),
+    )
+    prop = robustness([str(0.5)] * qnet.n_inputs, "0.05", 0, qnet.n_outputs)
+    edits = [
+        ("qv_requant(acc, qv_t1[oc])", "qv_requant(acc, qv_t1[ox])", "T[j] or T[0]"),
+        ("iy = oy * 1 + ky - 0;", "iy = oy * 1 + ky - 1;", "reads outside its input"),
+        ("(int32_t)qv_w1[oc][ic][ky][kx]", "(int32_t)qv_w1[oc][ic][kx][ky]", "indexed"),
+        ("int32_t acc = qv_b1[oc];", "int32_t acc = qv_b1[0];", "B[oc]"),
+        ("} else if (v > acc) {", "} else if (v >= acc + 1) {", "max pool"),
+    ]
+    for old, new, reason in edits:
+        harness = render_harness(qnet, prop).write(tmp_path)
+        text = harness.read_text()
+        assert old in text, old
+        harness.write_text(text.replace(old, new, 1))
+        result = lift_file(harness, [MODELS_C])
+        assert not result.lifted and reason in result.reason, (old, result.reason)
+
+
+def test_int8_x86_pair_saturating_sums_are_declined(rng):
+    """`--format int8-x86`: a layer whose pair sums can saturate at int16 has no exact accumulator,
+    so the network level declines it (the scalar path executes `qv_sat16`)."""
+    from qverify.quant import Int8Kernel
+
+    for _ in range(40):
+        net = random_int8_network(rng, (4, 6, 3))
+        try:
+            qnet = quantize_network(net, ImplementationOptions(Int8Format(kernel=Int8Kernel.X86)))
+        except RangeError:
+            continue
+        if any(layer.int8.paired is not None for layer in qnet.layers):
+            query = _query(qnet, *_code_box(rng, qnet, 2), ())
+            assert "int8-x86" in unsupported_reason(query)
+            return
+    pytest.fail("no random network with pair-saturating sums")

@@ -44,27 +44,6 @@ def test_verify_on_an_nnet_file_imports_nothing_it_does_not_use():
     assert done.stdout.splitlines()[-1] == "10 []", done.stdout + done.stderr
 
 
-def _processes_for(folder) -> list:
-    import psutil
-
-    return [
-        process
-        for process in psutil.process_iter(["cmdline", "status"])
-        if str(folder) in " ".join(process.info["cmdline"] or ()) and process.info["status"] != "zombie"
-    ]
-
-
-def test_the_engine_process_started_early_is_ended_when_no_harness_comes(tmp_path):
-    from qverify.backends import InternalBackend, Limits
-
-    backend = InternalBackend()
-    backend.prepare(Limits(timeout_s=10, memory_mb=1024), tmp_path)
-    (waiting,) = _processes_for(tmp_path)  # ps shows the task it is for
-    assert "qverify.backends.engine_process" in " ".join(waiting.cmdline())
-    backend.close()
-    assert _processes_for(tmp_path) == []
-
-
 def test_exact_dot_by_int64_limbs_equals_the_big_integer_product():
     import random
 

@@ -204,6 +204,22 @@ def test_read_gzip_file(tmp_path: Path) -> None:
     assert read_vnnlib(path).name == "p"
 
 
+def test_a_decompression_bomb_is_refused_in_plain_words(tmp_path: Path, monkeypatch) -> None:
+    """Reading stops at the limit: the message says "more than" the limit (it used to print a size
+    equal to the limit as exceeding it: "1 MB exceeds ... limit of 1 MB")."""
+    import gzip
+
+    monkeypatch.setenv("QVERIFY_MAX_FILE_MB", "1")
+    path = tmp_path / "bomb.vnnlib.gz"
+    with gzip.open(path, "wb") as handle:
+        handle.write(b";" * 3_000_000)
+    with pytest.raises(InputError) as error:
+        read_vnnlib(path)
+    assert str(error.value) == (
+        f"{path} (decompressed): more than the input file size limit of 1 MB (set QVERIFY_MAX_FILE_MB to raise it)"
+    )
+
+
 # ---------------------------------------------------------------- writer
 
 

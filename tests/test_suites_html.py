@@ -11,7 +11,7 @@ from qverify.backends import Limits
 from qverify.suites import InProcessExecutor, read_suite, run_suite
 from qverify.verification import VerifyOptions
 from tests.chromium import assert_not_blank, needs_chromium, screenshot
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SAFETY_NET_S
 
 RELU2 = ROOT / "benchmarks" / "tiny" / "relu2.nnet"
 SUITE = f"""name = "pictures"
@@ -45,8 +45,10 @@ def run_folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("html")
     (folder / "suite.toml").write_text(SUITE)
     suite = read_suite(folder / "suite.toml")
-    options = VerifyOptions(limits=Limits(timeout_s=20, memory_mb=2048))
-    result = run_suite(suite, suite.formats, options, InProcessExecutor(), folder / "run", progress=False)
+    options = VerifyOptions(limits=Limits(timeout_s=SAFETY_NET_S, memory_mb=2048))
+    result = run_suite(
+        suite, suite.formats, options, InProcessExecutor(), folder / "run", SAFETY_NET_S, progress=False
+    )
     assert {e["record"]["status"] for e in result.entries} == {"SAFE", "UNSAFE"}
     return folder / "run"
 

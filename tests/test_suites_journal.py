@@ -16,7 +16,7 @@ from qverify.errors import InputError
 from qverify.suites import InProcessExecutor, read_suite, run_suite
 from qverify.suites.journal import FolderLock, Journal
 from tests.test_cli_basics import assert_clean_error, qverify
-from tests.test_suites_run import OPTIONS, TINY
+from tests.test_suites_run import OPTIONS, TASK_S, TINY
 
 
 def two_task_suite(folder) -> str:
@@ -82,11 +82,13 @@ def test_corrupt_journal_is_exit_2_on_resume(tmp_path):
 def test_resume_after_a_torn_line_runs_that_task_once(tmp_path):
     suite = read_suite(two_task_suite(tmp_path))
     out = tmp_path / "run"
-    first = run_suite(suite, ("float",), OPTIONS, InProcessExecutor(), out, progress=False)
+    first = run_suite(suite, ("float",), OPTIONS, InProcessExecutor(), out, TASK_S, progress=False)
     journal = out / "journal.jsonl"
     lines = journal.read_text().splitlines(keepends=True)
     journal.write_text("".join(lines[:-1]) + lines[-1][:40])
-    resumed = run_suite(suite, ("float",), OPTIONS, InProcessExecutor(), out, resume=True, progress=False)
+    resumed = run_suite(
+        suite, ("float",), OPTIONS, InProcessExecutor(), out, TASK_S, resume=True, progress=False
+    )
     assert resumed.ran == 1
     keys = [json.loads(line)["key"] for line in journal.read_text().splitlines()]
     assert len(keys) == len(set(keys)) == len(suite.tasks)

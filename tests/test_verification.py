@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -38,6 +39,24 @@ def test_unknown_on_timeout_exits_20():
     result = qverify("verify", acas, "--property", prop, "--format", "16.16", "--timeout", "1")
     assert result.returncode == 20, result.stdout + result.stderr
     assert result.stdout.startswith("UNKNOWN: ") and "timeout" in result.stdout
+
+
+def test_jobs_reach_the_engines_workers(tmp_path):
+    """`verify --jobs 2` runs the network level's branch and bound in two worker processes forked
+    in the task's process (itself a fork of the warm engine host): the record's stage times show
+    the workers' start and their bounds; --jobs 0 is one error line."""
+    acas = str(ROOT / "benchmarks/acasxu/nnet/ACASXU_run2a_3_3_batch_2000.nnet")
+    prop = str(ROOT / "benchmarks/acasxu/vnnlib/prop_2.vnnlib")
+    out = tmp_path / "r.json"
+    common = ("--property", prop, "--format", "16.16", "--timeout", "10", "--json", str(out))
+    result = qverify("verify", acas, *common, "--jobs", "2")
+    assert result.returncode == 20, result.stdout + result.stderr  # (open after the level's share)
+    times = json.loads(out.read_text())["times_s"]
+    assert "backend.netlevel.workers_start" in times and times["backend.netlevel.bounds"] > 0
+    refused = qverify("verify", RELU2, *SAFE_ARGS, "--jobs", "0")
+    assert (
+        refused.returncode == 2 and refused.stderr.startswith("error: ") and "Traceback" not in refused.stderr
+    )
 
 
 def test_json_record_fields(tmp_path):
@@ -107,3 +126,98 @@ def test_replay_confirms_a_violating_input_and_rejects_others(tiny_harness):
     assert not outside.confirmed and outside.c_outcome == "ASSUME-FAILED"
     short = replay_candidate(qnet, prop, harness, (1,))
     assert not short.confirmed and "1 values for 2 inputs" in short.problem
+
+
+def test_a_word_length_format_and_records_without_temporary_paths(tmp_path):
+    """`--format 8` as in suites (the split from range analysis over the input domain), and the
+    record's notes name files by their place in the run, not by a deleted temporary folder."""
+    out = tmp_path / "r.json"
+    result = qverify("verify", str(TINY / "tanh3.onnx"), "--property", str(TINY / "tanh3-y0-bound.vnnlib"),
+                     "--format", "16", "--json", str(out))  # fmt: skip
+    assert result.returncode in (0, 10, 20), result.stderr
+    record = json.loads(out.read_text())
+    assert (
+        re.fullmatch(r"<\d+,\d+>", record["format"])
+        and sum(map(int, record["format"][1:-1].split(","))) == 16
+    )
+    notes = " ".join(record["verdict"]["notes"]) + record["reason"]
+    assert "harness/harness.c" in notes and "/tmp" not in notes and "qverify-" not in notes
+
+
+def test_show_refuses_a_picture_it_cannot_draw(tmp_path):
+    """`show --png` on a record without an image counterexample is an error, not a silent exit 0."""
+    out = tmp_path / "r.json"
+    assert qverify("verify", RELU2, *SAFE_ARGS, "--format", "8.8", "--json", str(out)).returncode == 0
+    shown = qverify("show", str(out), "--png", str(tmp_path / "p.png"))
+    assert shown.returncode == 2 and shown.stderr.strip().splitlines() == [
+        f"error: --png: {out} has no counterexample to picture (SAFE)"
+    ]
+    assert qverify("verify", RELU2, *UNSAFE_ARGS, "--format", "8.8", "--json", str(out)).returncode == 10
+    shown = qverify("show", str(out), "--png", str(tmp_path / "p.png"))
+    assert shown.returncode == 2 and "is not an image" in shown.stderr
+    assert not (tmp_path / "p.png").exists()
+
+
+def test_a_terminal_shows_the_stage_and_the_seconds(tmp_path):
+    """A single verify is visibly alive on a terminal (stderr a pty): the stage and the seconds
+    spent of the timeout, redrawn, then erased; nothing of it in a pipe."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+
+    acas = str(ROOT / "benchmarks/acasxu/nnet/ACASXU_run2a_1_1_batch_2000.nnet")
+    prop = str(ROOT / "benchmarks/acasxu/vnnlib/prop_1.vnnlib")
+    command = [
+        sys.executable,
+        "-m",
+        "qverify",
+        "verify",
+        acas,
+        "--property",
+        prop,
+        "--certify",
+        "--timeout",
+        "2",
+    ]
+    main, secondary = pty.openpty()
+    child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=secondary, text=True)
+    os.close(secondary)
+    shown = b""
+    while True:
+        if select.select([main], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            shown += chunk
+        elif child.poll() is not None:
+            break
+    os.close(main)
+    child.wait(timeout=60)
+    assert child.returncode in (0, 20)  # (UNKNOWN: the scalar path of --certify takes minutes)
+    assert re.search(rb"\rverify: backend, \d+ s of 2 s", shown), shown[-300:]
+    assert b"\r\x1b[K" in shown  # the line is erased before the verdict's warnings
+    piped = qverify("verify", RELU2, *SAFE_ARGS, "--format", "8.8")
+    assert "verify:" not in piped.stderr
+
+
+def test_the_engine_is_stopped_at_the_task_s_timeout(tmp_path, monkeypatch, tiny_harness):
+    """An engine that overruns its own budget is killed when the task's time ends (it used to get
+    ten seconds more: a suite task ran 67 s of 60). Here the "engine" never answers at all."""
+    import sys
+    import time
+
+    from qverify.backends import HarnessJob, InternalBackend, Limits, Status, internal
+
+    _, _, harness = tiny_harness
+    stuck = [sys.executable, "-c", "import time; time.sleep(600)"]
+    monkeypatch.setattr(internal, "engine_command", lambda *args: stuck)
+    started = time.monotonic()
+    verdict = InternalBackend().check(HarnessJob(harness, harness.parent, False, 2), Limits(timeout_s=2.0))
+    elapsed = time.monotonic() - started
+    assert verdict.status is Status.UNKNOWN and verdict.reason.startswith("timeout")
+    assert elapsed < 2.0 + 8.0  # the kill (SIGTERM, 1 s, SIGKILL), far below the old 2 + 10 s

@@ -174,3 +174,36 @@ def test_graph_normalisation_means_raw_units_in_both_semantics(tmp_path, semanti
     assert all(5.0 <= value <= 10.0 for value in witness.x)
     if semantics == "real":
         assert_witness_violates(TANH3, vnnlib, witness, Units.RAW)
+
+
+@needs_venv
+def test_bad_script_arguments_still_write_error(tmp_path):
+    """The result file says `error` whatever was wrong: a TIMEOUT that is not a number, a bogus
+    QVERIFY_SEMANTICS, a missing argument (the file is the fifth one)."""
+    results = tmp_path / "out.txt"
+    for args, env in (
+        (("v1", "acasxu", acas("1_1"), prop(1), results, "abc"), None),
+        (("v1", "acasxu", acas("1_1"), prop(1), results, 60), {"QVERIFY_SEMANTICS": "bogus"}),
+        (("v1", "acasxu", acas("1_1"), prop(1), results), None),
+    ):
+        results.unlink(missing_ok=True)
+        done = run_script(RUN, *args, env=env)
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert done.stderr.startswith("error: ") and results.read_text() == "error\n"
+
+
+@needs_venv
+def test_install_tool_runs_the_readme_set_up():
+    """VNN-COMP's third script: `install_tool.sh v1` is `make setup` (nothing to do on a set-up
+    checkout); other arguments are one error line."""
+    install = ROOT / "vnncomp" / "install_tool.sh"
+    up_to_date = subprocess.run(["make", "-q", "-C", str(ROOT), "setup"], capture_output=True, check=False)
+    if up_to_date.returncode != 0:  # it would install packages now: `make test` runs `make setup` first
+        pytest.skip("make setup is not up to date in this checkout (run it, then this test)")
+    done = run_script(install, "v1")
+    assert done.returncode == 0, done.stderr
+    for args in ((), ("v2",), ("v1", "extra")):
+        wrong = run_script(install, *args)
+        assert wrong.returncode == 2 and wrong.stderr.strip().splitlines() == [
+            f"error: usage: {install} v1 (the interface version)"
+        ]

@@ -10,7 +10,7 @@ real numbers (words * 2^-l, (code - zero point) * scale, or the float values), s
 pair are compared in the same units. `ImplementationPair` checks that the two sides fit together.
 
 Labels: `real` (the float64 reference network, no rounding), `float`, `double`, `half`, `K.L`,
-`int8` / `int8-tflite` (the model's own int8 quantization: the network must be an int8 model).
+`int8` / `int8-x86` / `int8-tflite` (the model's own int8 quantization: the network must be an int8 model).
 """
 
 from __future__ import annotations

@@ -73,6 +73,7 @@ class Verdict:
     counts: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     peak_memory_mb: float = 0.0
     notes: tuple[str, ...] = ()  # e.g. why the engine decided on its scalar path
+    cpu_s: float = 0.0  # user + system seconds of the back end's process (and the children it waited for)
 
     def to_json(self) -> dict:
         return {
@@ -87,6 +88,7 @@ class Verdict:
             "counts": dict(self.counts),
             "peak_memory_mb": self.peak_memory_mb,
             "notes": list(self.notes),
+            "cpu_s": self.cpu_s,
         }
 
     @classmethod
@@ -104,6 +106,7 @@ class Verdict:
             counts=MappingProxyType(dict(data.get("counts", {}))),
             peak_memory_mb=float(data.get("peak_memory_mb", 0.0)),
             notes=tuple(str(note) for note in data.get("notes", ())),
+            cpu_s=float(data.get("cpu_s", 0.0)),
         )
 
 

@@ -1,47 +1,164 @@
-"""`python -m qverify.backends.engine_process`: the engine's child process, started before its harness.
+"""`python -m qverify.backends.engine_process FOLDER`: an engine host, the warm engine's server.
 
-The internal back end starts it when a verification begins (`InternalBackend.prepare`): it imports
-the engine (the interpreter's start and the imports: ~0.35 s on ACAS Xu's machine, see
-benchmarks/bench_overhead.py) while the parent reads the network, computes the invariants and
-writes the harness, then reads one line on stdin, the engine's command line as a JSON list, and
-runs it exactly as `python -m qverify.engine ARGS` would. An empty stdin (the parent gave up before
-writing a harness) ends it quietly. Its one argument, the task's work folder, is there for `ps` (and
-for whoever looks for a task's processes, as tests do); the command line on stdin names the harness.
+The host imports the engine once (the interpreter's start and the imports: ~0.6 s of CPU, most of
+what a small query used to cost), then serves tasks one at a time, each in a process of its own
+forked from it: so a task starts in a few milliseconds with every engine module loaded, and starts
+from the same state as every other task (the host itself never runs a task, and nothing a task does
+can reach it or the next one). Its parent (`qverify.backends.engine_host.EngineHost`) writes one
+JSON line per task on stdin:
+
+    {"argv": [...], "cwd": ..., "env": {...}, "address_space": BYTES, "out": PATH, "err": PATH}
+
+and the host says `ready` on stdout once it has imported the engine; then it answers each task
+with `started PID` once the task's process exists, and
+`ended PID RETURNCODE CPU_SECONDS` once it has reaped it. The task's process leads a session of its
+own (the parent watches its resident set and kills its whole group at a limit, as for any verifier
+child), runs under RLIMIT_AS, in the parent's folder and environment of the moment, with stdout and
+stderr in the two files, and runs `python -m qverify.engine ARGV` exactly (`qverify.engine.__main__`),
+then exits without the interpreter's teardown.
+
+The host ends when its stdin ends (its parent closed it, or died); a task running then is killed
+first. FOLDER (where the parent keeps the task's output files) is only there for `ps`, and for
+whoever looks for a run's processes, as tests do.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import resource
+import select
+import signal
 import sys
+import traceback
+
+from qverify.interrupts import die_with_parent
 
 
-def _import_engine() -> None:
-    """The modules `check_file` imports on its first call (qverify.engine.api imports them there, so
-    that the parent, which only needs the engine's option names, never pays for them)."""
+def import_engine() -> None:
+    """The modules a task imports (qverify.engine.api imports its stages in `check_file`, so that
+    `qverify verify`'s own process, which only needs the engine's option names, never pays for
+    them); imported here once for every task the host will run."""
+    import qverify.engine.__main__
     import qverify.engine.cfront
-    import qverify.engine.netlevel
     import qverify.engine.netlevel.lift
+    import qverify.engine.netlevel.model
+    import qverify.engine.netlevel.search
     import qverify.engine.scalar.passes.simplify
     import qverify.engine.scalar.strategy
     import qverify.engine.scalar.symex  # noqa: F401 - imported for its cost, now
 
 
-def main() -> int:
-    from qverify.engine import __main__ as engine_command
+def _run_task(request: dict, host: int) -> None:
+    """In the forked process: become the task's process and run the engine's command line."""
+    code = 1
+    try:
+        os.setsid()  # its own group: a limit kills it and its solver forks, never the host
+        die_with_parent(signal.SIGKILL, host)
+        limit = int(request["address_space"])
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        for fd, path in ((1, request["out"]), (2, request["err"])):
+            target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.dup2(target, fd)
+            os.close(target)
+        from qverify.engine import __main__ as engine_command
 
-    _import_engine()
-    line = sys.stdin.readline()
-    if not line.strip():
-        return 0
-    code = engine_command.main(json.loads(line))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # the answer is out: the interpreter's teardown of the engine's objects (hundreds of thousands of
-    # nodes on ACAS Xu, ~0.1 s) would only keep the parent waiting; the files are closed, and the
-    # parent kills the process group on its way out anyway
-    os._exit(code)
+        code = engine_command.main(list(request["argv"]))
+    except SystemExit as stop:  # argparse's usage errors
+        code = stop.code if isinstance(stop.code, int) else 2
+    except BaseException:  # noqa: BLE001 - reported on the task's stderr, as a crashed process would
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # the answer is out: the interpreter's teardown of the engine's objects (hundreds of
+        # thousands of nodes on ACAS Xu, ~0.1 s) would only keep the parent waiting
+        os._exit(code)
+
+
+def _say(text: str) -> None:
+    os.write(1, (text + "\n").encode())
+
+
+class _Requests:
+    """The task lines on stdin (read with os.read: nothing buffered in Python that a fork could copy)."""
+
+    def __init__(self) -> None:
+        self.pending = b""
+        self.ended = False
+
+    def read_some(self) -> None:
+        chunk = os.read(0, 1 << 16)
+        self.pending += chunk
+        self.ended = not chunk
+
+    def next(self) -> dict | None:
+        """The next task, or None when stdin ended."""
+        while b"\n" not in self.pending:
+            if self.ended:
+                return None
+            self.read_some()
+        line, self.pending = self.pending.split(b"\n", 1)
+        return json.loads(line) if line.strip() else self.next()
+
+
+def _wait_for(pid: int, requests: _Requests) -> tuple[int, float] | None:
+    """Reap the task's process: (return code, CPU seconds); None if stdin ended first (the parent
+    is gone: the task is killed and the host ends)."""
+    try:
+        pidfd: int | None = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    try:
+        while True:
+            watched = [0] if pidfd is None else [0, pidfd]
+            ready, _, _ = select.select(watched, [], [], 0.05 if pidfd is None else None)
+            if 0 in ready:
+                if not requests.ended:
+                    requests.read_some()
+                if requests.ended:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    return None
+            done, status, usage = os.wait4(pid, os.WNOHANG)
+            if done:
+                return os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def serve() -> int:
+    """Run the tasks of stdin until it ends; one forked process per task, one at a time."""
+    host = os.getpid()
+    requests = _Requests()
+    while (request := requests.next()) is not None:
+        pid = os.fork()
+        if pid == 0:
+            _run_task(request, host)
+        _say(f"started {pid}")
+        ended = _wait_for(pid, requests)
+        if ended is None:
+            return 0
+        _say(f"ended {pid} {ended[0]} {ended[1]:.6f}")
+    return 0
+
+
+def main() -> int:
+    import_engine()
+    _say("ready")
+    return serve()
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    code = main()
+    # the parent waits for the host's end at its own exit: the interpreter's teardown of every
+    # engine module would only keep it waiting (the host holds no file or state worth flushing)
+    os._exit(code)

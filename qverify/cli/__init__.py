@@ -30,26 +30,30 @@ from qverify.interrupts import interrupt_on_sigterm
 Handler = Callable[[argparse.Namespace], int]
 
 
-COMMANDS = (  # in the order `qverify --help` lists them; command NAME lives in qverify.cli.cmd_NAME
-    "info",
-    "convert",
-    "quantize",
-    "codegen",
-    "harness",
-    "verify",
-    "show",
-    "suite",
-    "sweep",
-    "vnncomp",
-    "impact",
-    "diff",
-    "repair",
-)
+# command NAME lives in qverify.cli.cmd_NAME; `qverify --help` lists them in this order with these
+# summaries, which are also the sub-commands' own (tests/test_cli_basics.py): the list does not
+# import thirteen modules and everything they use (seconds on a busy machine) to print one line each
+COMMANDS = {
+    "info": "print a network's layers, normalisation and ranges, or the tools found (--tools)",
+    "convert": "convert a network between .nnet and .onnx",
+    "quantize": "int8-quantize a float network with onnxruntime (static, calibrated)",
+    "codegen": "generate the network's C code (fixed or float)",
+    "harness": "write the C verification harness of a property",
+    "verify": "prove or refute one property",
+    "show": "print a verification record (and picture its counterexample)",
+    "suite": "run benchmark suites (parallel, journaled, resumable)",
+    "sweep": "verify at every word length; report the minimum word length",
+    "vnncomp": "VNN-COMP tool interface (used by vnncomp/*.sh)",
+    "impact": "accuracy, F1 and KL divergence of quantized implementations under input perturbations",
+    "diff": "find or prove absent disagreements between a network and its quantized implementation",
+    "repair": "repair a quantized network: fault localisation, MILP over integer weight changes, "
+    "re-verification",
+}
 
 
 def _named_command(argv: Sequence[str]) -> str | None:
     """The sub-command `argv` runs: its first word that is not an option, when it names one (None for
-    `--help`, `--version`, no command or a misspelt one: those need every sub-command's parser)."""
+    `--help`, `--version`, no command or a misspelt one)."""
     for word in argv:
         if word in ("-h", "--help", "--version"):
             return None
@@ -58,12 +62,26 @@ def _named_command(argv: Sequence[str]) -> str | None:
     return None
 
 
-def _subcommand_modules(argv: Sequence[str]) -> list:
-    """The modules to register: only the named command's when there is one. Each module imports what
-    its command needs (ONNX, onnxruntime, scikit-learn, Pillow, tqdm, ...); importing all thirteen
-    cost `qverify verify` ~0.5 s of every run (benchmarks/bench_overhead.py)."""
+def _start_engine_early(argv: Sequence[str]) -> None:
+    """`qverify verify` and `qverify vnncomp run` start their engine host first thing: it imports
+    the engine (~0.5 s of CPU) while this process imports the command and reads the inputs, on the
+    other core (benchmarks/bench_overhead.py). Not when the command will not run the engine."""
     named = _named_command(argv)
-    return [importlib.import_module(f"qverify.cli.cmd_{name}") for name in ([named] if named else COMMANDS)]
+    if named == "vnncomp" and "run" not in argv:
+        return
+    if named not in ("verify", "vnncomp") or any(
+        word in ("-h", "--help") or "esbmc" in word for word in argv
+    ):
+        return
+    from qverify.backends import engine_host
+
+    engine_host.prewarm()
+
+
+def _asks_version(argv: Sequence[str]) -> bool:
+    """`qverify [--debug] --version`: answered before any parser is built."""
+    options = [word for word in argv if word != "--debug"]
+    return bool(options) and options[0] == "--version"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -74,8 +92,12 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"error: {message} (see `{self.prog} --help`)\n")
 
 
-def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The parser of `argv` (default: every sub-command's, as for `qverify --help`)."""
+def build_parser(argv: Sequence[str] | None = None, every_command: bool = False) -> argparse.ArgumentParser:
+    """The parser of `argv`: the named sub-command's in full (its module registers it and imports what
+    the command needs: ONNX, onnxruntime, scikit-learn, Pillow, tqdm, ...; importing all thirteen cost
+    `qverify verify` ~0.5 s of every run, benchmarks/bench_overhead.py), or, when no command is named
+    (`--help`, a misspelt one), each command's summary only. `every_command`: every sub-command's
+    parser in full."""
     parser = _Parser(
         prog="qverify",
         description="Prove or refute safety properties of neural networks as implemented in "
@@ -85,14 +107,23 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"qverify {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in _subcommand_modules(argv if argv is not None else ()):
-        module.register(subparsers)
+    named = _named_command(argv if argv is not None else ())
+    if named is None and not every_command:
+        for name, summary in COMMANDS.items():
+            subparsers.add_parser(name, help=summary)
+        return parser
+    for name in COMMANDS if every_command else [named]:
+        importlib.import_module(f"qverify.cli.cmd_{name}").register(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     mark_main()
     argv = sys.argv[1:] if argv is None else argv
+    if _asks_version(argv):
+        print(f"qverify {__version__}")
+        return 0
+    _start_engine_early(argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     if args.command is None:

@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     net = load_network(args.network)
-    qnet = quantize_network(net, implementation_from_args(args))
+    qnet = quantize_network(net, implementation_from_args(args, net))
     for message in overflow_warnings(qnet, *net.default_input_box()):
         warn(message + " (over the network's default input domain)")
     path = render_network(qnet).write(args.output)

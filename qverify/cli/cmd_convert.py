@@ -1,10 +1,13 @@
-"""`qverify convert IN OUT`: between NNet and ONNX (the suffix says which)."""
+"""`qverify convert IN OUT`: between NNet and ONNX (the suffix says which); an int8 model is written
+as its float view (`qverify.network.float_view`), said in one line."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from qverify.io import load_network, save_network
+from qverify.network.float_view import float_network
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -16,6 +19,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     net = load_network(args.source)
-    save_network(net, args.target)
+    if net.quantization is not None:
+        print(
+            f"note: {args.source} is an int8 model: {args.target} holds its float view (dequantized weights, "
+            "the activations its quantization implies), not its int8 arithmetic",
+            file=sys.stderr,
+        )
+    save_network(float_network(net), args.target)
     print(f"wrote {args.target} ({' -> '.join(map(str, net.sizes))})")
     return 0

@@ -12,12 +12,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from qverify.cli.options import parse_image_shape
-from qverify.cli.pairs import ModelFiles, implementation_of, pair_of_floats
+from qverify.cli.options import non_negative_int, parse_image_shape, positive_int
+from qverify.cli.outputs import add_output_options, prepare_output_folder
+from qverify.cli.pairs import ModelFiles, domain_of, implementation_of, pair_of_floats
 from qverify.data import BUILT_IN
 from qverify.errors import InputError
+from qverify.input_limits import check_tensor
+from qverify.tasks.model import timeout_problem
 
 DEFAULT_METHODS = "ga,distortion,random,random-distortion"
+MAX_POPULATION = 100_000  # DiffChaser's and DiverGet's populations are tens; a generation is one batch
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pair.add_argument(
         "--candidate",
         metavar="LABEL[=MODEL]",
-        help="candidate implementation: K.L, half, float, double, int8, int8-tflite, optionally of "
+        help="candidate implementation: K.L, half, float, double, int8, int8-x86, int8-tflite, optionally of "
         "another model file (int8=model.int8.onnx)",
     )
     pair.add_argument(
@@ -65,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     inputs.add_argument(
         "--seeds",
-        type=int,
+        type=positive_int,
         default=20,
         metavar="N",
         help="seeds: inputs both implementations get right (default 20)",
@@ -80,10 +84,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"search methods (default {DEFAULT_METHODS}; 'none': proof mode only)",
     )
     search.add_argument(
-        "--budget", type=int, default=1000, metavar="Q", help="queries per seed and method (default 1000)"
+        "--budget",
+        type=int,
+        default=1000,
+        metavar="Q",
+        help="queries per seed and method (default 1000)",
     )
     search.add_argument("--time-budget", type=float, metavar="S", help="also stop a seed after S seconds")
-    search.add_argument("--population", type=int, default=20, help="population / swarm size (default 20)")
+    search.add_argument(
+        "--population",
+        type=int,
+        default=20,
+        help=f"population / swarm size (default 20; 2..{MAX_POPULATION})",
+    )
     search.add_argument(
         "--epsilon",
         type=float,
@@ -94,7 +107,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--mutation-rate", type=float, default=0.05, help="GA mutation rate per value (default 0.05)"
     )
     search.add_argument(
-        "--k", type=int, default=1, help="k of DiffChaser's k-uncertainty fitness (default 1)"
+        "--k",
+        type=positive_int,
+        default=1,
+        help="k of DiffChaser's k-uncertainty fitness: the k-th ranked logit (default 1; below the outputs)",
     )
     search.add_argument(
         "--optimizer", default="pso", choices=("pso", "ga"), help="distortion search optimizer"
@@ -121,13 +137,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="PSNR (dB) below which a generated input is invalid (default 20; 0: off)",
     )
     search.add_argument(
-        "--keep", type=int, default=50, help="DIIs kept per seed and method in diis.npz (default 50)"
+        "--keep",
+        type=non_negative_int,
+        default=50,
+        help="DIIs kept per seed and method in diis.npz (default 50)",
     )
     proof = parser.add_argument_group("proof mode")
     proof.add_argument(
         "--prove", action="store_true", help="prove or refute disagreement in regions around seeds"
     )
-    proof.add_argument("--regions", type=int, metavar="N", help="regions (default: every seed)")
+    proof.add_argument("--regions", type=positive_int, metavar="N", help="regions (default: every seed)")
     proof.add_argument(
         "--radius",
         type=float,
@@ -158,8 +177,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "before the two-network harness)",
     )
     proof.add_argument("--timeout", type=float, default=60.0, help="seconds per region (default 60)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
-    parser.add_argument("-o", "--out", default="results/diff", metavar="DIR", help="output folder")
+    parser.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed of every random choice (default 0)"
+    )
+    add_output_options(
+        parser,
+        "results/diff",
+        "continue a previous run in the output folder: reuse its journalled seed results and verdicts",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(handler=run)  # fmt: skip
 
@@ -199,9 +224,9 @@ def run(args: argparse.Namespace) -> int:
     # here, not at the top: scipy and matplotlib would slow every `qverify` start-up
     from qverify.assurance import ImplementationPair
     from qverify.assurance.diff.criteria import Criterion
-    from qverify.assurance.diff.inputs import seed_source
+    from qverify.assurance.diff.inputs import DRAWN_PER_SEED, seed_source
     from qverify.assurance.diff.records import DiffStudy
-    from qverify.assurance.diff.report import summary_text, write_report
+    from qverify.assurance.diff.report import HARNESSES, OUTPUTS, summary_text, write_report
     from qverify.assurance.diff.search import METHODS, PairOracle, SearchSettings, run_search, select_seeds
     from qverify.assurance.diff.search_journal import SearchJournal, run_identity
     from qverify.assurance.diff.space import LinfBall, distortion_space
@@ -219,14 +244,18 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"unknown search method {', '.join(unknown)} (known: {', '.join(METHODS)}, or none)")
     if not methods and not args.prove:
         raise InputError("nothing to do: --methods none without --prove")
-    if args.seeds < 1:
-        raise InputError(f"--seeds {args.seeds}: must be at least 1")
+    _check_search_options(args, net)
     settings = SearchSettings(args.budget, args.time_budget, args.population, args.epsilon, args.mutation_rate,
                               args.k, args.optimizer, args.keep, args.min_psnr, args.seed)  # fmt: skip
-    domain = pair_of_floats(args.domain, "--domain") if args.domain else None
+    proof = _proof_settings(args) if args.prove else None
+    domain = domain_of(args.domain) if args.domain else None
+    if args.data is None:  # seeds drawn uniformly: DRAWN_PER_SEED per seed asked for
+        check_tensor((args.seeds * DRAWN_PER_SEED, net.n_inputs), 8, "--seeds")
     source = seed_source(
         net, args.data, domain, parse_image_shape(args.image_shape, net.n_inputs), args.seeds, args.seed
     )
+    out = Path(args.out)
+    prepare_output_folder(out, OUTPUTS, args.overwrite, args.resume)
     oracle = PairOracle(pair, criterion, source.normalise)
     seeds, seed_labels = select_seeds(oracle, source.x, source.labels, args.seeds, args.seed)
     canvas = source.canvas
@@ -238,29 +267,23 @@ def run(args: argparse.Namespace) -> int:
         else None
     )
     runs: tuple = ()
+    journalled: list[Path] = []
     if methods:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
         identity = run_identity(pair.describe(), criterion.describe(), settings, ball.radius, space)
         journal = SearchJournal(out, identity)
         runs = run_search(oracle, seeds, ball, space, methods, settings, args.per_family, not args.no_progress,
                           journal)  # fmt: skip
+        journalled.append(journal.journal.path)
         if journal.reused:
-            print(f"diff: reused {journal.reused} seed results journalled in {journal.journal.path} "
-                  "(delete it to search again)")  # fmt: skip
+            print(f"diff: reused {journal.reused} seed results journalled in {journal.journal.path}")
     regions = ()
-    if args.prove:
-        from qverify.assurance.diff.proof import ProofSettings, prove_regions
+    if proof is not None:
+        from qverify.assurance.diff.proof import prove_regions
 
-        proof = ProofSettings(args.backend, args.timeout, args.radius,
-                              pair_of_floats(args.brightness, "--brightness") if args.brightness else None,
-                              pair_of_floats(args.contrast, "--contrast") if args.contrast else None,
-                              not args.no_sampling, not args.no_stability)  # fmt: skip
         count = len(seeds) if args.regions is None else args.regions
-        if count < 1:
-            raise InputError(f"--regions {count}: must be at least 1")
-        regions = prove_regions(pair, criterion, source, seeds[:count], proof, Path(args.out) / "harnesses",
+        regions = prove_regions(pair, criterion, source, seeds[:count], proof, out / HARNESSES,
                                 not args.no_progress)  # fmt: skip
+        journalled.append(out / HARNESSES)
     study = DiffStudy(
         pair=pair.describe(),
         criterion=criterion.describe(),
@@ -280,8 +303,31 @@ def run(args: argparse.Namespace) -> int:
         notes=source.notes,
         input_box=source.input_box,
     )  # fmt: skip
-    written = write_report(study, Path(args.out))
+    written = write_report(study, out)
     print(f"diff: {pair.describe()}, {criterion.describe()}, {len(seeds)} seeds from {source.name}")
     print(summary_text(study))
-    print(f"wrote {len(written)} files to {args.out}")
+    names = ", ".join(path.name + ("/" if path.is_dir() else "") for path in [*written, *journalled])
+    print(f"wrote {len(written) + len(journalled)} files to {out}: {names}")
     return 0
+
+
+def _check_search_options(args: argparse.Namespace, net) -> None:
+    """What the search settings cannot check alone: against the network's outputs and inputs."""
+    if args.k >= net.n_outputs:
+        raise InputError(
+            f"--k {args.k}: the k-th ranked output must exist (the network has {net.n_outputs}: k < {net.n_outputs})"
+        )
+    if not 2 <= args.population <= MAX_POPULATION:
+        raise InputError(f"--population {args.population}: must lie in 2..{MAX_POPULATION}")
+    check_tensor((args.population, net.n_inputs), 8, "--population")  # one generation, one batch
+
+
+def _proof_settings(args: argparse.Namespace):
+    from qverify.assurance.diff.proof import ProofSettings
+
+    if timeout_problem(args.timeout):
+        raise InputError(f"--timeout: {timeout_problem(args.timeout)}")
+    return ProofSettings(args.backend, args.timeout, args.radius,
+                         pair_of_floats(args.brightness, "--brightness") if args.brightness else None,
+                         pair_of_floats(args.contrast, "--contrast") if args.contrast else None,
+                         not args.no_sampling, not args.no_stability)  # fmt: skip

@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     net = load_network(args.network)
     prop = property_from_args(args, net)
-    qnet = quantize_network(net, implementation_from_args(args))
+    qnet = quantize_network(net, implementation_from_args(args, net))
     for box in prop.boxes:
         for message in overflow_warnings(qnet, box.lo_array(), box.hi_array()):
             warn(message)

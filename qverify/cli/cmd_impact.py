@@ -11,12 +11,14 @@ from pathlib import Path
 import numpy as np
 
 from qverify.assurance import Implementation, normalised_inputs
-from qverify.cli.options import parse_image_shape
-from qverify.cli.pairs import ModelFiles, implementation_of, pair_of_floats
+from qverify.cli.options import non_negative_int, parse_image_shape, positive_int
+from qverify.cli.outputs import add_output_options, prepare_output_folder
+from qverify.cli.pairs import ModelFiles, domain_of, implementation_of
 from qverify.cli.report import warn
 from qverify.data import BUILT_IN, load_dataset
 from qverify.data.transforms import FAMILIES, IMPACT_DEFAULT, PAPER_FAMILIES
 from qverify.errors import InputError
+from qverify.input_limits import check_tensor
 
 DEFAULT_REFERENCE = "float"
 
@@ -51,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="LABEL[=MODEL]",
-        help="a candidate implementation: int8, int8-tflite, half, float, double, K.L (fixed point), "
+        help="a candidate implementation: int8, int8-x86, int8-tflite, half, float, double, K.L (fixed point), "
         "optionally of another model file (e.g. int8=cnn.int8.onnx); repeatable",
     )
     parser.add_argument(
@@ -85,16 +87,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="FAMILY=V1,V2,...",
         help="intensities of one family instead of its default grid; repeatable",
     )
-    parser.add_argument("--samples", type=int, metavar="N", help="at most N images (a random subset)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of perturbations and bootstrap (default 0)")
     parser.add_argument(
-        "--resamples", type=int, default=1000, metavar="B", help="bootstrap resamples (default 1000; 0: none)"
+        "--samples", type=positive_int, metavar="N", help="at most N images (a random subset)"
+    )
+    parser.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed of perturbations and bootstrap (default 0)"
+    )
+    parser.add_argument(
+        "--resamples",
+        type=non_negative_int,
+        default=1000,
+        metavar="B",
+        help="bootstrap resamples (default 1000; 0: none)",
     )
     parser.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
     parser.add_argument(
         "--temperature", type=float, default=1.0, help="softmax temperature over the outputs (default 1)"
     )
-    parser.add_argument("-o", "--out", default="results/impact", metavar="DIR", help="output folder")
+    add_output_options(parser, "results/impact")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(handler=run)
 
@@ -175,6 +185,7 @@ def _check_normalisations(reference: Implementation, candidates: list[Implementa
 def run(args: argparse.Namespace) -> int:
     # here, not at the top: scikit-learn and scipy would slow every `qverify` start-up
     from qverify.assurance.impact import (
+        OUTPUTS,
         StudySettings,
         check_dataset,
         family_grids,
@@ -195,18 +206,19 @@ def run(args: argparse.Namespace) -> int:
     data = load_dataset(args.data)
     check_dataset(data, net.n_inputs, net.n_outputs)
     if args.samples is not None:
-        if args.samples < 1:
-            raise InputError(f"--samples {args.samples}: must be at least 1")
         data = data.subset(args.samples, args.seed)
-    domain = pair_of_floats(args.domain, "--domain") if args.domain else None
+    check_tensor((args.resamples, data.size), 8, "--resamples")  # the bootstrap's indices, per cell
+    domain = domain_of(args.domain) if args.domain else None
     canvas, domain_source = resolve_canvas(
         data, net, domain, parse_image_shape(args.image_shape, net.n_inputs)
     )
     grids = family_grids(_family_names(args.families, canvas.shape is not None), _grids(args.grid), canvas)
+    out = Path(args.out)
+    prepare_output_folder(out, OUTPUTS, args.overwrite)
     study = run_study(
         reference, candidates, data, canvas, grids, settings, lambda x: normalised_inputs(net, x)
     )
-    written = write_report(study, Path(args.out))
+    written = write_report(study, out)
     names = ", ".join(f"{c.label} ({c.network.name})" for c in candidates)
     print(
         f"impact: {reference.label} ({net.name}) vs {names} on {data.name}: {data.size} images, "

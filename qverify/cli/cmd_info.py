@@ -8,6 +8,7 @@ import argparse
 from qverify.errors import InputError, RangeError
 from qverify.io import load_network
 from qverify.network import Network
+from qverify.network.float_view import describe_implied
 from qverify.quant import IntBitsProposal, propose_int_bits, real_bounds
 from qverify.quant.fixed import MAX_WORD_BITS
 
@@ -68,6 +69,7 @@ def _layer_line(index: int, layer, quant) -> str:
             kind = "per channel" if scales.size > 1 else "per tensor"
             text += f", weight scales {kind} [{_fmt(scales.min())}, {_fmt(scales.max())}]"
             text += f", int8 weights [{int(quant.weights.min())}, {int(quant.weights.max())}]"
+            text += f"\n      float view: {describe_implied(quant)}"
     return text
 
 

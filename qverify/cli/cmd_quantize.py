@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import numpy as np
 
+from qverify.cli.options import non_negative_int, positive_int
 from qverify.data import BUILT_IN, load_dataset
 from qverify.errors import InputError
+from qverify.input_limits import check_tensor
 from qverify.io import load_network
 from qverify.network import CodeType, evaluate_core
-from qverify.quant import ImplementationOptions, Int8Format, quantize_network, simulate
+from qverify.quant import ImplementationOptions, Int8Format, Int8Kernel, quantize_network, simulate
 from qverify.quant.calibrate import (
     QuantFormat,
     QuantizeSettings,
@@ -64,20 +67,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--samples",
-        type=int,
+        type=positive_int,
         default=1000,
         metavar="N",
         help="at most N calibration samples (default 1000; a random subset with --seed)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the sampling (default 0)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the sampling (default 0)")
     parser.set_defaults(handler=run)
 
 
 def _calibration(args: argparse.Namespace, net) -> tuple[np.ndarray, np.ndarray | None, str]:
     """Normalised calibration inputs, their labels (if any) and a description."""
-    if args.samples < 1:
-        raise InputError(f"--samples {args.samples}: must be at least 1")
     if args.calibration == UNIFORM:
+        check_tensor((args.samples, net.n_inputs), 8, "--samples")
         return (
             uniform_samples(net, args.samples, args.seed),
             None,
@@ -89,10 +91,29 @@ def _calibration(args: argparse.Namespace, net) -> tuple[np.ndarray, np.ndarray 
     x, y = data.x, data.y
     if net.input_norm is not None:
         x = net.input_norm.apply(x)
+    _check_float32(x, data.name)
     return x, y, f"{x.shape[0]} samples of {data.name}"
 
 
+def _check_float32(x: np.ndarray, name: str) -> None:
+    """The float model computes in float32: a calibration value beyond its range would give the
+    quantizer infinite ranges and made-up scales (onnxruntime does not refuse them)."""
+    beyond = np.abs(x) > np.finfo(np.float32).max
+    if beyond.any():
+        sample, feature = (int(v) for v in np.argwhere(beyond)[0])
+        raise InputError(
+            f"calibration data {name}: sample {sample}, input {feature} is {x[sample, feature]:.6g} after the "
+            "network's normalisation, beyond float32's range (the model computes in float32)"
+        )
+
+
+def _check_output(path: str) -> None:
+    if Path(path).suffix.lower() != ".onnx":
+        raise InputError(f"-o {path}: quantize writes an ONNX model (QDQ or QOperator): name it MODEL.onnx")
+
+
 def run(args: argparse.Namespace) -> int:
+    _check_output(args.output)
     net = load_network(args.network)
     if net.quantization is not None:
         raise InputError(f"{args.network} is already quantized")
@@ -114,7 +135,16 @@ def run(args: argparse.Namespace) -> int:
             f"  accuracy on the calibration samples: float {np.mean(float_pred == labels):.2%}, "
             f"int8 {np.mean(int8_pred == labels):.2%} (agreement {np.mean(float_pred == int8_pred):.2%})"
         )
-    for warning in pair_saturation_risk(quantized) if settings.quant_format is QuantFormat.QDQ else []:
+    risks = pair_saturation_risk(quantized)
+    if not risks:
+        print(
+            "  onnxruntime's x86 kernels without AVX-VNNI compute the same (no weight pair can saturate int16)"
+        )
+    elif labels is not None and labels.max() < net.n_outputs:
+        x86 = quantize_network(quantized, ImplementationOptions(Int8Format(kernel=Int8Kernel.X86)))
+        x86_pred = np.argmax(simulate(x86, x86.input_quant.quantize(x)).outputs, axis=1)
+        print(f"  int8-x86 (onnxruntime on x86 without AVX-VNNI): accuracy {np.mean(x86_pred == labels):.2%}")
+    for warning in risks:
         print(f"warning: {warning}", file=sys.stderr)
     return 0
 

@@ -13,8 +13,10 @@ from qverify.cli.options import (
     add_implementation_options,
     add_verify_options,
     implementation_from_args,
+    non_negative_int,
     verify_options_from_args,
 )
+from qverify.cli.outputs import add_output_options, prepare_output_folder
 from qverify.cli.report import warn
 from qverify.data import BUILT_IN, load_dataset
 from qverify.data.datasets import Dataset
@@ -68,7 +70,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument(
         "--random-runs", type=int, default=5, metavar="R", help="random draws of neurons (default 5)"
     )
-    group.add_argument("--random-seed", type=int, default=0, help="seed of the random baseline (default 0)")
+    group.add_argument(
+        "--random-seed", type=non_negative_int, default=0, help="seed of the random baseline (default 0)"
+    )
     group.add_argument(
         "--margin",
         type=int,
@@ -102,11 +106,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_implementation_options(parser)
     add_verify_options(parser)
-    parser.add_argument("-o", "--out", default="results/repair", metavar="DIR", help="output folder")
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="take the MILPs a stopped run finished from DIR/journal.jsonl (default: start afresh)",
+    add_output_options(
+        parser,
+        "results/repair",
+        "continue a previous run in the output folder: take the MILPs it finished from DIR/journal.jsonl",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.set_defaults(handler=run)
@@ -167,6 +170,8 @@ def run(args: argparse.Namespace) -> int:
     target = make_target(implementation, settings.layer)
     repair_set = _labelled(args.repair_set, net, "repair set")
     validation = _labelled(_validation_spec(args), net, "validation set")
+    out = Path(args.out)
+    prepare_output_folder(out, report.OUTPUTS, args.overwrite, args.resume)
     study = prepare_study(
         net,
         target,
@@ -175,14 +180,7 @@ def run(args: argparse.Namespace) -> int:
         normalised_inputs(net, validation.x),
         validation.y,  # type: ignore[arg-type]
     )
-    out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise InputError(f"-o {out}: cannot create the output folder: {error.strerror}") from None
     journal = Journal(out / "journal.jsonl")
-    if not args.resume:
-        journal.reset()
     result = run_repair(study, settings, progress=not args.no_progress, journal=journal)
     written: dict[str, str] = {}
     changes = []

@@ -47,14 +47,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"  time {total:.2f} s, peak memory {record.peak_memory_mb:.0f} MB")
         print(f"  {describe_times(record.times_s)}")
     example = record.counterexample
-    if example is None:
+    if example is not None:
+        print(describe_example(record))
+    if example is None or example.image_shape is None:
+        if args.png is not None or args.open:  # asked for a picture: never a silent no-op
+            flag = "--png" if args.png is not None else "--open"
+            raise InputError(
+                f"{flag}: {path} has no counterexample to picture ({record.status.value})"
+                if example is None
+                else f"{flag}: the counterexample of {path} is not an image (verify with --image-shape HxW "
+                "to record one)"
+            )
         return 0
-    print(describe_example(record))
-    if example.image_shape is not None:
-        png = write_example_png(
-            example, Path(args.png) if args.png else path.with_suffix(".png"), title=record.name
-        )
-        print(f"image: {png}")
-        if args.open and not open_image(png):
-            print("  (no display to open it on)")
+    png = write_example_png(
+        example, Path(args.png) if args.png else path.with_suffix(".png"), title=record.name
+    )
+    print(f"image: {png}")
+    if args.open and not open_image(png):
+        print("  (no display to open it on)")
     return 0

@@ -12,9 +12,10 @@ from qverify.cli.options import (
     verify_options_from_args,
 )
 from qverify.errors import EXIT_CODES_HELP
-from qverify.suites import make_executor, read_suite, run_suite
-from qverify.suites.suite_file import BENCHMARKS
-from qverify.verification import with_core_share
+from qverify.quant import FloatFormat, parse_number_format, word_length
+from qverify.suites import make_executor, run_suite
+from qverify.suites.suite_file import BENCHMARKS, list_suite
+from qverify.verification import check_semantics, with_core_share
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -62,6 +63,10 @@ def run_command(args: argparse.Namespace) -> int:
     options = with_core_share(
         verify_options_from_args(_with_default_timeout(args, suite.timeout_s)), args.jobs
     )
+    for label in formats:  # before any task runs, not as one ERROR record per task
+        number = suite.number_label(label)
+        is_float = word_length(number) is None and isinstance(parse_number_format(number), FloatFormat)
+        check_semantics(options, is_float, f"format {label}")
     out = Path(args.out) if args.out else Path("results") / suite.name
     executor = make_executor(args.executor, args.jobs, args.scheduler)
     result = run_suite(
@@ -93,10 +98,10 @@ def _with_default_timeout(args: argparse.Namespace, suite_timeout: float) -> arg
 
 
 def list_command(args: argparse.Namespace) -> int:
-    suites = [read_suite(path) for path in sorted(BENCHMARKS.glob("*/suite.toml"))]
+    suites = [list_suite(path) for path in sorted(BENCHMARKS.glob("*/suite.toml"))]
     width = max((len(suite.name) for suite in suites), default=0)
     for suite in suites:
         print(
-            f"{suite.name:{width}s} {len(suite.tasks):4d} tasks  formats {', '.join(suite.formats):20s} {suite.description}"
+            f"{suite.name:{width}s} {suite.tasks:4d} tasks  formats {', '.join(suite.formats):20s} {suite.description}"
         )
     return 0

@@ -26,12 +26,12 @@ from qverify.cli.options import (
     positive_int,
     property_from_args,
 )
-from qverify.cli.report import describe_example, warn
+from qverify.cli.report import StageTicker, describe_example, say_kernel, warn
 from qverify.cli.startup import startup_times
 from qverify.errors import EXIT_CODES_HELP, EXIT_UNKNOWN, InputError, ResourceLimitError
 from qverify.input_limits import reading_within
 from qverify.io import load_network
-from qverify.tasks import Origin, check_same_network, read_spec
+from qverify.tasks import Origin, check_same_network, float_view_note, for_network, read_spec
 from qverify.tasks.model import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 from qverify.verification import VerificationRecord, verify_property
 
@@ -57,6 +57,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="processes the internal engine's search may use (default: every core)",
     )
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no status line (the default shows one on a terminal)"
+    )
     parser.set_defaults(handler=run)
 
 
@@ -67,7 +70,7 @@ def _from_spec(args: argparse.Namespace):
     if args.network is not None:
         check_same_network(args.network, spec.network_path, args.spec)
     net = load_network(spec.network_path)
-    resolved = options_from_args(args, (Origin.SPEC, spec.given))
+    resolved = for_network(options_from_args(args, (Origin.SPEC, spec.given)), net.quantization is not None)
     origins = {"network": Origin.SPEC.value, "property": Origin.SPEC.value} | resolved.given()
     prop = spec.property
     if args.property is not None or args.center is not None:
@@ -75,7 +78,8 @@ def _from_spec(args: argparse.Namespace):
         origins["property"] = Origin.COMMAND_LINE.value
     shape = parse_image_shape(args.image_shape, net.n_inputs) or spec.image_shape
     options = resolved.options.verify_options(Path(args.keep) if args.keep else None, shape)
-    return net, prop, resolved.options.implementation(), options, spec.name, origins
+    _note_float_view(net, resolved)
+    return net, prop, resolved.options.implementation_for(net), options, spec.name, origins
 
 
 def _from_flags(args: argparse.Namespace):
@@ -84,17 +88,28 @@ def _from_flags(args: argparse.Namespace):
     net = load_network(args.network)
     prop = property_from_args(args, net)
     shape = parse_image_shape(args.image_shape, net.n_inputs) or net.image_shape
-    resolved = options_from_args(args)
+    resolved = for_network(options_from_args(args), net.quantization is not None)
     options = resolved.options.verify_options(Path(args.keep) if args.keep else None, shape)
     origins = {"network": Origin.COMMAND_LINE.value, "property": Origin.COMMAND_LINE.value}
+    _note_float_view(net, resolved)
     return (
         net,
         prop,
-        resolved.options.implementation(),
+        resolved.options.implementation_for(net),
         options,
         f"{net.name}-{prop.name}",
         origins | resolved.given(),
     )
+
+
+def _note_float_view(net, resolved) -> None:
+    """One line when the format is the float view of an int8 model, or when onnxruntime's x86
+    kernels matter for the int8 format chosen."""
+    note = float_view_note(net.name, net.quantization is not None, resolved.options)
+    if note is not None:
+        print(f"note: {note}", file=sys.stderr)
+    elif net.quantization is not None:
+        say_kernel(net, resolved.options.implementation().number)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,9 +124,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"{Status.UNKNOWN.value}: {error}")
         return EXIT_UNKNOWN
     times["load"] = round(time.perf_counter() - started, 6)
-    net, prop, implementation, options, name, origins = task
-    record = verify_property(net, prop, implementation, options, name)
-    record = replace(record, origins=origins, times_s=times | record.times_s)
+    net, prop, (implementation, note), options, name, origins = task
+    with StageTicker("verify", options.limits.timeout_s, not args.no_progress) as ticker:
+        record = verify_property(net, prop, implementation, options, name, ticker.finished)
+    warnings = (note, *record.warnings) if note else record.warnings
+    record = replace(record, origins=origins, times_s=times | record.times_s, warnings=warnings)
     for message in record.warnings:
         warn(message)
     print(record.summary_line())

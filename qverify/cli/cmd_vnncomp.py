@@ -8,9 +8,11 @@ code is otherwise 0, whatever the verdict: the competition reads the file, not t
 from __future__ import annotations
 
 import argparse
+import math
 
 from qverify.cli.report import warn
-from qverify.errors import QverifyError
+from qverify.errors import InputError, QverifyError
+from qverify.tasks.model import timeout_problem
 from qverify.vnncomp import (
     RunnerConfig,
     Semantics,
@@ -30,10 +32,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run = actions.add_parser("run", help="verify an instance and write the result file")
     _instance_arguments(run)
     run.add_argument("results", metavar="RESULTS_FILE")
-    run.add_argument("timeout", type=float, metavar="TIMEOUT", help="seconds, start-up included")
+    # TIMEOUT and --semantics are checked by `run_run`, not by argparse: a bad value must still
+    # leave RESULTS_FILE saying `error`, as the competition's interface promises
+    run.add_argument("timeout", metavar="TIMEOUT", help="seconds, start-up included")
     run.add_argument(
         "--semantics",
-        choices=[s.value for s in Semantics],
         default=Semantics.REAL.value,
         help="real (competition default): the real-valued network; quantized: the implementation in --format",
     )
@@ -59,12 +62,30 @@ def run_prepare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _semantics(text: str) -> Semantics:
+    try:
+        return Semantics(text)
+    except ValueError:
+        known = ", ".join(s.value for s in Semantics)
+        raise InputError(f"--semantics {text!r} (QVERIFY_SEMANTICS): expected one of {known}") from None
+
+
+def _timeout(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if timeout_problem(value):
+        raise InputError(f"TIMEOUT {text!r}: {timeout_problem(value)}")
+    return value
+
+
 def run_run(args: argparse.Namespace) -> int:
     try:
         check_version(args.version)
-        config = RunnerConfig(Semantics(args.semantics), args.format)
+        config = RunnerConfig(_semantics(args.semantics), args.format)
         config.implementation()  # a bad --format is an error before any work
-        outcome = run_instance(args.onnx, args.vnnlib, args.timeout, config)
+        outcome = run_instance(args.onnx, args.vnnlib, _timeout(args.timeout), config)
     except QverifyError:
         write_result(args.results, "error")
         raise

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from qverify.cli.report import warn
 from qverify.errors import InputError, ResourceLimitError
 from qverify.input_limits import reading_within
 from qverify.invariants import IntervalMethod
@@ -61,9 +62,12 @@ def add_implementation_options(parser: argparse.ArgumentParser) -> None:
         "--format",
         metavar="K.L",
         default=None,
-        help=f"fixed point <K,L>: K integer bits with sign, L fractional (default {DEFAULT_FORMAT}); or int8 / "
-        "int8-tflite: the model's int8 affine quantization with onnxruntime's / TFLite's requantization "
-        "rounding (a quantized ONNX file, see `qverify quantize`)",
+        help=f"fixed point <K,L>: K integer bits with sign, L fractional (default {DEFAULT_FORMAT}; an int8 "
+        "model: int8); or W: a W-bit word whose integer bits come from range analysis over the network's input "
+        "domain (as in suites); or int8 / int8-x86 / int8-tflite: the model's int8 affine quantization (a quantized "
+        "ONNX file, see `qverify quantize`) with exact sums and onnxruntime's rounding / as onnxruntime's x86 "
+        "kernels without AVX-VNNI compute it (pairs saturated at int16) / with TFLite's rounding; a float or "
+        "fixed-point format on an int8 model verifies its float view",
     )
     for kind, text in (
         (FloatKind.FLOAT, "IEEE single precision"),
@@ -154,9 +158,16 @@ def options_from_args(args: argparse.Namespace, *lower: tuple[Origin, Mapping[st
     return resolve_options(*lower, (Origin.COMMAND_LINE, given_options(args)))
 
 
-def implementation_from_args(args: argparse.Namespace) -> ImplementationOptions:
-    """The ImplementationOptions the flags describe (InputError on inconsistent values)."""
-    return options_from_args(args).options.implementation()
+def implementation_from_args(args: argparse.Namespace, net: Network | None = None) -> ImplementationOptions:
+    """The ImplementationOptions the flags describe (InputError on inconsistent values). With `net`,
+    a word length (`--format 16`) is resolved for it, with a warning when overflow stays possible."""
+    options = options_from_args(args).options
+    if net is None:
+        return options.implementation()
+    implementation, note = options.implementation_for(net)
+    if note:
+        warn(note)
+    return implementation
 
 
 def add_property_options(parser: argparse.ArgumentParser) -> None:
@@ -243,7 +254,8 @@ def add_verify_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--solver",
         choices=choices(Solver),
-        help="internal engine's exact procedure for fixed point (default milp)",
+        help="internal engine's exact procedure for fixed point: milp (default, HiGHS), bitwuzla or z3 (SMT; "
+        "float harnesses and --certify use SMT whatever this says: Bitwuzla, else Z3)",
     )
     group.add_argument(
         "--semantics",
@@ -253,7 +265,7 @@ def add_verify_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--certify", action="store_true", default=None, help="re-check SAFE verdicts with exact SMT"
     )
-    group.add_argument("--seed", type=int, help="random seed of the engine's attack (default 0)")
+    group.add_argument("--seed", type=non_negative_int, help="random seed of the engine's attack (default 0)")
     esbmc = parser.add_argument_group("ESBMC back end")
     esbmc.add_argument(
         "--esbmc",
@@ -277,15 +289,26 @@ def verify_options_from_args(args: argparse.Namespace, workdir=None, image_shape
     return options_from_args(args).options.verify_options(workdir, image_shape)
 
 
-def positive_int(text: str) -> int:
-    """argparse type of counts such as --jobs: an integer >= 1 (0 and -1 are refused, not clamped)."""
+def _integer_at_least(text: str, least: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value}: expected an integer >= 1")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"{value}: expected an integer >= {least}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type of counts such as --jobs: an integer >= 1 (0 and -1 are refused, not clamped)."""
+    return _integer_at_least(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type of random seeds and of counts that may be 0 (--keep, --resamples): an integer
+    >= 0 (numpy's generators refuse a negative seed with a ValueError, which used to end the command
+    as an internal error)."""
+    return _integer_at_least(text, 0)
 
 
 def parse_image_shape(text: str | None, n_inputs: int) -> tuple[int, ...] | None:

@@ -3,12 +3,15 @@ loaded once, an implementation from a format label with a hint for int8, and LO,
 
 from __future__ import annotations
 
+import math
+
 from qverify.assurance import Implementation, make_implementation
+from qverify.cli.report import say_kernel
 from qverify.errors import InputError
 from qverify.io import load_network
 from qverify.network import Network
 
-INT8_LABELS = ("int8", "int8-tflite")
+INT8_LABELS = ("int8", "int8-x86", "int8-tflite")
 
 
 def pair_of_floats(text: str, option: str) -> tuple[float, float]:
@@ -17,6 +20,8 @@ def pair_of_floats(text: str, option: str) -> tuple[float, float]:
         low, high = (float(part) for part in text.split(","))
     except ValueError:
         raise InputError(f"{option} '{text}': expected LO,HI (two numbers)") from None
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise InputError(f"{option} '{text}': expected LO,HI (two finite numbers)")
     return low, high
 
 
@@ -35,8 +40,19 @@ class ModelFiles:
 def implementation_of(net: Network, label: str) -> Implementation:
     """The network in the format `label`; an int8 label on a float model says how to name the int8 one."""
     try:
-        return make_implementation(net, label)
+        implementation = make_implementation(net, label)
     except InputError as error:
         if label in INT8_LABELS and net.quantization is None:
             raise InputError(f"{error} (or name the int8 model: --candidate {label}=MODEL.onnx)") from None
         raise
+    if implementation.qnet is not None:
+        say_kernel(net, implementation.qnet.options.number)
+    return implementation
+
+
+def domain_of(text: str) -> tuple[float, float]:
+    """`--domain LO,HI`: two finite numbers, LO below HI."""
+    low, high = pair_of_floats(text, "--domain")
+    if not low < high:
+        raise InputError(f"--domain '{text}': LO must be below HI")
+    return low, high

@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 import sys
+import threading
+import time
+from typing import Self
+
+from qverify.quant.x86 import kernel_statement
 
 
 def warn(message: str) -> None:
     """One `warning: ...` line on stderr, so stdout stays machine-readable."""
     print(f"warning: {message}", file=sys.stderr)
+
+
+def say_kernel(net, number) -> None:
+    """The one line about onnxruntime's x86 kernels for an int8 model in `number`
+    (`quant.x86.kernel_statement`), on stderr."""
+    statement = kernel_statement(net, number)
+    if statement is not None:
+        print(f"{statement[0]}: {statement[1]}", file=sys.stderr)
 
 
 def _vector(values) -> str:
@@ -53,3 +66,43 @@ def describe_times(times: dict[str, float]) -> str:
         detail = f" ({', '.join(f'{name} {value:.2f}' for name, value in subs)})" if subs else ""
         parts.append(f"{stage} {times[stage]:.2f} s{detail}")
     return "stages: " + ", ".join(parts)
+
+
+class StageTicker:
+    """A one-line status on stderr while a verification runs, redrawn twice a second: the stage it is
+    in and the seconds spent of the timeout (`verify: backend, 12 s of 60 s`), so that a long run is
+    visibly alive. Only on a terminal (pipes, files and tests get nothing); cleared at the end."""
+
+    def __init__(self, label: str, timeout_s: float, enabled: bool) -> None:
+        self.label, self.timeout_s = label, timeout_s
+        self.enabled = enabled and sys.stderr.isatty()
+        self.stage = "quantize"  # the first stage of `verify_property`
+        self.started = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._draw, daemon=True)
+
+    def finished(self, stage: str) -> None:
+        """`verify_property`'s on_stage: `stage` ended, the next one in STAGE_ORDER runs."""
+        if stage in STAGE_ORDER and STAGE_ORDER.index(stage) + 1 < len(STAGE_ORDER):
+            self.stage = STAGE_ORDER[STAGE_ORDER.index(stage) + 1]
+
+    def _draw(self) -> None:
+        while not self._stop.wait(0.5):
+            elapsed = time.monotonic() - self.started
+            print(
+                f"\r{self.label}: {self.stage}, {elapsed:.0f} s of {self.timeout_s:g} s ",
+                end="",
+                file=sys.stderr,
+            )
+            sys.stderr.flush()
+
+    def __enter__(self) -> Self:
+        if self.enabled:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self._stop.set()
+            self._thread.join()
+            print("\r\033[K", end="", file=sys.stderr, flush=True)  # the line, erased

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -69,7 +72,11 @@ def _start(compiler: str, source: Path, output: Path | None, optimise: str) -> _
     _compiled.pop(key, None)
     command = [compiler, *STRICT_FLAGS, optimise, "-DQV_REPLAY", f"-I{source.parent}", str(source)]
     command += ["-lm", "-o", str(output)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # a session of its own: `cancel` kills gcc's whole group (killing the driver alone left cc1
+    # running, and `communicate` waiting for it on the pipes it inherited)
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     return _Compilation(source, output, key, digest, process)
 
 
@@ -116,8 +123,8 @@ class Compilations:
         """Stop the runs still going (a failure, an interruption, or no counterexample after all)."""
         for run in self._runs:
             if run.process is not None:
-                if run.process.poll() is None:
-                    run.process.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(run.process.pid, signal.SIGKILL)
                 run.process.communicate()
                 run.process = None
 

@@ -175,6 +175,7 @@ def _layer_context(
         "apply": _apply(layer.activation),
         "tree": None,
         "table_row": "0",
+        "pair_offset": None,
         "bounds": _bounds_context(bounds.layers[index - 1], _bound_literal_type(qnet), bounds.origin)
         if bounds
         else None,
@@ -192,6 +193,14 @@ def _layer_context(
             context["tree"] = _tree_expression(qnet, index, layer.n_in, input_name)
         if qnet.is_int8:
             context.update(_int8_context(qnet, layer, "j"))
+            paired = layer.int8.paired  # type: ignore[union-attr]
+            if paired is not None:  # int8-x86: the bias with the zero-point correction folded in
+                context.update(
+                    bias_rows=array_rows(paired.bias, weight_type),
+                    pair_offset=paired.offset,
+                    pair_count=layer.n_in // 2,
+                    odd_input=layer.n_in - 1 if layer.n_in % 2 else None,
+                )
         return context
     context.update(_geometry(layer))
     if isinstance(source, Conv2D):
@@ -317,6 +326,9 @@ def network_context(
         "bias_type": "int32_t" if qnet.is_int8 else "qv_num",
         "bound_type": "int32_t" if qnet.is_int8 else "qv_num",
         "uses_relu": not qnet.is_int8 and any(layer.activation is Activation.RELU for layer in qnet.layers),
+        "relu6_top": None
+        if qnet.is_int8 or all(layer.activation is not Activation.RELU6 for layer in qnet.layers)
+        else number_literal(qnet.relu6_top, _literal_type(qnet)),
         "n_inputs": qnet.n_inputs,
         "n_outputs": qnet.n_outputs,
         "normalisation": normalisation_lines(net),

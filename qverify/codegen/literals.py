@@ -45,26 +45,51 @@ def number_literal(value: float, c_type: str) -> str:
     return int_literal(int(value))
 
 
+_ROUNDED = {"_Float16": np.float16, "float": np.float32, "double": np.float64}
+
+
+def number_literals(values: np.ndarray, c_type: str) -> list[str]:
+    """`number_literal` of every value (flattened), the rounding done once for the whole array: the
+    same text, ~5x faster (a 784-input float network has half a million weights)."""
+    array = np.asarray(values)
+    if c_type not in FLOAT_C_TYPES:
+        return [int_literal(v) if v == INT32_MIN else str(v) for v in array.astype(np.int64).ravel().tolist()]
+    doubles = array.astype(np.float64).ravel()
+    if not np.isfinite(doubles).all():
+        raise ValueError(f"cannot write {doubles[~np.isfinite(doubles)][0]} as a C literal")
+    with np.errstate(over="ignore"):
+        rounded = doubles.astype(_ROUNDED[c_type]).astype(np.float64)
+    if c_type == "_Float16" and not np.isfinite(rounded).all():
+        raise ValueError(f"{rounded[~np.isfinite(rounded)][0]} overflows half precision")
+    suffix = "" if c_type == "double" else "f"
+    return [value.hex() + suffix for value in rounded.tolist()]
+
+
 def tensor_rows(values: np.ndarray, c_type: str) -> list[str]:
     """One nested `{...}` initialiser per entry of the first axis of an array of any rank."""
+    array = np.asarray(values)
+    literals = iter(number_literals(array, c_type))
 
-    def nested(array: np.ndarray) -> str:
-        if array.ndim == 1:
-            return "{" + ", ".join(number_literal(v, c_type) for v in array) + "}"
-        return "{" + ", ".join(nested(sub) for sub in array) + "}"
+    def nested(shape: tuple[int, ...]) -> str:
+        if len(shape) == 1:
+            return "{" + ", ".join(next(literals) for _ in range(shape[0])) + "}"
+        return "{" + ", ".join(nested(shape[1:]) for _ in range(shape[0])) + "}"
 
-    return [nested(sub) for sub in np.asarray(values)]
+    return [nested(array.shape[1:]) for _ in range(array.shape[0])]
 
 
 def array_rows(values: np.ndarray, c_type: str, per_line: int = 8) -> list[str]:
     """The initialiser lines of a 1-D array, `per_line` values to a line."""
-    literals = [number_literal(v, c_type) for v in np.asarray(values).ravel()]
+    literals = number_literals(values, c_type)
     return [", ".join(literals[i : i + per_line]) for i in range(0, len(literals), per_line)]
 
 
 def matrix_rows(values: np.ndarray, c_type: str) -> list[str]:
     """One `{...}` initialiser per row of a 2-D array."""
-    return ["{" + ", ".join(number_literal(v, c_type) for v in row) + "}" for row in np.asarray(values)]
+    array = np.asarray(values)
+    literals = number_literals(array, c_type)
+    width = array.shape[1] if array.ndim == 2 else 0
+    return ["{" + ", ".join(literals[row * width : (row + 1) * width]) + "}" for row in range(array.shape[0])]
 
 
 def join_lines(lines: Iterable[str], indent: str = "    ") -> str:

@@ -9,6 +9,7 @@ Anything else is an ERROR naming the disagreement: never an UNSAFE.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,32 +92,48 @@ def replay_executable(harness: Path) -> Path:
 
 class ReplayPrograms:
     """A counterexample's two C programs, the harness (does the input violate?) and the network
-    (which outputs?), compiled at REPLAY_OPTIMISE from the moment the harness exists: in parallel
-    with the back end, which leaves a core free; only an UNSAFE waits for them (`executables`), any
-    other verdict drops them (`cancel`). A compiler that cannot start is reported by `executables`
-    only: a SAFE needs no gcc."""
+    (which outputs?), compiled at REPLAY_OPTIMISE once `start` is called: in parallel with the back
+    end, which leaves a core free (`verification.py` calls it in a thread of its own, so that the
+    network's C is written then too); only an UNSAFE waits for them (`executables`, which starts
+    them if no one did), any other verdict drops them (`cancel`, which waits for a `start` under
+    way, after which `start` does nothing). A compiler that cannot start is reported by
+    `executables` only: a SAFE needs no gcc."""
 
     def __init__(self, qnet: QuantizedNetwork, harness: Path, workdir: Path) -> None:
         self.harness = harness
         self.problem = ""
+        self._qnet = qnet
+        self._workdir = workdir
         self._compilations: Compilations | None = None
-        try:
-            network_c = render_network(qnet).write(workdir / "network_replay")
-            jobs = [(harness, replay_executable(harness)), (network_c, None)]
-            self._compilations = Compilations(jobs, REPLAY_OPTIMISE)
-        except QverifyError as error:
-            self.problem = str(error)
+        self._state = "waiting"  # started, cancelled
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Render the network's replay program and start both compilations (once)."""
+        with self._lock:
+            if self._state != "waiting":
+                return
+            self._state = "started"
+            try:
+                network_c = render_network(self._qnet).write(self._workdir / "network_replay")
+                jobs = [(self.harness, replay_executable(self.harness)), (network_c, None)]
+                self._compilations = Compilations(jobs, REPLAY_OPTIMISE)
+            except QverifyError as error:
+                self.problem = str(error)
 
     def executables(self) -> tuple[Path, Path]:
         """(harness replay, network replay), once compiled; QverifyError when they cannot be."""
+        self.start()
         if self._compilations is None:
-            raise ToolFailedError(self.problem)
+            raise ToolFailedError(self.problem or "the replay programs were cancelled")
         harness, network = self._compilations.finish()
         return harness, network
 
     def cancel(self) -> None:
-        if self._compilations is not None:
-            self._compilations.cancel()
+        with self._lock:
+            self._state = "cancelled"
+            if self._compilations is not None:
+                self._compilations.cancel()
 
 
 def _same_violation(c_line: str, simulated: str) -> bool:

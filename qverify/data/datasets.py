@@ -23,10 +23,15 @@ from pathlib import Path
 import numpy as np
 
 from qverify.errors import InputError, ToolMissingError
+from qverify.input_limits import check_tensor
 
 BUILT_IN = ("digits", "digits-raw")
 SPLITS = ("train", "test")
 MAX_FILE_BYTES = 4 << 30
+MAX_LABEL = 2**31 - 1
+# what a file of each suffix starts with (numpy.save / numpy.savez): anything else is named as such
+# rather than left to numpy, which reads unknown bytes as a pickle ("pickled data" for a text file)
+MAGIC = {".npy": b"\x93NUMPY", ".npz": b"PK\x03\x04"}
 DIGITS_TEST_SIZE = 0.25
 DIGITS_SPLIT_SEED = 0
 
@@ -46,8 +51,8 @@ class Dataset:
         x = np.asarray(self.x)
         if x.ndim == 0 or x.shape[0] == 0:
             raise InputError(f"data set {self.name}: it holds no samples")
-        if not np.issubdtype(x.dtype, np.number):
-            raise InputError(f"data set {self.name}: inputs are not numbers (dtype {x.dtype})")
+        if x.dtype.kind not in "biuf":  # complex too: casting would drop the imaginary part silently
+            raise InputError(f"data set {self.name}: inputs are not real numbers (dtype {x.dtype})")
         x = x.reshape(x.shape[0], -1).astype(np.float64)
         if not np.all(np.isfinite(x)):
             sample = int(np.argwhere(~np.isfinite(x))[0][0])
@@ -59,10 +64,18 @@ class Dataset:
                 raise InputError(
                     f"data set {self.name}: {y.size} labels (shape {y.shape}) for {x.shape[0]} samples"
                 )
-            if y.dtype.kind == "f" and np.any(y != np.round(y)) or y.dtype.kind not in "iuf":
+            if (
+                y.dtype.kind not in "iuf"
+                or y.dtype.kind == "f"
+                and not np.all(np.isfinite(y) & (y == np.round(y)))
+            ):
                 raise InputError(f"data set {self.name}: labels must be integers")
             if np.any(y < 0):
-                raise InputError(f"data set {self.name}: labels must be >= 0 (found {int(y.min())})")
+                raise InputError(f"data set {self.name}: labels must be >= 0 (found {y.min()})")
+            if np.any(y > MAX_LABEL):  # checked before the cast: uint64 and float labels would wrap
+                raise InputError(
+                    f"data set {self.name}: label {y.max()} is not a class index (at most {MAX_LABEL})"
+                )
             object.__setattr__(self, "y", y.astype(np.int64))
 
     @property
@@ -122,6 +135,21 @@ def _from_file(path: Path) -> Dataset:
         raise InputError(f"{path}: no such data file")
     if path.stat().st_size > MAX_FILE_BYTES:
         raise InputError(f"{path}: larger than {MAX_FILE_BYTES >> 30} GiB")
+    suffix = path.suffix.lower()
+    try:
+        with path.open("rb") as handle:
+            start = handle.read(len(MAGIC[suffix]))
+    except OSError as error:
+        raise InputError(f"{path}: cannot read: {error.strerror}") from None
+    if start != MAGIC[suffix]:
+        kind = (
+            "an .npy array (numpy.save)"
+            if suffix == ".npy"
+            else "an .npz archive (numpy.savez: a zip of arrays)"
+        )
+        raise InputError(f"{path}: not {kind}; it starts with {start!r}")
+    if suffix == ".npz":
+        _check_members(path)
     try:
         if path.suffix.lower() == ".npy":
             return Dataset(path.name, np.load(path, allow_pickle=False))
@@ -134,6 +162,28 @@ def _from_file(path: Path) -> Dataset:
         raise InputError(f"{path}: not a readable .npz/.npy file: {error}") from None
     image_shape = tuple(int(d) for d in x.shape[1:]) if x.ndim >= 3 else None
     return Dataset(path.name, x, y, image_shape)
+
+
+def _check_members(path: Path) -> None:
+    """The arrays of an .npz against the tensor-size limit, from their headers: a compressed archive
+    of a few kilobytes can hold a zero array of any size, which numpy would allocate whole."""
+    headers = []
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for name in archive.namelist():
+                with archive.open(name) as member:
+                    version = np.lib.format.read_magic(member)
+                    read = (
+                        np.lib.format.read_array_header_1_0
+                        if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0
+                    )
+                    shape, _, dtype = read(member)
+                headers.append((name.removesuffix(".npy"), shape, dtype.itemsize))
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:
+        raise InputError(f"{path}: not a readable .npz archive: {error}") from None
+    for name, shape, itemsize in headers:
+        check_tensor(shape, itemsize, f"{path}: array {name}")
 
 
 def load_dataset(spec: str) -> Dataset:

@@ -5,10 +5,11 @@ Two paths decide a harness. The network level first: `engine.netlevel.lift` read
 generated shape back as layers (a `NetworkQuery`, in a fraction of a second) and
 `engine.netlevel.search` decides it layer by layer. Whatever it does not cover goes down the scalar
 path (`cfront` -> `scalar.symex` -> `scalar.passes.simplify` -> `scalar.strategy.Strategy`), which
-executes the C one operation at a time: C the lifter does not recognise, networks the network-level
-strategy does not support (convolutions, tables), `--certify` (its exact SMT re-check needs the
-scalar program), and queries the network-level strategy gives up on while time remains, when the
-network is small enough for the scalar path's exact procedures (`SCALAR_FALLBACK_MACS`); on such
+executes the C one operation at a time: C the lifter does not recognise, networks the
+network-level strategy does not support (`netlevel.model.unsupported_reason`), `--certify` (its
+exact SMT re-check needs the scalar program), and queries the network-level strategy gives up on
+while time remains, when the network is small enough for the scalar path's exact procedures
+(`SCALAR_FALLBACK_MACS`, counting the products the C computes); on such
 fixed-point networks the network level gets `NETWORK_LEVEL_SHARE` of the budget, the scalar path the
 rest. The record says which path decided (`decided_by`, `front_end` in the counts: 1 lifted, 0
 scalar) and why a harness was not lifted (a note).
@@ -26,6 +27,8 @@ from qverify.engine.result import EngineOptions, EngineResult, EngineStatus, Rec
 from qverify.errors import InputError, InternalError, ResourceLimitError, ToolMissingError, UnsupportedError
 
 if TYPE_CHECKING:  # the stages are imported where they run (see check_file)
+    from qverify.engine.cfront import TranslationUnit
+    from qverify.engine.netlevel.lift.frontend import ParsedHarness
     from qverify.engine.netlevel.query import NetworkQuery
 
 
@@ -51,11 +54,26 @@ NETWORK_LEVEL_SHARE = 0.3  # of the budget, for fixed-point networks the scalar 
 
 
 def _multiply_adds(query: NetworkQuery) -> int:
-    return sum(layer.n_in * layer.n_out for layer in query.qnet.layers)
+    """The products the C computes (a convolution's taps, a pool's window elements), what the
+    scalar path would unroll."""
+    total = 0
+    for layer in query.qnet.layers:
+        source = layer.source
+        if layer.is_mac and not layer.is_dense:
+            total += int(source.taps().count.sum())  # type: ignore[union-attr]
+        elif not layer.is_mac:
+            total += int(source.windows().count.sum())  # type: ignore[union-attr]
+        else:
+            total += layer.n_in * layer.n_out
+    return total
 
 
-def _lifted(path: Path, include_dirs: Sequence[Path], options: EngineOptions, recorder: Recorder):
-    """The harness as a NetworkQuery in the engine's semantics, or None (the reason is noted)."""
+def _lifted(
+    path: Path, include_dirs: Sequence[Path], options: EngineOptions, recorder: Recorder
+) -> tuple[NetworkQuery | None, ParsedHarness | None]:
+    """The harness as a NetworkQuery in the engine's semantics, or None (the reason is noted); and
+    the lifter's parse of it when there is one (the scalar front end takes it when the query is
+    None or the network level leaves it)."""
     from qverify.engine.netlevel.lift import lift_file
     from qverify.engine.netlevel.query import Arithmetic
 
@@ -65,11 +83,21 @@ def _lifted(path: Path, include_dirs: Sequence[Path], options: EngineOptions, re
         recorder.add_time(f"lift.{stage}", seconds)
     if lifted.query is None:
         recorder.note(f"scalar front end: {lifted.reason}")
-        return None
+        return None, lifted.parsed
     query = lifted.query
     if options.semantics == "real" and query.qnet.is_float:  # ideal arithmetic on the C's constants
         query = replace(query, arithmetic=Arithmetic.REAL)
-    return query
+    return query, lifted.parsed
+
+
+def _scalar_unit(path: Path, include_dirs: Sequence[Path], parsed: ParsedHarness | None) -> TranslationUnit:
+    """The translation unit of the scalar path: from the lifter's parse when it declined the
+    harness after parsing it (one preprocessor run and one parse, not two), else from the file."""
+    from qverify.engine import cfront
+
+    if parsed is not None:
+        return cfront.build_unit(parsed.tree(), str(path))
+    return cfront.parse_file(Path(path), [Path(d) for d in include_dirs])
 
 
 def _network_level(query: NetworkQuery, options: EngineOptions, deadline: float, recorder: Recorder):
@@ -108,7 +136,6 @@ def check_file(
     # the engine's stages are imported here, not with the package: `qverify verify` imports
     # qverify.engine.result for its option names and runs the engine in a child process, so the
     # parent never needs them (pycparser, the SSA and every strategy module: ~0.15 s)
-    from qverify.engine import cfront
     from qverify.engine.scalar import ssa, symex
     from qverify.engine.scalar.passes.simplify import simplify
     from qverify.engine.scalar.strategy import Strategy
@@ -123,9 +150,10 @@ def check_file(
     def finish(status: EngineStatus, reason: str, decided_by: str = "") -> EngineResult:
         return _with_record(EngineResult(status, reason=reason, decided_by=decided_by), recorder, start)
 
+    parsed = None
     try:
         if options.enabled("lift") and not options.certify:
-            query = _lifted(Path(path), include_dirs, options, recorder)
+            query, parsed = _lifted(Path(path), include_dirs, options, recorder)
             if query is not None:
                 recorder.add("front_end", 1)
                 recorder.peak("inputs", query.n_inputs)  # the scalar path may count them again
@@ -133,7 +161,7 @@ def check_file(
                 if result is not None:
                     return _with_record(result, recorder, start)
         with recorder.timer("parse"):
-            unit = cfront.parse_file(Path(path), [Path(d) for d in include_dirs])
+            unit = _scalar_unit(Path(path), include_dirs, parsed)
         with recorder.timer("symex"):
             manager = ssa.NodeManager()
             program = symex.execute(unit, manager, deadline)

@@ -35,6 +35,12 @@ class EngineOptions:
     disable: steps to skip (lift: the array-level front end and network-level strategy, attack,
     bounds, split, milp, smt), for ablations and tests.
     jobs: processes the network level's branch and bound may use (`netlevel.workers`).
+    max_nodes: a budget of work instead of time: at most this many branch-and-bound boxes per
+    query (scalar splitting) or nodes (network level), then UNKNOWN. With it, the steps that divide
+    their time by the clock use work limits instead (the box MILP a HiGHS node limit, not 0.2 s;
+    the network level's LP at every node, not while LPs take under half the time), so the same
+    budget gives the same answer on a busy machine and an idle one, and the timeout is only a
+    safety net. Tests decide within such budgets; a run on the command line has none.
     """
 
     solver: str = "milp"
@@ -46,6 +52,7 @@ class EngineOptions:
     attack_samples: int = 4096
     disable: tuple[str, ...] = ()
     jobs: int = 1
+    max_nodes: int | None = None
 
     def __post_init__(self) -> None:
         if self.solver not in SOLVERS:
@@ -60,6 +67,8 @@ class EngineOptions:
             raise InputError(f"--jobs {self.jobs}: must be at least 1")
         if self.attack_samples < 0:
             raise InputError("attack_samples must be >= 0")
+        if self.max_nodes is not None and self.max_nodes < 1:
+            raise InputError(f"max_nodes {self.max_nodes}: must be at least 1")
         unknown = [step for step in self.disable if step not in STEPS]
         if unknown:
             raise InputError(f"--disable {','.join(unknown)}: steps are {', '.join(STEPS)}")

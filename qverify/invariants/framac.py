@@ -57,7 +57,7 @@ from qverify.tools import executable_stamp
 MIN_MAJOR = 25  # Frama-C 25 (Manganese) is the oldest version whose output this parser knows
 TESTED_MAJORS = (25,)
 VIEW_FILE = "framac_view.c"
-INSTALL_HINT = "install it (Debian/Ubuntu: apt-get install frama-c-base)"
+INSTALL_HINT = "install it (make setup-framac, or on Debian/Ubuntu apt-get install frama-c-base)"
 
 
 @dataclass(frozen=True, slots=True)

@@ -255,9 +255,19 @@ def _format_row(values: np.ndarray) -> str:
 
 
 def _check_expressible(net: Network) -> None:
-    """NNet fixes the activations and has one output mean/range: refuse anything else."""
+    """NNet holds dense float layers, fixes the activations and has one output mean/range: refuse
+    anything else (a convolution's kernel written as weight rows made a broken file)."""
+    if net.quantization is not None:
+        raise UnsupportedError(
+            f"network '{net.name}' is an int8 model: NNet holds float weights only (keep it as .onnx)"
+        )
     last = len(net.layers)
     for k, layer in enumerate(net.layers, start=1):
+        if not isinstance(layer, Dense):
+            raise UnsupportedError(
+                f"layer {k} of network '{net.name}' is {layer.describe()}: NNet holds dense layers only "
+                "(keep it as .onnx)"
+            )
         wanted = Activation.IDENTITY if k == last else Activation.RELU
         if layer.activation is not wanted:
             where = "the last layer" if k == last else "hidden layers"

@@ -43,8 +43,10 @@ from qverify.network import (
     MaxPool2D,
     Network,
     PoolQuant,
+    QuantForm,
     TensorQuant,
 )
+from qverify.network.float_view import implied_activation
 
 QUANTIZED_OPS = frozenset(
     {
@@ -146,6 +148,12 @@ class _Reader:
     ) -> TensorQuant:
         """Per-tensor scale and zero point of an activation (inputs of `node` at the two indices)."""
         scale = self.constant(node, label, scale_index, f"{what} scale").value
+        if scale.dtype.kind != "f":
+            raise self.fail(
+                node,
+                label,
+                f"has a {what} scale '{node.input[scale_index]}' of type {scale.dtype}; scales are float",
+            )
         if scale.size != 1:
             raise self.unsupported(
                 node, label, f"quantizes its {what} per axis; only per-tensor activations are supported"
@@ -216,11 +224,22 @@ class _Reader:
                 node, label, f"shape mismatch: {integers.size} biases for {channels} output channels"
             )
         if stated_scale is not None:
-            expected = (np.float32(input_scale) * weight_scales.astype(np.float32)).astype(np.float32)
-            stated = np.broadcast_to(np.asarray(stated_scale, dtype=np.float32).reshape(-1), expected.shape)
+            with np.errstate(over="ignore"):
+                expected = (np.float32(input_scale) * weight_scales.astype(np.float32)).astype(np.float32)
+            stated = np.asarray(stated_scale, dtype=np.float32).reshape(-1)
+            if stated.size not in (1, expected.size):
+                raise self.fail(
+                    node, label, f"has {stated.size} bias scales for {expected.size} output channels"
+                )
+            stated = np.broadcast_to(stated, expected.shape)
             if np.any(stated != expected):
+                channel = int(np.argmax(stated != expected))
                 raise self.unsupported(
-                    node, label, "has a bias scale other than input scale * weight scale; not supported"
+                    node,
+                    label,
+                    f"has a bias scale {float(stated[channel]):.9g} (output channel {channel}) other than input "
+                    f"scale {input_scale:.9g} * weight scale {float(weight_scales[channel]):.9g} = "
+                    f"{float(expected[channel]):.9g}; not supported",
                 )
         return integers.astype(np.int64)
 
@@ -308,7 +327,9 @@ class _Reader:
         )
         bias = self.bias(node, label, bias_int, integers.shape[0], input_quant.scale, scales, None)
         layer = self.conv_layer(node, label, integers, scales, bias, input_quant.scale)
-        self.add_mac(layer, MacQuant(input_quant, integers, scales, bias, output, False, label))
+        self.add_mac(
+            layer, MacQuant(input_quant, integers, scales, bias, output, False, label, QuantForm.QOPERATOR)
+        )
         self.origin.add("QOperator")
 
     def qgemm(self, node: onnx.NodeProto, label: str) -> None:
@@ -332,7 +353,9 @@ class _Reader:
         bias_int = self.constant(node, label, 6, "bias").value if node.input[6] else None
         bias = self.bias(node, label, bias_int, integers.shape[0], input_quant.scale, scales, None)
         layer = self.dense_layer(node, label, integers, scales, bias, input_quant.scale)
-        self.add_mac(layer, MacQuant(input_quant, integers, scales, bias, output, False, label))
+        self.add_mac(
+            layer, MacQuant(input_quant, integers, scales, bias, output, False, label, QuantForm.QOPERATOR)
+        )
         self.origin.add("QOperator")
 
     def qlinear_matmul(self, node: onnx.NodeProto, label: str) -> None:
@@ -347,7 +370,9 @@ class _Reader:
         output = self.tensor_quant(node, label, 6, 7, "output")
         bias = np.zeros(integers.shape[1], dtype=np.int64)
         layer = self.dense_layer(node, label, integers.T, scales, bias, input_quant.scale)
-        self.add_mac(layer, MacQuant(input_quant, integers.T, scales, bias, output, False, label))
+        self.add_mac(
+            layer, MacQuant(input_quant, integers.T, scales, bias, output, False, label, QuantForm.QOPERATOR)
+        )
         self.origin.add("QOperator")
 
     # QDQ layers
@@ -443,9 +468,6 @@ class _Reader:
         if pending.kind == "pool":
             self.add_pool(pending.layer, input_quant, output, pending.label)
             return
-        layer = pending.layer
-        if pending.relu:
-            layer = _with_activation(layer, Activation.RELU)
         quant = MacQuant(
             input_quant,
             pending.int_weights,
@@ -455,7 +477,7 @@ class _Reader:
             pending.relu,
             pending.label,
         )
-        self.add_mac(layer, quant)
+        self.add_mac(pending.layer, quant)
 
     # layers shared by both formats
 
@@ -516,7 +538,8 @@ class _Reader:
         return Dense(weights, float_bias, Activation.IDENTITY)
 
     def add_mac(self, layer, quant: MacQuant) -> None:
-        self.layers.append(layer)
+        """The layer with the activation its requantization implies (`qverify.network.float_view`)."""
+        self.layers.append(_with_activation(layer, implied_activation(quant)))
         self.quants.append(quant)
         self.codes = quant.output
 
@@ -611,6 +634,62 @@ def _dtype_code(dtype: np.dtype) -> int:
     )
 
 
+def _dequantize_constant(
+    node: onnx.NodeProto, label: str, values: dict[str, _Constant], where: str
+) -> _Constant:
+    """DequantizeLinear of constant integers, every parameter checked as onnxruntime checks it (a
+    float scale, a zero point of the integers' type, an axis inside the tensor, one scale and one
+    zero point per slice along it), each refusal naming the node and the value."""
+    names = list(node.input) + [""] * 3
+    what = f"{where}: ONNX node '{label}' (DequantizeLinear) of '{names[0]}'"
+    if not names[1] or names[1] not in values:
+        raise InputError(f"{what} has no constant scale")
+    integers = values[names[0]].value
+    raw_scale = np.asarray(values[names[1]].value)
+    if raw_scale.dtype.kind != "f":
+        raise InputError(
+            f"{what}: scale '{names[1]}' is of type {raw_scale.dtype}; DequantizeLinear scales are float"
+        )
+    scale = raw_scale.astype(np.float32)
+    if names[2] and names[2] in values:
+        zero = np.asarray(values[names[2]].value)
+        if zero.dtype != integers.dtype:
+            raise InputError(
+                f"{what}: zero point '{names[2]}' is of type {zero.dtype}, the integers of type {integers.dtype}"
+            )
+    else:
+        zero = np.zeros(1, dtype=integers.dtype)
+    axis = 1
+    for attribute in node.attribute:
+        if attribute.name == "axis":
+            axis = int(onnx.helper.get_attribute_value(attribute))
+    if np.any(~np.isfinite(scale)) or np.any(scale <= 0):
+        bad = scale.reshape(-1)[int(np.argmax(~np.isfinite(scale.reshape(-1)) | (scale.reshape(-1) <= 0)))]
+        raise InputError(
+            f"{what}: scale '{names[1]}' holds {float(bad)!r}; scales must be positive and finite"
+        )
+    shape = [1] * max(integers.ndim, 1)
+    if scale.size > 1:
+        if not -integers.ndim <= axis < integers.ndim:
+            raise InputError(
+                f"{what}: axis {axis} is outside its {integers.ndim} dimensions (shape {integers.shape})"
+            )
+        axis %= integers.ndim
+        if scale.ndim != 1 or scale.size != integers.shape[axis]:
+            raise InputError(
+                f"{what}: shape mismatch: scale '{names[1]}' of shape {scale.shape} for {integers.shape[axis]} "
+                f"slices along axis {axis} of {integers.shape}"
+            )
+        shape[axis] = -1
+    if zero.size != scale.size:
+        raise InputError(
+            f"{what}: zero point '{names[2]}' has {zero.size} values for {scale.size} scale"
+            f"{'s' if scale.size > 1 else ''}"
+        )
+    value = (integers.astype(np.float32) - zero.astype(np.float32).reshape(shape)) * scale.reshape(shape)
+    return _Constant(value.astype(np.float32), integers, scale, zero, axis)
+
+
 def fold_dequantized_constants(
     graph: onnx.GraphProto, values: dict[str, np.ndarray], where: str
 ) -> dict[str, _Constant]:
@@ -621,40 +700,7 @@ def fold_dequantized_constants(
         if node.op_type != "DequantizeLinear" or not node.input or node.input[0] not in constants:
             continue
         label = node.name or f"#{index} DequantizeLinear"
-        if len(node.input) < 2 or node.input[1] not in constants:
-            raise InputError(f"{where}: ONNX node '{label}' (DequantizeLinear) has no constant scale")
-        integers = constants[node.input[0]].value
-        scale = np.asarray(constants[node.input[1]].value, dtype=np.float32)
-        zero = (
-            constants[node.input[2]].value
-            if len(node.input) > 2 and node.input[2] in constants
-            else np.zeros(1, dtype=integers.dtype)
-        )
-        axis = 1
-        for attribute in node.attribute:
-            if attribute.name == "axis":
-                axis = int(onnx.helper.get_attribute_value(attribute))
-        if np.any(~np.isfinite(scale)) or np.any(scale <= 0):
-            raise InputError(
-                f"{where}: ONNX node '{label}' (DequantizeLinear) has a scale that is not positive and finite"
-            )
-        shape = [1] * integers.ndim
-        if scale.size > 1:
-            if integers.ndim == 0 or scale.size != integers.shape[axis]:
-                raise InputError(
-                    f"{where}: ONNX node '{label}' (DequantizeLinear): shape mismatch between scale "
-                    f"{scale.shape} and tensor {integers.shape} along axis {axis}"
-                )
-            shape[axis] = -1
-        value = (
-            integers.astype(np.float32)
-            - np.asarray(zero, dtype=np.float32).reshape(
-                shape if np.size(zero) > 1 else [1] * max(integers.ndim, 1)
-            )
-        ) * scale.reshape(shape if scale.size > 1 else [1] * max(integers.ndim, 1))
-        constants[node.output[0]] = _Constant(
-            value.astype(np.float32), integers, scale, np.asarray(zero), axis
-        )
+        constants[node.output[0]] = _dequantize_constant(node, label, constants, where)
     return constants
 
 

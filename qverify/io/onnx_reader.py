@@ -15,7 +15,13 @@ Quantized graphs (QuantizeLinear/DequantizeLinear, QLinearConv, ...) are read by
 `qverify.io.onnx_quant`, which `read_onnx` hands them to.
 
 Flatten, Reshape, Identity and inference-mode Dropout may appear anywhere: they change the tensor's
-shape, never the row-major order of its values. A linear layer needs its input to be a vector (all
+shape, never the row-major order of its values. Two layout operators are folded into the layer
+after them (`qverify.io.onnx_layout`): a constant zero `Pad` right before a Conv (its padding), an
+AveragePool (`count_include_pad`: PyTorch's export of `AvgPool2d(padding=p)`) or a MaxPool of ReLU
+outputs; a `Transpose` that reorders values (NHWC flattening) into the columns of the next dense
+layer, with only shape operators between. Shape computations on the dynamic tensor (PyTorch's
+`x.view(x.size(0), -1)`: Shape, Gather, Unsqueeze, Concat into a Reshape) are folded into
+constants first (`qverify.io.onnx_static`). A linear layer needs its input to be a vector (all
 dimensions but the feature one equal to 1). `MatMul(X, W)` takes W as (n_in, n_out) (VNN-COMP files),
 `MatMul(W, X)` takes W as (n_out, n_in) (sisl's TestNetwork2.onnx). Anything else raises
 `UnsupportedError` naming the node; broken files raise `InputError` naming the file and node.
@@ -43,7 +49,9 @@ from onnx import numpy_helper
 
 from qverify.errors import InputError, UnsupportedError
 from qverify.input_limits import check_file, check_tensor
+from qverify.io.onnx_layout import PendingPad, flat_order, pad_amounts, transpose_permutation
 from qverify.io.onnx_quant import fold_dequantized_constants, is_quantized, read_quantized
+from qverify.io.onnx_static import fold_shape_computations
 from qverify.network.model import (
     Activation,
     Dense,
@@ -115,7 +123,20 @@ def _load_model(path: str | Path) -> onnx.ModelProto:
         raise InputError(f"{path}: not a valid ONNX model: {error!s}") from None
     if not model.HasField("graph"):
         raise InputError(f"{path}: not an ONNX model (no graph)")
+    _check_opset(model, path)
     return model
+
+
+def _check_opset(model: onnx.ModelProto, path: str | Path) -> None:
+    """An operator's meaning comes from its opset: one newer than the installed onnx package
+    defines is refused (opset 99 was read as if its Gemm were today's)."""
+    newest = onnx.defs.onnx_opset_version()
+    for entry in model.opset_import:
+        if entry.domain in ("", "ai.onnx") and entry.version > newest:
+            raise UnsupportedError(
+                f"{path}: ONNX opset {entry.version} is newer than the {newest} this onnx package defines: "
+                f"its operators' meaning is unknown (export the model with opset {newest} or older)"
+            )
 
 
 def _tensor_to_array(tensor: onnx.TensorProto, where: str) -> np.ndarray:
@@ -293,6 +314,9 @@ class _Builder:
     layers: list[Dense | Conv2D | MaxPool2D | AveragePool2D] = field(default_factory=list)
     open_layer: _OpenLayer | None = None
     first_output_step: _Step | None = None
+    pending_pad: PendingPad | None = None  # a Pad the next Conv or pool absorbs
+    order: np.ndarray | None = None  # a Transpose's reordering the next dense layer absorbs
+    order_step: _Step | None = None
 
     def __post_init__(self) -> None:
         size = math.prod(self.shape)
@@ -339,7 +363,10 @@ class _Builder:
         op_type = step.node.op_type
         if step.node.domain not in ("", "ai.onnx"):
             raise self.unsupported(step, f"from domain '{step.node.domain}' is not supported")
+        self.check_pending(step)
         handlers = {
+            "Pad": self.pad,
+            "Transpose": self.transpose,
             "MatMul": self.matmul,
             "Gemm": self.gemm,
             "Conv": self.conv,
@@ -351,6 +378,7 @@ class _Builder:
             "Reshape": self.reshape,
             "Identity": self.passthrough,
             "Dropout": self.dropout,
+            "Clip": self.clip,
         }
         if op_type in handlers:
             handlers[op_type](step)
@@ -360,6 +388,77 @@ class _Builder:
             self.elementwise(step)
         else:
             raise self.unsupported(step, "is not supported")
+
+    def check_pending(self, step: _Step) -> None:
+        """A Pad must be absorbed by the very next node (a Conv or a pool reading the padded image),
+        a Transpose by the next dense layer, with only shape operators between."""
+        op_type = step.node.op_type
+        if self.pending_pad is not None and op_type not in ("Pad", "Conv", "AveragePool", "MaxPool"):
+            raise UnsupportedError(
+                f"{self.where}: ONNX node '{self.pending_pad.label}' (Pad) is supported only right before a "
+                f"Conv, AveragePool or MaxPool (its zeros become their padding), not before {step.describe()}"
+            )
+        passing = ("Transpose", "Flatten", "Reshape", "Identity", "Dropout", "MatMul", "Gemm")
+        if (
+            self.order is not None
+            and op_type not in passing
+            and not (self.stage is _Stage.INPUT and op_type in _ELEMENTWISE)
+        ):
+            raise self.unsupported(
+                self.order_step,  # type: ignore[arg-type]
+                f"reorders values; it is supported only before a dense layer (MatMul or Gemm, "
+                f"with Flatten or Reshape between), not before {step.describe()}",
+            )
+
+    def pad(self, step: _Step) -> None:
+        """Constant zero padding of an NCHW image, held for the next Conv or pool (onnx_layout)."""
+        pads = pad_amounts(step.node, self.constants, self.shape, f"{self.where}: {step.describe()}")
+        if self.stage is _Stage.OUTPUT:
+            raise self.unsupported(step, "follows an output normalisation")
+        self.close_layer()
+        image = (self.shape[1], self.shape[2], self.shape[3])
+        if self.pending_pad is not None:  # Pad after Pad: one padding
+            image, pads = self.pending_pad.image, self.pending_pad.around(pads)
+        self.pending_pad = PendingPad(step.label, image, pads)
+        self.shape = (1, *self.pending_pad.padded)
+
+    def take_pad(
+        self, pads: tuple[int, int, int, int]
+    ) -> tuple[tuple[int, int, int], tuple[int, int, int, int]]:
+        """The image before a pending Pad and the pads of a layer reading the padded image with its
+        own `pads` (unchanged without a pending Pad)."""
+        pending, self.pending_pad = self.pending_pad, None
+        if pending is None:
+            return (self.shape[1], self.shape[2], self.shape[3]), pads
+        return pending.image, pending.around(pads)
+
+    def transpose(self, step: _Step) -> None:
+        """A reordering of the values: the identity when only size-1 axes move, else held for the
+        next dense layer, whose columns it permutes (onnx_layout.flat_order)."""
+        self.inputs(step, 1, 1)
+        perm = transpose_permutation(step.node, len(self.shape), f"{self.where}: {step.describe()}")
+        order = flat_order(self.shape, perm)
+        self.shape = tuple(self.shape[axis] for axis in perm)
+        if order is None:
+            return
+        if self.stage is _Stage.OUTPUT:
+            raise self.unsupported(step, "reorders the outputs, which is not supported")
+        self.close_layer()
+        if self.stage is _Stage.INPUT:  # the normalisation is kept in the current order
+            self.in_mean, self.in_range = self.in_mean[order], self.in_range[order]
+        self.order = order if self.order is None else self.order[order]
+        self.order_step = step
+
+    def take_order(self, weights: np.ndarray) -> np.ndarray:
+        """A dense layer's (n_out, n_in) weights on the values before a pending Transpose: column
+        order[i] is the given column i (and the input normalisation goes back to the graph's order)."""
+        if self.order is None:
+            return weights
+        inverse = np.argsort(self.order)
+        if self.stage is _Stage.INPUT:
+            self.in_mean, self.in_range = self.in_mean[inverse], self.in_range[inverse]
+        self.order, self.order_step = None, None
+        return weights[:, inverse]
 
     # -- linear layers -----------------------------------------------------------------------------
 
@@ -425,6 +524,7 @@ class _Builder:
                 "elementwise operators are folded only before the first or after the last linear layer"
             )
         self.close_layer()
+        weights = self.take_order(weights)
         self.stage = _Stage.LAYERS
         bias = np.zeros(weights.shape[0])
         self.open_layer = _OpenLayer(step, np.array(weights, dtype=np.float64), bias, takes_bias)
@@ -444,8 +544,29 @@ class _Builder:
         except InputError as error:
             raise self.fail(layer.step, f"has invalid parameters: {error}") from None
 
-    def activation(self, step: _Step, activation: Activation) -> None:
-        self.inputs(step, 1, 1)
+    def clip(self, step: _Step) -> None:
+        """Clip(0, 6) is ReLU6 (opset 11+: bounds as constant inputs; opset 6: attributes); any other
+        bounds are refused, naming them."""
+        names = self.inputs(step, 1, 3)
+        bounds = []
+        for index, (key, default) in enumerate((("min", -np.inf), ("max", np.inf)), start=1):
+            if index < len(names) and names[index]:
+                if names[index] not in self.constants:
+                    raise self.unsupported(step, f"has a non-constant {key} bound '{names[index]}'")
+                value = self.constant(step, names[index]).reshape(-1)
+                if value.size != 1:
+                    raise self.fail(step, f"has a {key} bound of {value.size} values (one expected)")
+                bounds.append(float(value[0]))
+            else:
+                bounds.append(float(self.attribute(step, key, default)))
+        if bounds != [0.0, 6.0]:
+            raise self.unsupported(
+                step, f"clips to [{bounds[0]:g}, {bounds[1]:g}]; only Clip(0, 6) (ReLU6) is supported"
+            )
+        self.activation(step, Activation.RELU6, max_inputs=3)
+
+    def activation(self, step: _Step, activation: Activation, max_inputs: int = 1) -> None:
+        self.inputs(step, 1, max_inputs)
         layer = self.open_layer
         if layer is None and activation is Activation.RELU and self.relu_through_max_pool():
             return
@@ -542,6 +663,7 @@ class _Builder:
         if tuple(declared) != tuple(kernel.shape[2:]):
             raise self.fail(step, f"shape mismatch: kernel_shape {list(declared)} but kernel {kernel.shape}")
         strides, pads = self.geometry(step, (kernel.shape[2], kernel.shape[3]), image)
+        image, pads = self.take_pad(pads)
         groups = int(self.attribute(step, "group", 1))
         has_b = len(names) == 3 and names[2] != ""
         bias = self.constant(step, names[2]).reshape(-1) if has_b else np.zeros(kernel.shape[0])
@@ -600,18 +722,47 @@ class _Builder:
                 raise self.unsupported(step, "with an Indices output is not supported")
         if self.stage is _Stage.OUTPUT:
             raise self.unsupported(step, "follows an output normalisation")
+        include = bool(self.attribute(step, "count_include_pad", 0))
+        if self.pending_pad is not None:
+            include = self.absorb_pad_into_pool(step, pads, include)
         self.close_layer()
+        image, pads = self.take_pad(pads)
         self.stage = _Stage.LAYERS
         try:
             if op_type == "MaxPool":
                 layer = MaxPool2D(image, kernel, strides, pads)
             else:
-                include = bool(self.attribute(step, "count_include_pad", 0))
                 layer = AveragePool2D(image, kernel, strides, pads, include)
         except InputError as error:
             raise self.fail(step, f"has invalid parameters: {error}") from None
         self.layers.append(layer)
         self.shape = (1, *layer.output_shape)
+
+    def absorb_pad_into_pool(self, step: _Step, own_pads: tuple[int, ...], include: bool) -> bool:
+        """Can the pool take the pending Pad's zeros as its padding? Returns its count_include_pad.
+
+        Average: the zeros are counted in every window, which is `count_include_pad` when the pool
+        has no pads of its own or counts those too; a pool with its own uncounted pads would count
+        the Pad's zeros but not its own padding, which the IR cannot state. Max: a zero changes no
+        window maximum of non-negative values (the output of a ReLU layer).
+        """
+        label = self.pending_pad.label  # type: ignore[union-attr]
+        if step.node.op_type == "MaxPool":
+            before = self.layers[-1] if self.layers and self.open_layer is None else None
+            if before is None or before.activation is not Activation.RELU:
+                raise self.unsupported(
+                    step,
+                    f"after the zero padding of '{label}' is supported only on the output of a ReLU "
+                    "(where a zero never changes the maximum)",
+                )
+            return False
+        if any(own_pads) and not include:
+            raise self.unsupported(
+                step,
+                f"with pads of its own and count_include_pad=0 after the zero padding of '{label}' is not "
+                "supported (it would count the Pad's zeros but not its own padding)",
+            )
+        return True
 
     # -- shape-only operators ----------------------------------------------------------------------
 
@@ -731,6 +882,13 @@ class _Builder:
     # -- result ------------------------------------------------------------------------------------
 
     def finish(self) -> list[Dense | Conv2D | MaxPool2D | AveragePool2D]:
+        if self.pending_pad is not None:
+            raise UnsupportedError(
+                f"{self.where}: ONNX node '{self.pending_pad.label}' (Pad) pads the graph's output, "
+                "which is not supported"
+            )
+        if self.order is not None:
+            raise self.unsupported(self.order_step, "reorders the graph's output, which is not supported")  # type: ignore[arg-type]
         if self.stage is _Stage.INPUT:
             raise InputError(f"{self.where}: ONNX graph has no linear layer (MatMul, Gemm or Conv)")
         self.close_layer()
@@ -792,7 +950,7 @@ def read_onnx(path: str | Path) -> Network:
     graph = model.graph
     if not graph.node:
         raise InputError(f"{where}: ONNX graph has no nodes")
-    constants = _constants(graph, where)
+    constants = fold_shape_computations(model, _constants(graph, where))
     graph_input = _graph_input(graph, where)
     shape = _static_shape(graph_input)
     if shape is None:

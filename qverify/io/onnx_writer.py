@@ -95,7 +95,13 @@ def _add_layer(parts: _GraphParts, k: int, layer, previous_spatial: bool, gemm: 
             count_include_pad=int(layer.count_include_pad),
             **_spatial_attributes(layer),
         )
-    if layer.activation in _ACTIVATION_OPS:
+    if layer.activation is Activation.RELU6:
+        bounds = [
+            parts.tensor(f"layer{k}_clip_min", np.array(0.0)),
+            parts.tensor(f"layer{k}_clip_max", np.array(6.0)),
+        ]
+        parts.op("Clip", [parts.current, *bounds], f"layer{k}_relu6")
+    elif layer.activation in _ACTIVATION_OPS:
         parts.op(_ACTIVATION_OPS[layer.activation], [parts.current], f"layer{k}_{layer.activation.value}")
 
 

@@ -8,7 +8,14 @@ from qverify.network.model import (
     Network,
     OutputNormalisation,
 )
-from qverify.network.qparams import AffineQuantization, CodeType, MacQuant, PoolQuant, TensorQuant
+from qverify.network.qparams import (
+    AffineQuantization,
+    CodeType,
+    MacQuant,
+    PoolQuant,
+    QuantForm,
+    TensorQuant,
+)
 from qverify.network.spatial import AveragePool2D, Conv2D, MaxPool2D, Pool2D
 from qverify.network.taps import Taps
 
@@ -31,6 +38,7 @@ __all__ = [
     "OutputNormalisation",
     "Pool2D",
     "PoolQuant",
+    "QuantForm",
     "Taps",
     "TensorQuant",
     "apply_activation",

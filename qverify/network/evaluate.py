@@ -12,6 +12,8 @@ def apply_activation(activation: Activation, values: np.ndarray) -> np.ndarray:
     """The real activation functions, as the float reference (and the LUT design) use them."""
     if activation is Activation.RELU:
         return np.maximum(values, 0.0)
+    if activation is Activation.RELU6:
+        return np.minimum(np.maximum(values, 0.0), 6.0)
     if activation is Activation.SIGMOID:
         return 0.5 * (1.0 + np.tanh(0.5 * values))  # = 1/(1+e^-x), without overflow warnings
     if activation is Activation.TANH:

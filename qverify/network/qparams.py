@@ -94,6 +94,16 @@ class TensorQuant:
         return (delta * np.float32(self.scale)).astype(np.float32)
 
 
+class QuantForm(enum.Enum):
+    """How the file wrote a MAC layer: float operators between DequantizeLinear and QuantizeLinear
+    (QDQ), or a quantized operator (QOperator: QLinearConv, QGemm, QLinearMatMul). Runtimes may
+    execute them differently: onnxruntime on x86 runs QDQ layers with int8 activations as uint8
+    (codes + 128), QOperator ones as int8 (`qverify.quant.x86`)."""
+
+    QDQ = "QDQ"
+    QOPERATOR = "QOperator"
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class MacQuant:
     """The integers of one dense or convolution layer and the quantization of its input and output.
@@ -110,6 +120,7 @@ class MacQuant:
     output: TensorQuant
     relu: bool
     what: str = "layer"
+    form: QuantForm = QuantForm.QDQ
 
     def __post_init__(self) -> None:
         weights = np.array(self.weights, dtype=np.int64, copy=True)
@@ -210,6 +221,7 @@ class AffineQuantization:
             sha.update(quant.output.describe().encode())
             if isinstance(quant, MacQuant):
                 sha.update(b"relu" if quant.relu else b"-")
+                sha.update(b"" if quant.form is QuantForm.QDQ else quant.form.value.encode())
                 for array in (quant.weights, quant.weight_scales, quant.bias):
                     sha.update(np.ascontiguousarray(array).tobytes())
 

@@ -583,7 +583,8 @@ def read_vnnlib(path: str | Path, name: str | None = None, units: Units = Units.
             limit = FILE_SIZE.value() * 1_000_000
             with gzip.open(path, "rb") as handle:
                 data = handle.read(limit + 1)  # a decompression bomb stops at the limit
-            FILE_SIZE.check(len(data) / 1e6, f"{source} (decompressed)")
+            if len(data) > limit:
+                raise FILE_SIZE.exceeded(f"{source} (decompressed)")
             text = data.decode("utf-8")
         else:
             text = Path(path).read_text(encoding="utf-8")

@@ -1,6 +1,6 @@
 """Fixed-point and float number formats, range analysis, lookup tables, and the bit-exact simulator."""
 
-from qverify.quant.affine import Int8Format, RequantMode
+from qverify.quant.affine import Int8Format, Int8Kernel, RequantMode
 from qverify.quant.fixed import (
     FixedFormat,
     Overflow,
@@ -14,7 +14,7 @@ from qverify.quant.fixed import (
 )
 from qverify.quant.floatfmt import FloatFormat, FloatKind
 from qverify.quant.intervals import LayerBounds, implementation_bounds, real_bounds
-from qverify.quant.labels import FORMAT_HELP, named_format, parse_number_format
+from qverify.quant.labels import FORMAT_HELP, WORD_LENGTH_HELP, named_format, parse_number_format, word_length
 from qverify.quant.lut import Lut, LutDesign, design_lut, lut_fixed, lut_float, measure_lut_error
 from qverify.quant.mac import balanced_tree, reduce_terms
 from qverify.quant.network import (
@@ -34,18 +34,21 @@ from qverify.quant.ranges import (
     overflow_sites,
     overflow_warnings,
     propose_int_bits,
+    resolve_word_length,
 )
 from qverify.quant.simulate import NO_OVERFLOW, SimulationResult, neuron_name, simulate
 
 __all__ = [
     "FORMAT_HELP",
     "NO_OVERFLOW",
+    "WORD_LENGTH_HELP",
     "Accumulation",
     "FixedFormat",
     "FloatFormat",
     "FloatKind",
     "ImplementationOptions",
     "Int8Format",
+    "Int8Kernel",
     "Int8Tables",
     "IntBitsProposal",
     "LayerBounds",
@@ -81,6 +84,8 @@ __all__ = [
     "quantize_real",
     "real_bounds",
     "reduce_terms",
+    "resolve_word_length",
     "round_shift",
     "simulate",
+    "word_length",
 ]

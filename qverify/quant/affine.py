@@ -40,14 +40,31 @@ class RequantMode(enum.Enum):
     TFLITE = "tflite"
 
 
+class Int8Kernel(enum.Enum):
+    """How a MAC layer's products are summed: exactly in int32 (the ONNX semantics: VNNI and ARM
+    kernels, TFLite, CMSIS-NN), or as onnxruntime's x86 u8 x s8 kernels without AVX-VNNI do, with
+    neighbouring product pairs saturated at int16 (`qverify.quant.x86`)."""
+
+    EXACT = "exact"
+    X86 = "x86"
+
+
 @dataclass(frozen=True, slots=True)
 class Int8Format:
-    """The int8 affine number format: codes and scales come from the model, rounding from the mode."""
+    """The int8 affine number format: codes and scales come from the model, rounding from the mode,
+    the sum of the products from the kernel."""
 
     requant: RequantMode = RequantMode.ONNXRUNTIME
+    kernel: Int8Kernel = Int8Kernel.EXACT
+
+    def __post_init__(self) -> None:
+        if self.kernel is Int8Kernel.X86 and self.requant is not RequantMode.ONNXRUNTIME:
+            raise ValueError("the x86 kernel variant is onnxruntime's: it has onnxruntime's requantization")
 
     @property
     def label(self) -> str:
+        if self.kernel is Int8Kernel.X86:
+            return "int8-x86"
         return "int8" if self.requant is RequantMode.ONNXRUNTIME else "int8-tflite"
 
     @property
@@ -59,8 +76,10 @@ class Int8Format:
 
     @classmethod
     def parse(cls, text: str) -> Int8Format | None:
-        """`int8` / `int8-onnxruntime` / `int8-tflite`, else None."""
+        """`int8` / `int8-onnxruntime` / `int8-tflite` / `int8-x86`, else None."""
         key = text.strip().lower()
+        if key in ("int8-x86", "int8-onnxruntime-x86"):
+            return cls(RequantMode.ONNXRUNTIME, Int8Kernel.X86)
         if key in ("int8", "int8-onnxruntime", "int8-ort"):
             return cls(RequantMode.ONNXRUNTIME)
         if key == "int8-tflite":
@@ -118,8 +137,11 @@ def requantize(acc: np.ndarray, quant: MacQuant, mode: RequantMode, channel: np.
     low = out.zero_point if quant.relu else out.code.qmin
     if mode is RequantMode.ONNXRUNTIME:
         multipliers = ort_multiplier(quant.input.scale, quant.channel_scales(), out.scale)
-        scaled = (acc.astype(np.float32) * multipliers[channels]).astype(np.float32)
-        codes = np.rint(scaled).astype(np.int64) + out.zero_point
+        with np.errstate(over="ignore"):
+            scaled = (acc.astype(np.float32) * multipliers[channels]).astype(np.float32)
+        # beyond the code range the clamp below decides: keep the cast to int64 defined (inf, 1e30)
+        scaled = np.clip(np.rint(scaled), -(1 << 40), 1 << 40)
+        codes = scaled.astype(np.int64) + out.zero_point
     else:
         codes = np.empty(acc.shape, dtype=np.int64)
         scales = quant.channel_scales()

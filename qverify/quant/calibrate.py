@@ -7,10 +7,9 @@ Gemm into QGemm; MatMul followed by Add would become two requantizing operators)
 the quantized model back (`qverify.io`), so what qverify verifies is exactly the file it wrote.
 
 `pair_saturation_risk` reports where onnxruntime's x86 kernels without AVX-VNNI can differ from the
-ONNX semantics: for QDQ models they convert int8 activations to uint8 and multiply uint8 x int8 with
-`vpmaddubsw`, which adds two neighbouring products into an int16 with saturation. A pair of
-weights with |w_k| + |w_k+1| > 128 can saturate (255 * 129 > 32767); `--reduce-range` (7-bit weights)
-rules that out. qverify's C and simulator implement the ONNX semantics (exact int32 sums).
+ONNX semantics (`qverify.quant.x86`: uint8 x int8 products added in pairs into an int16 with
+saturation); `--reduce-range` (7-bit weights) rules that out. qverify verifies either: the exact
+int8 semantics (`int8`) or those kernels (`int8-x86`).
 """
 
 from __future__ import annotations
@@ -25,8 +24,7 @@ import numpy as np
 
 from qverify.errors import InputError, ToolFailedError, ToolMissingError
 from qverify.network import CodeType, Network
-
-INT16_MAX = 32767
+from qverify.quant.x86 import saturation_risks
 
 
 class QuantFormat(enum.Enum):
@@ -124,24 +122,10 @@ def quantize_with_onnxruntime(
 
 
 def pair_saturation_risk(net: Network) -> list[str]:
-    """Layers where onnxruntime's AVX2 uint8 x int8 kernels could saturate a pair sum (see above)."""
+    """Layers where onnxruntime's x86 uint8 x int8 kernels without AVX-VNNI can saturate a pair sum
+    (`qverify.quant.x86`: QDQ int8 and every uint8 activation; QOperator int8 runs int8 x int8)."""
     if net.quantization is None:
         return []
-    warnings = []
-    for index, (layer, quant) in enumerate(zip(net.layers, net.quantization.layers), start=1):
-        weights = getattr(quant, "weights", None)
-        if weights is None:
-            continue
-        taps = layer.taps()
-        magnitudes = np.where(taps.valid, np.abs(weights.reshape(-1)[taps.weights]), 0)
-        if magnitudes.shape[1] < 2:
-            continue
-        pairs = magnitudes[:, :-1] + magnitudes[:, 1:]
-        worst = int(pairs.max())
-        if worst * 255 > INT16_MAX:
-            warnings.append(
-                f"layer {index}: weight pairs with |w_k| + |w_k+1| = {worst} > 128: onnxruntime's x86 "
-                "kernels without AVX-VNNI can saturate uint8 x int8 pair sums at int16 and then differ "
-                "from this (exact) model; --reduce-range avoids it"
-            )
-    return warnings
+    return [
+        f"{risk}; --reduce-range avoids it" for risk in saturation_risks(net.layers, net.quantization.layers)
+    ]

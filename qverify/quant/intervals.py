@@ -68,7 +68,7 @@ def real_bounds(net: Network, lo: np.ndarray, hi: np.ndarray) -> tuple[LayerBoun
         post_lo, post_hi = _outward(
             apply_activation(layer.activation, pre_lo), apply_activation(layer.activation, pre_hi)
         )
-        if layer.activation in (Activation.RELU, Activation.IDENTITY):
+        if layer.activation in (Activation.RELU, Activation.RELU6, Activation.IDENTITY):
             post_lo, post_hi = (
                 apply_activation(layer.activation, pre_lo),
                 apply_activation(layer.activation, pre_hi),
@@ -167,6 +167,9 @@ def activate_bounds(qnet: QuantizedNetwork, activation: Activation, lo, hi):
     """Post-activation bounds of [lo, hi]: every activation of the C is monotone."""
     if activation is Activation.RELU:
         return np.maximum(lo, 0), np.maximum(hi, 0)
+    if activation is Activation.RELU6:
+        six = qnet.relu6_top
+        return np.minimum(np.maximum(lo, 0), six), np.minimum(np.maximum(hi, 0), six)
     if activation is Activation.IDENTITY:
         return lo, hi
     lut = qnet.lut_for(activation)
@@ -203,8 +206,11 @@ def _int8_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray) -> tuple:
     positive, negative = np.maximum(weights, 0), np.minimum(weights, 0)
     zero = tables.input_zero  # type: ignore[union-attr]
     bias = layer.expanded_bias().astype(np.int64)
-    acc_lo = bias + positive @ (lo - zero) + negative @ (hi - zero)
-    acc_hi = bias + positive @ (hi - zero) + negative @ (lo - zero)
+    if tables.paired is not None:  # int8-x86: pair sums saturated at int16
+        acc_lo, acc_hi = tables.paired.bounds(weights, lo, hi)
+    else:
+        acc_lo = bias + positive @ (lo - zero) + negative @ (hi - zero)
+        acc_hi = bias + positive @ (hi - zero) + negative @ (lo - zero)
     table = tables.table  # type: ignore[union-attr]
     if table.shape[0] > 1:
         table = table[layer.source.channel_of()]

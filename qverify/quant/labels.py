@@ -2,7 +2,8 @@
 
 Labels: `K.L` (fixed point <K,L>), `float`, `double`, `half` (IEEE binary32/64/16), `int8`
 (affine int8 with onnxruntime's requantization; the model's own scales) and `int8-tflite` (the same
-with TFLite/CMSIS-NN's integer multiplier and shift). Suites also accept a word length `W`
+with TFLite/CMSIS-NN's integer multiplier and shift) and `int8-x86` (onnxruntime's x86 u8 x s8 kernels
+without AVX-VNNI: product pairs saturated at int16, `qverify.quant.x86`). Suites also accept a word length `W`
 (`qverify.quant.ranges.choose_format` picks the integer bits per network), which is not a format
 by itself and is handled by the suite runner.
 """
@@ -14,7 +15,11 @@ from qverify.quant.affine import Int8Format
 from qverify.quant.fixed import FixedFormat, Overflow, Rounding
 from qverify.quant.floatfmt import FloatFormat, FloatKind
 
-FORMAT_HELP = "K.L (fixed point, e.g. 16.16), float, double, half, int8 or int8-tflite"
+FORMAT_HELP = "K.L (fixed point, e.g. 16.16), float, double, half, int8, int8-x86 or int8-tflite"
+WORD_LENGTH_HELP = (
+    "W (a word length, 2..32: integer bits from range analysis over the network's input domain)"
+)
+MIN_WORD_BITS, MAX_WORD_LENGTH = 2, 32
 _FLOAT_LABELS = {kind.value: kind for kind in FloatKind}
 
 
@@ -43,3 +48,17 @@ def parse_number_format(
 
 def is_fixed_label(label: str) -> bool:
     return named_format(label) is None
+
+
+def word_length(label: str) -> int | None:
+    """The word length a bare integer label names (`16`), None for any other label.
+
+    :raises InputError: an integer outside 2..32.
+    """
+    key = label.strip()
+    if not key.isdigit():
+        return None
+    bits = int(key)
+    if not MIN_WORD_BITS <= bits <= MAX_WORD_LENGTH:
+        raise InputError(f"format '{label}': a word length is {MIN_WORD_BITS}..{MAX_WORD_LENGTH} bits")
+    return bits

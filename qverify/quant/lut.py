@@ -120,15 +120,35 @@ def design_lut(activation: Activation, design: LutDesign, number: FixedFormat | 
     if isinstance(number, FixedFormat):
         table = quantize_constants(exact, number, f"{activation.value} table entry")
         sat = quantize_constants(np.array([low, high]), number, f"{activation.value} saturation value")
-        entries_real = table / number.scale
         sat_lo, sat_hi = int(sat[0]), int(sat[1])
-        sat_real = sat / number.scale
-        index_slack = 0.0
     else:
         table = number.round(exact)
         sat_lo, sat_hi = float(number.round(np.array(low))), float(number.round(np.array(high)))
-        entries_real = table.astype(np.float64)
-        sat_real = np.array([sat_lo, sat_hi])
+    return table_lut(activation, number, half_range, half_range_q, table, sat_lo, sat_hi)
+
+
+def table_lut(
+    activation: Activation,
+    number: FixedFormat | FloatFormat,
+    half_range: float,
+    half_range_q: int,
+    table: np.ndarray,
+    sat_lo: float,
+    sat_hi: float,
+) -> Lut:
+    """The `Lut` of a table over [-a, a] (a = `half_range`, in words `half_range_q` for fixed point)
+    with its analytic error bound: what `design_lut` designs, and what the lifter reads back from C."""
+    count = len(table)
+    samples = -half_range + np.arange(count) * (2.0 * half_range / (count - 1))
+    exact = apply_activation(activation, samples)
+    low, high = LIMITS[activation]
+    if isinstance(number, FixedFormat):
+        entries_real = np.asarray(table) / number.scale
+        sat_real = np.array([sat_lo, sat_hi]) / number.scale
+        index_slack = 0.0
+    else:
+        entries_real = np.asarray(table).astype(np.float64)
+        sat_real = np.array([sat_lo, sat_hi], dtype=np.float64)
         index_slack = 2 * half_range * (2.0**-20 if number.dtype is np.float32 else 2.0**-48)
     step = 2.0 * half_range / (count - 1)
     interior = LIPSCHITZ[activation] * (step / 2 + index_slack) + float(np.max(np.abs(entries_real - exact)))

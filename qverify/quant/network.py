@@ -26,10 +26,11 @@ from qverify.network import (
     TensorQuant,
 )
 from qverify.network.qparams import LayerQuant
-from qverify.quant.affine import Int8Format, RequantMode, accumulator_bounds, thresholds
+from qverify.quant.affine import Int8Format, Int8Kernel, RequantMode, accumulator_bounds, thresholds
 from qverify.quant.fixed import FixedFormat, quantize_constants
 from qverify.quant.floatfmt import FloatFormat
 from qverify.quant.lut import LIPSCHITZ, Lut, LutDesign, design_lut
+from qverify.quant.x86 import PairedSums, paired_sums
 
 NumberFormat = FixedFormat | FloatFormat | Int8Format
 WIDE_ACCUMULATOR_LIMIT = 1 << 62  # |acc| below this leaves room for the rounding offset in int64
@@ -80,6 +81,7 @@ class Int8Tables:
     table: np.ndarray | None  # int64 (rows, 255)
     acc_lo: np.ndarray | None  # int64 per output channel: static accumulator bounds
     acc_hi: np.ndarray | None
+    paired: PairedSums | None = None  # int8-x86: the pair-saturating sum (None: the exact sum)
 
     @property
     def input_zero(self) -> int:
@@ -219,6 +221,13 @@ class QuantizedNetwork:
             return self.input_quant.dequantize(inputs).astype(np.float64)
         return np.asarray(inputs, dtype=np.float64)
 
+    @property
+    def relu6_top(self) -> int | float:
+        """ReLU6's upper clamp, 6, in the implementation's units (a word for fixed point)."""
+        if self.is_fixed:
+            return 6 * self.number.scale  # type: ignore[union-attr]
+        return 6.0
+
     def lut_for(self, activation: Activation) -> Lut:
         for lut in self.luts:
             if lut.activation is activation:
@@ -269,7 +278,9 @@ def check_wide_accumulator(layers: tuple[QuantizedLayer, ...], number: FixedForm
             )
 
 
-def _int8_layer(index: int, layer: Layer, quant: LayerQuant, mode: RequantMode) -> QuantizedLayer:
+def _int8_layer(
+    index: int, layer: Layer, quant: LayerQuant, mode: RequantMode, kernel: Int8Kernel
+) -> QuantizedLayer:
     """A layer of an int8 model: integer weights and bias, and its requantization table."""
     empty = np.zeros(0, dtype=np.int64)
     if isinstance(quant, PoolQuant):
@@ -284,7 +295,7 @@ def _int8_layer(index: int, layer: Layer, quant: LayerQuant, mode: RequantMode) 
                 f"({quant.input.describe()} -> {quant.output.describe()}) is not supported"
             )
         return QuantizedLayer(empty, empty, Activation.IDENTITY, layer, Int8Tables(quant, None, None, None))
-    if layer.activation not in (Activation.IDENTITY, Activation.RELU):
+    if layer.activation not in (Activation.IDENTITY, Activation.RELU, Activation.RELU6):
         raise UnsupportedError(
             f"layer {index}: {layer.activation.value} activation is not supported in int8 (ReLU, fused as "
             "the requantization clamp, and identity are)"
@@ -304,8 +315,11 @@ def _int8_layer(index: int, layer: Layer, quant: LayerQuant, mode: RequantMode) 
         ]
     table.flags.writeable = False
     activation = Activation.RELU if quant.relu else Activation.IDENTITY
+    # the x86 sum lies within the exact sum's range (saturation moves a pair sum towards 0, which
+    # its range holds), so the tables above are valid for it too
+    paired = paired_sums(layer, quant, f"layer {index}") if kernel is Int8Kernel.X86 else None
     return QuantizedLayer(
-        quant.weights, quant.bias, activation, layer, Int8Tables(quant, table, acc_lo, acc_hi)
+        quant.weights, quant.bias, activation, layer, Int8Tables(quant, table, acc_lo, acc_hi, paired)
     )
 
 
@@ -320,10 +334,19 @@ def _int8_network(net: Network, options: ImplementationOptions) -> QuantizedNetw
     if options.layout is Layout.BALANCED or options.accumulation is Accumulation.WIDE:
         raise InputError("int8 layers accumulate exactly in int32: --layout/--accumulate do not apply")
     layers = tuple(
-        _int8_layer(index, layer, quant, number.requant)
+        _int8_layer(index, layer, quant, number.requant, number.kernel)
         for index, (layer, quant) in enumerate(zip(net.layers, net.quantization.layers), start=1)
     )
     return QuantizedNetwork(source=net, options=options, layers=layers, luts=())
+
+
+def _check_relu6_top(net: Network, fmt: FixedFormat) -> None:
+    """ReLU6 clamps at 6: the format must hold it (a wrapped or saturated 6 would be another function)."""
+    if any(layer.activation is Activation.RELU6 for layer in net.layers) and 6 * fmt.scale > fmt.max_q:
+        raise RangeError(
+            f"relu6 clamps at 6, which {fmt} cannot hold (its largest value is "
+            f"{fmt.max_q / fmt.scale:g}); use more integer bits"
+        )
 
 
 def quantize_network(net: Network, options: ImplementationOptions) -> QuantizedNetwork:
@@ -341,6 +364,8 @@ def quantize_network(net: Network, options: ImplementationOptions) -> QuantizedN
     for layer in layers:
         layer.weights.flags.writeable = False
         layer.bias.flags.writeable = False
+    if isinstance(options.number, FixedFormat):
+        _check_relu6_top(net, options.number)
     if isinstance(options.number, FixedFormat) and options.accumulation is Accumulation.WIDE:
         check_wide_accumulator(layers, options.number)
     needed = sorted({layer.activation for layer in net.layers if layer.activation in LIPSCHITZ}, key=str)

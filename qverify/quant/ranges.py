@@ -77,8 +77,13 @@ def overflow_sites(qnet: QuantizedNetwork, lo_q: np.ndarray, hi_q: np.ndarray) -
     return sites
 
 
+SHOWN_SITES = 3  # neurons named in the overflow warning
+
+
 def overflow_warnings(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) -> list[str]:
-    """One warning per neuron that can overflow over the real input box [lo, hi] (fixed formats)."""
+    """The warnings of a fixed-point network over the real input box [lo, hi]: inputs beyond the
+    word range, an empty box, and one line counting the neurons that can overflow (naming the
+    first few: interval bounds over a whole box flag many, and a line each buried the verdict)."""
     if not qnet.is_fixed:
         return []
     fmt: FixedFormat = qnet.number  # type: ignore[assignment]
@@ -92,10 +97,13 @@ def overflow_warnings(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) ->
             f"the input box holds no representable input of {fmt}: the property holds vacuously"
         ]
     sites = overflow_sites(qnet, lo_q, hi_q)
-    for site in sites[:10]:
-        messages.append(f"{site} can overflow {fmt} ({fmt.overflow.value} applies)")
-    if len(sites) > 10:
-        messages.append(f"... and {len(sites) - 10} more neurons can overflow {fmt}")
+    if sites:  # one line, however many: interval bounds over a whole box flag many neurons
+        shown = "; ".join(sites[:SHOWN_SITES]) + ("; ..." if len(sites) > SHOWN_SITES else "")
+        count = f"{len(sites)} neurons" if len(sites) > 1 else "1 neuron"
+        messages.append(
+            f"{count} can overflow {fmt} by interval bounds over the input box ({fmt.overflow.value} "
+            f"applies): {shown}"
+        )
     return messages
 
 
@@ -155,6 +163,17 @@ def choose_format(
     )
 
 
+def resolve_word_length(
+    net: Network, word_bits: int, options: ImplementationOptions
+) -> tuple[ImplementationOptions, str]:
+    """`options` at the `word_bits`-bit format `choose_format` picks over the network's whole input
+    domain (not a property's box: every property of a network then runs on the same C, as a device
+    would ship it), and the note `choose_format` gives when no split avoids overflow."""
+    lo, hi = net.default_input_box()
+    fixed, note = choose_format(net, word_bits, lo, hi, options)
+    return replace(options, number=fixed), note
+
+
 __all__ = [
     "IntBitsProposal",
     "bits_for_magnitude",
@@ -164,4 +183,5 @@ __all__ = [
     "overflow_sites",
     "overflow_warnings",
     "propose_int_bits",
+    "resolve_word_length",
 ]

@@ -178,6 +178,9 @@ def _int8_layer(layer: QuantizedLayer, codes: np.ndarray) -> np.ndarray:
         windows = layer.source.windows()  # type: ignore[union-attr]
         gathered = np.where(windows.valid[None], codes[:, windows.inputs], np.iinfo(np.int64).min)
         return gathered.max(axis=2)
+    if tables.paired is not None:  # int8-x86, a dense layer whose pair sums can saturate
+        acc = tables.paired.accumulate(layer.weights, codes)
+        return apply_thresholds(acc, tables.table, tables.code.qmin)  # type: ignore[arg-type]
     inputs, _ = _gathered(codes - tables.input_zero, layer)  # type: ignore[union-attr]
     acc = layer.expanded_bias().astype(np.int64)[None, :] + np.einsum(
         "bjt,jt->bj", inputs, layer.tap_weights().astype(np.int64)
@@ -191,6 +194,10 @@ def _int8_layer(layer: QuantizedLayer, codes: np.ndarray) -> np.ndarray:
 def _activate(qnet: QuantizedNetwork, activation: Activation, values: np.ndarray) -> np.ndarray:
     if activation is Activation.RELU:
         return np.where(values < 0, np.zeros_like(values), values)
+    if activation is Activation.RELU6:
+        six = np.asarray(qnet.relu6_top, dtype=values.dtype)
+        clamped = np.where(values < 0, np.zeros_like(values), values)
+        return np.where(clamped > six, six, clamped)
     if activation is Activation.IDENTITY:
         return values
     lut = qnet.lut_for(activation)

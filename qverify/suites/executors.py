@@ -13,7 +13,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Protocol
 
 from qverify.errors import EXIT_INTERRUPTED, InputError, ToolMissingError
-from qverify.interrupts import worker_setup
+from qverify.interrupts import running_task, worker_setup
 
 
 class Executor(Protocol):
@@ -45,7 +45,8 @@ def _in_worker(function: Callable[[Any], Any], item: Any) -> Any:
     pool would leave the worker waiting for the next queued task of a parent that is gone.
     """
     try:
-        return function(item)
+        with running_task():
+            return function(item)
     except KeyboardInterrupt:
         os._exit(EXIT_INTERRUPTED)
 
@@ -90,7 +91,9 @@ class LocalExecutor:
         if not any(not future.done() for future in self.running):
             self.pool.shutdown(wait=True)
             return
-        workers = list(getattr(self.pool, "_processes", {}).values())  # no public accessor in 3.11
+        # no public accessor in 3.11; None once the pool was shut down (a second close, after an
+        # interruption: the runner's and run_suite's `finally` both close)
+        workers = list((getattr(self.pool, "_processes", None) or {}).values())
         self.pool.shutdown(wait=False, cancel_futures=True)
         for worker in workers:
             if worker.is_alive():

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from qverify.suites.report import LEGEND, STATUS_ORDER, cactus_axes, configurations, count_rows, outcome_rows
+from qverify.suites.report import LEGEND, STATUS_ORDER, count_rows, outcome_rows
 
 __all__ = ["render_summary_html", "write_summary_html"]
 
@@ -37,24 +36,6 @@ td.unknown { background: #f7e7b4; } td.error { background: #d9d9d9; }
 
 def _data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-
-
-def _cactus_png(entries: Sequence[dict[str, Any]]) -> bytes | None:
-    """The cactus plot as PNG bytes (None when no task was decided)."""
-    if not any(e["record"]["status"] in ("SAFE", "UNSAFE") for e in entries):
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(7, 4.5))
-    cactus_axes(axes, configurations(entries))
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100)
-    plt.close(figure)
-    return buffer.getvalue()
 
 
 def _counts_html(entries: Sequence[dict[str, Any]], formats: Sequence[str]) -> list[str]:
@@ -113,10 +94,14 @@ def _examples_html(entries: Sequence[dict[str, Any]], out: Path) -> list[str]:
 
 
 def render_summary_html(
-    entries: Sequence[dict[str, Any]], formats: Sequence[str], out: Path, header: Sequence[str]
+    entries: Sequence[dict[str, Any]],
+    formats: Sequence[str],
+    out: Path,
+    header: Sequence[str],
+    cactus: bytes | None = None,
 ) -> str:
-    """The page's text. `out` is the run folder (counterexample pictures are read from it)."""
-    cactus = _cactus_png(entries)
+    """The page's text. `out` is the run folder (counterexample pictures are read from it); `cactus`
+    the cactus plot's PNG (`report.cactus_png`), shown when given."""
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -137,9 +122,13 @@ def render_summary_html(
 
 
 def write_summary_html(
-    entries: Sequence[dict[str, Any]], formats: Sequence[str], out: Path, header: Sequence[str]
+    entries: Sequence[dict[str, Any]],
+    formats: Sequence[str],
+    out: Path,
+    header: Sequence[str],
+    cactus: bytes | None = None,
 ) -> Path:
     """Write `out/summary.html` and return its path."""
     path = out / "summary.html"
-    path.write_text(render_summary_html(entries, formats, out, header))
+    path.write_text(render_summary_html(entries, formats, out, header, cactus))
     return path

@@ -17,6 +17,7 @@ import fcntl
 import json
 import os
 import sys
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Self
 
@@ -57,6 +58,20 @@ class Journal:
                 entry = _record(line, f"{self.path}:{number}")
                 entries[entry["key"]] = entry
         return list(entries.values()), warning
+
+    def count(self, keys: Collection[str]) -> int:
+        """How many of the tasks `keys` the file holds (complete lines), without changing it: what an
+        interrupted run reports (its own count can miss the record written as the signal came)."""
+        if not self.path.is_file():
+            return 0
+        whole, _, _ = self.path.read_bytes().rpartition(b"\n")
+        found = set()
+        for line in whole.split(b"\n") if whole else []:
+            try:
+                found.add(json.loads(line)["key"])
+            except (ValueError, TypeError, KeyError):
+                continue
+        return len(found & set(keys))
 
     def resume(self) -> list[dict[str, Any]]:
         """`load` for a run that resumes: the entries, the warning (if any) as one stderr line."""

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import statistics
+import threading
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -56,9 +58,20 @@ def record_row(entry: dict[str, Any]) -> dict[str, Any]:
         "lut_eps": record.get("lut_eps", 0.0),
         "peak_memory_mb": round(record.get("peak_memory_mb", 0.0), 1),
         "reason": record.get("reason", ""),
-        "network": record.get("network", ""),
+        "network": portable_path(record.get("network", "")),
         "property": record.get("property", ""),
     }
+
+
+def portable_path(text: str) -> str:
+    """A path as results.csv shows it: relative to the working directory when it lies under it
+    (`benchmarks/acasxu/...` from a checkout), so the table reads the same on every machine."""
+    if not text or not Path(text).is_absolute():
+        return text
+    try:
+        return str(Path(text).relative_to(Path.cwd()))
+    except ValueError:
+        return text
 
 
 def write_results(entries: Sequence[dict[str, Any]], out: Path) -> None:
@@ -140,6 +153,33 @@ def _counts_table(entries: Sequence[dict[str, Any]], formats: Sequence[str]) -> 
     return lines
 
 
+# the stages of a task's record (times_s) that the time table sums, in pipeline order
+TIME_STAGES = (
+    ("quantize", "quantize"),
+    ("invariants", "invariants"),
+    ("codegen", "codegen (harness C)"),
+    ("backend.host", "back end start-up: the engine host's imports (once per host)"),
+    ("backend.startup", "back end start-up, all (process, imports, answer)"),
+    ("backend.total", "back end's own work (the engine's reasoning)"),
+    ("replay", "replay of counterexamples (gcc, simulator)"),
+    ("total", "tasks, whole"),
+)
+
+
+def _time_table(entries: Sequence[dict[str, Any]]) -> list[str]:
+    """Where the tasks' time went, summed over the tasks (wall seconds, and the back end's CPU)."""
+    records = [e["record"] for e in entries]
+    lines = ["| stage | seconds, summed over the tasks | share of the tasks' time |", "|---|---:|---:|"]
+    whole = sum(r.get("times_s", {}).get("total", 0.0) for r in records)
+    for key, name in TIME_STAGES:
+        seconds = sum(r.get("times_s", {}).get(key, 0.0) for r in records)
+        share = f"{100 * seconds / whole:.0f} %" if whole > 0 else "-"
+        lines.append(f"| {name} | {seconds:.2f} | {share} |")
+    cpu = sum((r.get("verdict") or {}).get("cpu_s", 0.0) for r in records)
+    lines.append(f"| back end processes' CPU (user + system) | {cpu:.2f} | |")
+    return lines
+
+
 def _outcome_table(entries: Sequence[dict[str, Any]], formats: Sequence[str]) -> list[str]:
     lines = ["| property | " + " | ".join(formats) + " |", "|---|" + "---|" * len(formats)]
     for task, cells in outcome_rows(entries, formats):
@@ -158,6 +198,10 @@ def write_summary(
         "## Counts per suite and format",
         "",
         *_counts_table(entries, formats),
+        "",
+        "## Where the time went",
+        "",
+        *_time_table(entries),
         "",
         "## Outcome per property and format",
         "",
@@ -192,36 +236,67 @@ def configuration(entry: dict[str, Any]) -> str:
     return f"{entry['format']} {record.get('backend', '')}".strip()
 
 
-def _save(figure, path: Path) -> Path:
-    """Write a matplotlib figure as PNG and free it (pyplot keeps every open figure alive)."""
-    import matplotlib.pyplot as plt
-
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
-
-
-def write_plots(entries: Sequence[dict[str, Any]], out: Path) -> list[Path]:
-    """time_per_task.png always; cactus.png when more than one configuration is compared."""
+def pyplot():
+    """matplotlib's pyplot on the Agg back end (no display); imported when plots are drawn (the
+    runner starts the import early, beside the tasks: `preload_plotting`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    paths = []
+    return plt
+
+
+def preload_plotting() -> None:
+    """Import matplotlib in a background thread (~0.7 s of CPU), while the tasks run: a suite's
+    process mostly waits for its verifier then."""
+    threading.Thread(target=pyplot, name="qverify-plot-import", daemon=True).start()
+
+
+def _seconds_axis(axes) -> None:
+    """A log-scale time axis labelled 0.1, 1, 10 (plain text: matplotlib's default 10^k labels go
+    through its mathtext parser, which cost more than drawing the whole plot)."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    axes.set_yscale("log")
+    axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axes.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _png(figure) -> bytes:
+    """A matplotlib figure as PNG bytes, then freed (pyplot keeps every open figure alive)."""
+    buffer = io.BytesIO()
+    figure.tight_layout()
+    figure.savefig(buffer, format="png", dpi=120)
+    pyplot().close(figure)
+    return buffer.getvalue()
+
+
+def cactus_png(entries: Sequence[dict[str, Any]]) -> bytes | None:
+    """The cactus plot as PNG bytes (None when no task was decided): cactus.png and summary.html's."""
+    if not any(e["record"]["status"] in ("SAFE", "UNSAFE") for e in entries):
+        return None
+    figure, axes = pyplot().subplots(figsize=(7, 4.5))
+    cactus_axes(axes, configurations(entries))
+    return _png(figure)
+
+
+def write_plots(entries: Sequence[dict[str, Any]], out: Path, cactus: bytes | None = None) -> list[Path]:
+    """time_per_task.png always; cactus.png (the `cactus_png` given) when more than one configuration
+    is compared."""
     groups = configurations(entries)
-    figure, axes = plt.subplots(figsize=(9, 4.5))
+    figure, axes = pyplot().subplots(figsize=(9, 4.5))
     for name, group in groups.items():
         times = [max(e["record"].get("times_s", {}).get("total", 0.0), 1e-3) for e in group]
         axes.plot(range(1, len(times) + 1), times, marker="o", linestyle="", markersize=4, label=name)
-    axes.set(xlabel="task", ylabel="wall-clock time (s)", yscale="log", title="time per task and format")
+    axes.set(xlabel="task", ylabel="wall-clock time (s)", title="time per task and format")
+    _seconds_axis(axes)
     axes.legend(fontsize="small")
-    paths.append(_save(figure, out / "time_per_task.png"))
-    if len(groups) > 1:
-        figure, axes = plt.subplots(figsize=(7, 4.5))
-        cactus_axes(axes, groups)
-        paths.append(_save(figure, out / "cactus.png"))
+    paths = [out / "time_per_task.png"]
+    paths[0].write_bytes(_png(figure))
+    if len(groups) > 1 and cactus is not None:
+        paths.append(out / "cactus.png")
+        paths[1].write_bytes(cactus)
     return paths
 
 
@@ -242,5 +317,6 @@ def cactus_axes(axes, groups: dict[str, list[dict]]) -> None:
             if e["record"]["status"] in ("SAFE", "UNSAFE")
         )
         axes.plot(range(1, len(solved) + 1), solved, marker=".", label=f"{name} ({len(solved)} solved)")
-    axes.set(xlabel="instances solved", ylabel="time (s)", yscale="log", title="cactus plot")
+    axes.set(xlabel="instances solved", ylabel="time (s)", title="cactus plot")
+    _seconds_axis(axes)
     axes.legend(fontsize="small")

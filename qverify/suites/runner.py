@@ -15,18 +15,19 @@ from typing import Any
 from tqdm import tqdm
 
 from qverify import __version__
+from qverify.backends import engine_host
 from qverify.counterexample import AdversarialExample
 from qverify.counterexample.picture import write_example_png
 from qverify.errors import InputError, InterruptedRunError, QverifyError
-from qverify.suites.executors import Executor
+from qverify.suites.executors import Executor, InProcessExecutor
 from qverify.suites.html_report import write_summary_html
 from qverify.suites.journal import FolderLock, Journal
-from qverify.suites.report import write_plots, write_results, write_summary
+from qverify.suites.report import cactus_png, preload_plotting, write_plots, write_results, write_summary
 from qverify.suites.suite_file import Suite
 from qverify.suites.tasks import TaskSpec, expand, run_task
 from qverify.verification import VerifyOptions
 
-PROGRESS_KEYS = {"SAFE": "S", "UNSAFE": "F", "UNKNOWN": "TO", "ERROR": "E"}
+PROGRESS_STATUSES = ("SAFE", "UNSAFE", "UNKNOWN", "ERROR")  # the progress bar counts the verdicts by name
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +78,7 @@ def _entry(spec: TaskSpec, record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _progress_text(counts: Counter) -> str:
-    return " ".join(f"{PROGRESS_KEYS[status]}={counts.get(status, 0)}" for status in PROGRESS_KEYS)
+    return " ".join(f"{status}={counts.get(status, 0)}" for status in PROGRESS_STATUSES)
 
 
 def run_suite(
@@ -142,32 +143,43 @@ def _run_locked(
         dynamic_ncols=True,
     )
     bar.set_postfix_str(_progress_text(counts))
-    try:
-        for spec, outcome in executor.map_unordered(run_task, todo):
-            record = outcome.to_json()
-            entry = _entry(spec, record)
-            _write_counterexample(entry, out)
-            journal.append(entry)
-            done[spec.key] = entry
-            counts[record["status"]] += 1
-            bar.set_postfix_str(_progress_text(counts))
-            bar.update()
+    try:  # (an interruption from here on is reported with the journal's count)
+        try:
+            if todo:
+                preload_plotting()
+                if options.backend == "internal" and executor.name == InProcessExecutor.name:
+                    engine_host.prewarm()  # the engine's imports beside this process's first task's work
+            for spec, outcome in executor.map_unordered(run_task, todo):
+                record = outcome.to_json()
+                entry = _entry(spec, record)
+                _write_counterexample(entry, out)
+                journal.append(entry)
+                done[spec.key] = entry
+                counts[record["status"]] += 1
+                bar.set_postfix_str(_progress_text(counts))
+                bar.update()
+        finally:
+            bar.close()
+            executor.close()
+        entries = tuple(done[spec.key] for spec in specs if spec.key in done)
+        write_results(entries, out)
+        started = time.strftime("%Y-%m-%d %H:%M")
+        header = [
+            f"suite `{suite.name}` ({suite.description}) — qverify {__version__}, {started}",
+            f"options: `{options.key()}`, executor {executor.name}",
+        ]
+        summary = write_summary(entries, formats, out, header)
+        cactus = cactus_png(entries)
+        write_summary_html(entries, formats, out, header, cactus)
+        write_plots(entries, out, cactus)
     except KeyboardInterrupt:
+        kept = journal.count([spec.key for spec in specs])  # the file: `done` may miss the last record
         raise InterruptedRunError(
-            f"interrupted: {len(done)} of {len(specs)} tasks are journaled in {journal.path}; "
-            "run the same command with --resume to finish the others"
+            f"interrupted: {kept} of {len(specs)} tasks are journaled in {journal.path}; "
+            + (
+                "run the same command with --resume to finish the others"
+                if kept < len(specs)
+                else "run the same command with --resume to write the reports"
+            )
         ) from None
-    finally:
-        bar.close()
-        executor.close()
-    entries = tuple(done[spec.key] for spec in specs if spec.key in done)
-    write_results(entries, out)
-    started = time.strftime("%Y-%m-%d %H:%M")
-    header = [
-        f"suite `{suite.name}` ({suite.description}) — qverify {__version__}, {started}",
-        f"options: `{options.key()}`, executor {executor.name}",
-    ]
-    summary = write_summary(entries, formats, out, header)
-    write_summary_html(entries, formats, out, header)
-    write_plots(entries, out)
     return SuiteRunResult(out, summary, entries, len(todo))

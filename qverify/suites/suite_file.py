@@ -39,11 +39,17 @@ from pathlib import Path
 from typing import Any
 
 from qverify.errors import InputError, QverifyError
-from qverify.input_limits import check_file
+from qverify.input_limits import check_file, check_numerals
 from qverify.io import load_network
 from qverify.network import Network
 from qverify.properties import Property, read_vnnlib, to_normalised
-from qverify.quant import FORMAT_HELP, ImplementationOptions, parse_number_format
+from qverify.quant import (
+    FORMAT_HELP,
+    WORD_LENGTH_HELP,
+    ImplementationOptions,
+    parse_number_format,
+    word_length,
+)
 from qverify.tasks.model import timeout_problem
 from qverify.tasks.spec_file import implementation_from_table, property_from_table
 
@@ -101,6 +107,11 @@ class Suite:
         """A label of `--format`/`formats`: a variant of this suite or any format label."""
         return label if label in self.variants else check_format_label(label, source)
 
+    def number_label(self, label: str) -> str:
+        """The number format a format label of this suite names (a variant's own format)."""
+        variant = self.variants.get(label)
+        return label if variant is None else variant.format_label
+
     def resolve(self, label: str, task: SuiteTask) -> tuple[str, Path]:
         """(number format label, network file) of `task` at the suite's format label."""
         variant = self.variants.get(label)
@@ -125,14 +136,11 @@ def suite_path(name_or_path: str | Path) -> Path:
 
 def check_format_label(label: str, source: str) -> str:
     """'8', '16.16', 'float', 'int8' ... (InputError otherwise)."""
-    if label.isdigit() and 2 <= int(label) <= 32:
-        return label
     try:
-        parse_number_format(label)
+        if word_length(label) is None:
+            parse_number_format(label)
     except InputError:
-        raise InputError(
-            f"{source}: formats: '{label}' is not a word length (2..32) or {FORMAT_HELP}"
-        ) from None
+        raise InputError(f"{source}: formats: '{label}' is not {WORD_LENGTH_HELP} or {FORMAT_HELP}") from None
     return label
 
 
@@ -257,19 +265,51 @@ def _variants(data: Any, base: Path, cache: _NetworkCache, source: str) -> dict[
     return variants
 
 
-def read_suite(name_or_path: str | Path) -> Suite:
-    """Read and validate a suite (every network is loaded and every property built)."""
-    path = suite_path(name_or_path)
+@dataclass(frozen=True, slots=True)
+class SuiteListing:
+    """What `qverify suite list` shows of a suite: read from its TOML alone (no network loaded, no
+    property parsed: the shipped suites list 588 VNN-LIB files, 25-48 s to read)."""
+
+    name: str
+    description: str
+    formats: tuple[str, ...]
+    tasks: int
+
+
+def _toml(path: Path) -> dict[str, Any]:
     source = str(path)
     check_file(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        check_numerals(text, source)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise InputError(f"{source}: TOML syntax error: {error}") from None
     except UnicodeDecodeError as error:
         raise InputError(f"{source}: not UTF-8 text (byte {error.start}): suite files are TOML") from None
     except OSError as error:
         raise InputError(f"{source}: cannot read: {error.strerror}") from None
+
+
+def list_suite(path: Path) -> SuiteListing:
+    """The listing of the suite file at `path` (tasks: its [[task]] tables and instances.csv rows)."""
+    data = _toml(path)
+    tasks = len(data.get("task", []))
+    instances = data.get("instances")
+    if isinstance(instances, str) and (path.parent / instances).is_file():
+        with (path.parent / instances).open(newline="") as handle:
+            tasks += sum(1 for row in csv.reader(handle) if row and not row[0].startswith("#"))
+    formats = tuple(str(item) for item in data.get("formats", ["16"]))
+    return SuiteListing(
+        str(data.get("name", path.parent.name)), str(data.get("description", "")), formats, tasks
+    )
+
+
+def read_suite(name_or_path: str | Path) -> Suite:
+    """Read and validate a suite (every network is loaded and every property built)."""
+    path = suite_path(name_or_path)
+    source = str(path)
+    data = _toml(path)
     unknown = sorted(set(data) - set(_TOP_KEYS))
     if unknown:
         raise InputError(f"{source}: unknown key {unknown[0]} (allowed: {', '.join(_TOP_KEYS)})")

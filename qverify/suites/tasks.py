@@ -14,7 +14,13 @@ from dataclasses import dataclass, replace
 from qverify.io import load_network
 from qverify.network import Network
 from qverify.properties import Property
-from qverify.quant import FixedFormat, ImplementationOptions, choose_format, parse_number_format
+from qverify.quant import (
+    FixedFormat,
+    ImplementationOptions,
+    parse_number_format,
+    resolve_word_length,
+    word_length,
+)
 from qverify.suites.suite_file import Suite
 from qverify.tasks import Origin
 from qverify.verification import VerificationRecord, VerifyOptions, verify_property
@@ -99,12 +105,11 @@ def resolve_implementation(spec: TaskSpec, net: Network) -> tuple[Implementation
         if isinstance(spec.implementation.number, FixedFormat)
         else FixedFormat(16, 16)
     )
-    if not spec.number.isdigit():  # a format label; a bare word length W is chosen by range analysis
+    bits = word_length(spec.number)
+    if bits is None:  # a format label; a bare word length W is chosen by range analysis
         number = parse_number_format(spec.number, base.rounding, base.overflow)
         return replace(spec.implementation, number=number), ""
-    lo, hi = net.default_input_box()
-    fixed, note = choose_format(net, int(spec.number), lo, hi, replace(spec.implementation, number=base))
-    return replace(spec.implementation, number=fixed), note
+    return resolve_word_length(net, bits, replace(spec.implementation, number=base))
 
 
 def run_task(spec: TaskSpec) -> VerificationRecord:

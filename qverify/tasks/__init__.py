@@ -11,6 +11,8 @@ from qverify.tasks.model import (
     Solver,
     TaskOptions,
     check_same_network,
+    float_view_note,
+    for_network,
     resolve_options,
 )
 from qverify.tasks.spec_file import Spec, read_spec
@@ -25,6 +27,8 @@ __all__ = [
     "Spec",
     "TaskOptions",
     "check_same_network",
+    "float_view_note",
+    "for_network",
     "read_spec",
     "resolve_options",
 ]

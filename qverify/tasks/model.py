@@ -17,32 +17,39 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from qverify.backends import BACKEND_NAMES, InternalOptions, Limits
-from qverify.backends.esbmc import AUTO
-from qverify.backends.esbmc import SOLVERS as ESBMC_SOLVERS
+from qverify.backends.esbmc_locate import AUTO
+from qverify.backends.esbmc_locate import SOLVERS as ESBMC_SOLVERS
 from qverify.engine.result import SEMANTICS, SOLVERS
 from qverify.errors import InputError
 from qverify.invariants import IntervalMethod
+from qverify.network import Network
 from qverify.quant import (
     Accumulation,
+    FixedFormat,
     ImplementationOptions,
+    Int8Format,
     Layout,
     LutDesign,
+    NumberFormat,
     Overflow,
     Rounding,
     named_format,
     parse_number_format,
+    resolve_word_length,
+    word_length,
 )
 
 if TYPE_CHECKING:  # verification imports properties, whose spec reader imports this module
     from qverify.verification import VerifyOptions
 
 DEFAULT_FORMAT = "16.16"
+INT8_MODEL_FORMAT = "int8"  # the default of an int8 model: its own arithmetic (onnxruntime's rounding)
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MEMORY_MB = 4096
 
@@ -59,6 +66,7 @@ class Origin(enum.StrEnum):
     """Where a value of a task came from (lowest precedence first)."""
 
     DEFAULT = "default"
+    NETWORK = "network"  # what the network itself implies: an int8 model's own arithmetic
     SPEC = "spec"
     SUITE = "suite file"  # a suite run's network, property, formats and task timeouts
     COMMAND_LINE = "command line"
@@ -109,10 +117,24 @@ class TaskOptions:
             raise InputError(f"--jobs {self.engine_jobs}: expected an integer >= 1 (0: every core)")
 
     def implementation(self) -> ImplementationOptions:
-        """The ImplementationOptions these values describe (InputError on inconsistent values)."""
+        """The ImplementationOptions these values describe (InputError on inconsistent values, and
+        on a word length, which needs the network: `implementation_for`)."""
+        return self._with_number(parse_number_format(self.format, self.rounding, self.overflow))
+
+    def implementation_for(self, net: Network) -> tuple[ImplementationOptions, str]:
+        """`implementation()` of `net`, where a word length W (`--format 16`) is resolved as suites
+        resolve it: the W-bit format range analysis picks over the network's input domain, with a
+        note when no split of the word avoids overflow ("" otherwise)."""
+        bits = word_length(self.format)
+        if bits is None:
+            return self.implementation(), ""
+        base = self._with_number(FixedFormat(bits // 2, bits - bits // 2, self.rounding, self.overflow))
+        return resolve_word_length(net, bits, base)
+
+    def _with_number(self, number: NumberFormat) -> ImplementationOptions:
         resolution = self.lut_res if self.lut_res is not None else (None if self.lut_eps is not None else 2)
         return ImplementationOptions(
-            number=parse_number_format(self.format, self.rounding, self.overflow),
+            number=number,
             accumulation=self.accumulate,
             layout=self.layout,
             lut=LutDesign(eps=self.lut_eps, resolution=resolution, half_range=self.lut_range),
@@ -217,6 +239,29 @@ def resolve_options(*layers: tuple[Origin, Mapping[str, Any]]) -> ResolvedOption
             values[name] = value
             origins[name] = origin
     return ResolvedOptions(TaskOptions(**values), MappingProxyType(origins))
+
+
+def for_network(resolved: ResolvedOptions, int8_model: bool) -> ResolvedOptions:
+    """The options of a task on this network: an int8 model whose format no source gives is
+    verified in its own int8 arithmetic (origin `network`), not at the default `<16,16>` of its
+    float view."""
+    if not int8_model or resolved.origins["format"] is not Origin.DEFAULT:
+        return resolved
+    origins = dict(resolved.origins) | {"format": Origin.NETWORK}
+    options = replace(resolved.options, format=INT8_MODEL_FORMAT)
+    return ResolvedOptions(options, MappingProxyType(origins))
+
+
+def float_view_note(network_name: str, int8_model: bool, options: TaskOptions) -> str | None:
+    """The one line that says a float or fixed-point format on an int8 model verifies its float
+    view (`qverify.network.float_view`), not its int8 arithmetic; None otherwise."""
+    if not int8_model or isinstance(named_format(options.format), Int8Format):
+        return None
+    return (
+        f"{network_name} is an int8 model; --format {options.format} verifies its float view (dequantized "
+        "weights, the activations its quantization implies) in that format, not its int8 arithmetic "
+        "(the default, or --format int8)"
+    )
 
 
 def check_fixed_only(values: Mapping[str, Any]) -> str | None:

@@ -50,7 +50,7 @@ from types import MappingProxyType
 from typing import Any
 
 from qverify.errors import InputError, QverifyError
-from qverify.input_limits import check_file
+from qverify.input_limits import check_file, check_numerals
 from qverify.invariants import IntervalMethod
 from qverify.io import load_network
 from qverify.network.model import Network
@@ -212,7 +212,9 @@ def read_spec(path: str | Path) -> Spec:
     spec = str(path)
     check_file(path)
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
+        check_numerals(text, spec)
+        data = tomllib.loads(text)
     except FileNotFoundError:
         raise InputError(f"{spec}: no such file") from None
     except (OSError, UnicodeDecodeError) as error:

@@ -55,6 +55,21 @@ def _network_box(net: Network) -> tuple[np.ndarray, np.ndarray] | None:
     return np.asarray(norm.minimum, dtype=np.float64), np.asarray(norm.maximum, dtype=np.float64)
 
 
+def _check_domain(net: Network, domain: tuple[float, float]) -> None:
+    """A --domain to draw seeds in must lie in the network's input box when it has one: outside it
+    the network clips every input to the boundary, so regions there would be proved for inputs the
+    network never sees as such (a data set outside the box is refused the same way)."""
+    low, high = float(domain[0]), float(domain[1])
+    if not low < high:
+        raise InputError(f"--domain {low:g},{high:g}: LO must be below HI")
+    box = _network_box(net)
+    if box is not None and (np.any(low < box[0]) or np.any(high > box[1])):
+        raise InputError(
+            f"--domain {low:g},{high:g} leaves the network's input box [{box[0].min():g}, {box[1].max():g}] "
+            "(its input minimum/maximum, where it clips): give a --domain inside it"
+        )
+
+
 def seed_source(
     net: Network,
     data_spec: str | None,
@@ -76,6 +91,7 @@ def seed_source(
     shape = image_shape or net.image_shape
     draws = count * DRAWN_PER_SEED
     if domain is not None:
+        _check_domain(net, domain)
         canvas = Canvas(float(domain[0]), float(domain[1]), shape)
         x = canvas.lo + rng.random((draws, net.n_inputs)) * canvas.width
         return SeedSource(f"uniform in [{canvas.lo:g}, {canvas.hi:g}]", x, None, canvas,

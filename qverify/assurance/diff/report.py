@@ -21,6 +21,18 @@ METHOD_HEADER = ("method", "seeds", "queries", "#DII", "DiR", "SR", "first DII s
                  "diversity", "label pairs", "VR", "wall s")  # fmt: skip
 REGION_HEADER = ("status", "regions", "median s", "max s", "ended by")
 GRID_ROWS = 12
+HARNESSES = "harnesses"  # proof mode's folder: a harness and its journalled verdict per region
+# what a run writes into its folder (`qverify diff --overwrite` removes these first, and only these)
+OUTPUTS = (
+    "diis.npz",
+    "regions.npz",
+    "diis.png",
+    "sr_dir.png",
+    "report.md",
+    "diff.json",
+    "search.jsonl",
+    HARNESSES,
+)
 
 
 def _optional(value: float | None, style: str) -> str:

@@ -10,11 +10,12 @@ Modules, one job each: `inputs` (data, canvas, grids), `metrics` (metrics and th
 
 from qverify.assurance.impact.inputs import FamilyGrid, check_dataset, family_grids, resolve_canvas
 from qverify.assurance.impact.records import CLEAN, Cell, Comparison, Estimate, ImpactStudy, Scores
-from qverify.assurance.impact.report import write_report
+from qverify.assurance.impact.report import OUTPUTS, write_report
 from qverify.assurance.impact.study import StudySettings, run_study
 
 __all__ = [
     "CLEAN",
+    "OUTPUTS",
     "Cell",
     "Comparison",
     "Estimate",

@@ -15,6 +15,8 @@ body { font-family: system-ui, sans-serif; margin: 2em; color: #222; background:
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; }
 table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.85em; }
 th, td { border: 1px solid #bbb; padding: 0.2em 0.5em; text-align: right; white-space: nowrap; }
+th { white-space: normal; max-width: 7em; }
+.ci { color: #666; font-size: 0.85em; }
 th:first-child, td:first-child { text-align: left; }
 th { background: #e8e8e8; }
 .header { color: #555; margin: 0.2em 0; }
@@ -26,10 +28,19 @@ def data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
+def _cell(text: str) -> str:
+    """A table cell; a value with its interval (`0.981 [0.962, 0.995]`) on two lines, the interval
+    smaller: on one line, twelve such columns made the tables wider than a 1,920-pixel screen."""
+    value, bracket, interval = text.partition(" [")
+    if not bracket:
+        return f"<td>{html.escape(text)}</td>"
+    return f'<td>{html.escape(value)}<br><span class="ci">[{html.escape(interval)}</span></td>'
+
+
 def _table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
     lines = ["<table>", "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"]
     for row in body:
-        lines.append("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>")
+        lines.append("<tr>" + "".join(_cell(cell) for cell in row) + "</tr>")
     return [*lines, "</table>"]
 
 

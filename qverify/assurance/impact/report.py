@@ -19,6 +19,8 @@ from qverify.assurance.impact.tables import (
 )
 
 METRICS = ("top1", "top5", "f1")
+# what a study writes into its folder (`qverify impact --overwrite` removes these first, and only these)
+OUTPUTS = ("impact.csv", "impact.json", "impact_*.png", "report.md", "report.html")
 COMPARISON_METRICS = ("kl", "kl_reverse", "flip_rate", "top1_drop")
 
 

@@ -13,6 +13,7 @@ from qverify.assurance.repair.spectra import Spectrum, TestSplit
 from qverify.assurance.repair.target import RepairTarget
 from qverify.errors import InputError
 from qverify.network import Network
+from qverify.tasks.model import timeout_problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,10 +37,12 @@ class RepairSettings:
             raise InputError(f"--margin {self.margin}: must be >= 0")
         if self.max_tests < 1:
             raise InputError(f"--max-tests {self.max_tests}: must be at least 1")
-        if self.time_limit_s <= 0:
-            raise InputError("--time-limit must be positive")
+        if timeout_problem(self.time_limit_s):
+            raise InputError(f"--time-limit: {timeout_problem(self.time_limit_s)}")
         if self.random_runs < 0:
-            raise InputError("--random-runs must be >= 0")
+            raise InputError(f"--random-runs {self.random_runs}: must be >= 0")
+        if self.seed < 0:
+            raise InputError(f"--random-seed {self.seed}: must be >= 0")
         if self.max_delta is not None and self.max_delta < 1:
             raise InputError(f"--max-delta {self.max_delta}: must be at least 1")
         unknown = [m for m in self.metrics if m not in METRICS and m != RANDOM]

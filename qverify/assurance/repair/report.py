@@ -16,6 +16,8 @@ from qverify.assurance.repair.records import RepairOutcome, RepairReport
 from qverify.assurance.repair.reverify import VerdictChange
 from qverify.errors import InputError
 
+# what a run writes into its folder (`qverify repair --overwrite` removes these first, and only these)
+OUTPUTS = ("repaired.*", "c", "report.md", "repair.png", "repair.json", "journal.jsonl")
 HEADER = (
     "metric",
     "neurons",

@@ -99,6 +99,12 @@ def make_target(implementation: Implementation, layer: int | None) -> RepairTarg
         raise UnsupportedError(
             f"layer {number} is a {qlayer.source.describe()}: repair changes dense layers only"  # type: ignore[union-attr]
         )
+    if target.is_int8 and qlayer.int8.paired is not None:  # type: ignore[union-attr]
+        raise UnsupportedError(
+            f"layer {number}: under int8-x86 its pair sums can saturate at int16, and repair's MILP models "
+            "exact sums; repair the exact int8 semantics (--format int8), another layer (--layer), or a "
+            "model quantized with --reduce-range"
+        )
     options = qnet.options
     if qnet.is_fixed and options.accumulation is Accumulation.PER_OP and options.layout is Layout.BALANCED:
         raise UnsupportedError(

@@ -3,7 +3,7 @@ through.
 
 Points are found in float64 on the real-valued surrogate of the network (batch evaluation of
 corners and random points, then projected gradient descent with analytic gradients through the
-dense layers and ReLUs), rounded to implementation inputs (words, or values of the input type)
+layers' operations and activations), rounded to implementation inputs (words, or values of the input type)
 inside the region, screened on the exact simulator's outputs (or the surrogate in REAL arithmetic)
 with a tolerance, and only then confirmed by `NetworkQuery.violation` (exact: `simulate` and
 rational arithmetic on its outputs, or `exact.real_outputs`). A float tolerance only decides which
@@ -151,9 +151,10 @@ class Confirmer:
             return True  # the overflow assertion fails before the invariants are read
         # int8: the invariants bound the accumulators, which the simulator's trace does not hold (its
         # `pre` is the code); the model's statement computes them exactly (integers below 2^31)
-        accumulators = surrogate_forward(self.model, point[None, :])[1] if self.model.stepped else None
+        accumulators = surrogate_forward(self.model, point[None, :])[1] if self.model.qnet.is_int8 else None
         for k, (bounds, trace) in enumerate(zip(invariants, run.layers)):
-            pre = trace.pre[0] if accumulators is None else accumulators[k][0]
+            pooled = self.model.layers[k].op.exact  # (a pool's trace holds its outputs, as its invariant)
+            pre = trace.pre[0] if accumulators is None or pooled else accumulators[k][0]
             for values, lo, hi in (
                 (pre, bounds.pre_lo, bounds.pre_hi),
                 (trace.post[0], bounds.post_lo, bounds.post_hi),
@@ -178,12 +179,9 @@ def surrogate_forward(model: NetModel, x: np.ndarray) -> tuple[np.ndarray, list[
     values = np.atleast_2d(x)
     pres = []
     for layer in model.layers:
-        pre = values @ layer.weights.T + layer.bias
+        pre = layer.op.forward(values) + layer.bias
         pres.append(pre)
-        if layer.stairs is not None:
-            values = layer.stairs.codes(pre)
-        else:
-            values = np.maximum(pre, 0.0) if layer.relu else pre
+        values = layer.activation.forward(pre)
     return values, pres
 
 
@@ -207,11 +205,7 @@ def unsafe_loss(model: NetModel, forms: list[AtomForm], x: np.ndarray) -> tuple[
     grad = matrix[best_atom]
     for index in range(len(model.layers) - 1, -1, -1):
         layer = model.layers[index]
-        if layer.relu:
-            grad = grad * (pres[index] > 0)
-        elif layer.stairs is not None:
-            grad = grad * layer.stairs.gradient(pres[index])
-        grad = grad @ layer.weights
+        grad = layer.op.backward(layer.activation.pullback(grad, pres[index]))
     return best_value, grad
 
 

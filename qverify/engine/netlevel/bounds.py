@@ -1,25 +1,35 @@
 """Network level: sound bounds by back-substitution over the whole network (DeepPoly / CROWN), in float64
-numpy.
+numpy: one core for one node and for a batch of nodes.
 
 A linear bound is carried as an exact inequality `target >= lam . v + const` whose coefficients
 `lam` are the float64 numbers actually stored; every step that computes new coefficients or
 constants in float64 charges its rounding error, bounded a priori, to a non-negative `slack` that is
 subtracted at the end:
-- lam @ W (any summation order, BLAS included): |error| <= gamma_n |lam| |W| elementwise, charged
-  as gamma_n |lam| (|W| max|h|), one matrix-vector product;
-- elementwise products (ReLU slopes): one rounding, u |lam'| max|z|;
+- lam W (any summation order, BLAS included): |error| <= gamma_n |lam| |W| elementwise, charged
+  as gamma_n |lam| (|W| max|h|), one matrix-vector product (`operations.LinearOperation.magnitude`);
+- elementwise products (activation slopes): one rounding, u |lam'| max|z|;
 - the dot products that build the constant: gamma_n times the dot product of the magnitudes.
-The ReLU relaxations are themselves exact inequalities on the stored floats: lower h >= a z with
-a in [0, 1]; upper h <= s z + t with s rounded up past hi / (hi - lo) and t past -s lo, checked at
-both ends of [lo, hi] (a convex function lies below a chord that lies above it at both ends).
-int8's requantization staircases have the same two-sided form with an intercept on the lower side,
-h >= a z + c (`staircase.Staircase.relaxation`); one code path carries both (c = 0 for a ReLU).
+Activations are relaxed as exact inequalities on the stored floats, a z + c <= h <= s z + t
+(`activations`: the ReLU triangle with c = 0, int8's requantization staircases); the constants'
+rounding is charged as gamma_n of their magnitudes.
 
 The arithmetic's rounding enters through `NetModel.error_terms` (the statement z = W h + b + e per
 neuron, e in an interval); neurons without that statement (possible overflow) are free values in
-their interval, from the implementation's own interval analysis (`qverify.quant.intervals`).
+their interval, from the implementation's own interval analysis (`qverify.quant.intervals`), and
+the back-substitution reads them through their interval.
 Each layer's bounds are the intersection of interval propagation, back-substitution, the parent
 node's bounds (valid on a superset), the harness's invariants and the node's ReLU phase constraints.
+
+Batches. At ACAS Xu size (6 layers of 50 ReLUs) one node's back-substitution is dozens of numpy
+calls on 50x50 matrices: Python's overhead per call, not arithmetic, is the cost. Input splitting
+makes nodes that differ only in their box, so B nodes share every call: every array of a node may
+carry a leading batch axis (bounds, relaxations and error terms (B, n_k); rows lam (B, R, n)). The
+soundness accounting is the same per box: every float64 product is charged gamma_n of its
+magnitudes, which holds for any summation order, so a batched (BLAS) product is covered by the same
+term. One code serves both: `layer_bounds` is the one loop over layers, `backsubstitute` /
+`optimised_bound` the one substitution, each written over `...` leading axes (one node: none, a
+batch: one; a node's own arrays skip the batch axis only because numpy's 2-D products cost less
+per call than 3-D ones of a batch of one).
 """
 
 from __future__ import annotations
@@ -30,11 +40,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qverify.engine.netlevel.model import DenseLayer, NetModel
+from qverify.engine.netlevel.activations import Relaxation, relu_relaxation, scatter
+from qverify.engine.netlevel.model import NetLayer, NetModel
 from qverify.engine.netlevel.roundoff import TINY, U64, gamma
 from qverify.quant import LayerBounds, implementation_bounds
-
-SLOPE_UP = 1.0 + 8 * U64  # rounds a computed slope or intercept past two roundings
 
 
 class Undecidable(Exception):
@@ -43,25 +52,26 @@ class Undecidable(Exception):
 
 @dataclass(slots=True, eq=False)
 class Bounds:
-    """One node's bounds per layer, real units: pre-activation bounds, free neurons, error terms."""
+    """Every layer's bounds, real units: pre-activation bounds, free neurons, error terms; of one
+    node (arrays (n_k,)) or of a batch of nodes ((B, n_k), `box` gives one). `empty`: which boxes
+    hold no execution (batches; `node_bounds` returns None instead). The relaxations and the
+    statements' constants are computed once per layer, when first needed."""
 
     pre_lo: list[np.ndarray]
     pre_hi: list[np.ndarray]
     free: list[np.ndarray]
     err_lo: list[np.ndarray]
     err_hi: list[np.ndarray]
-    overflow_possible: bool = False
-    relaxations: dict[int, tuple[np.ndarray, ...]] = dataclasses.field(default_factory=dict)
+    overflow_possible: np.ndarray  # under `--overflow detect`: a possible overflow (per box)
+    relaxations: dict[int, Relaxation] = dataclasses.field(default_factory=dict)
     affine: dict[int, tuple[np.ndarray, np.ndarray]] = dataclasses.field(default_factory=dict)
+    empty: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((), dtype=bool))
 
-    def relaxation(self, layer: DenseLayer, index: int, alpha: np.ndarray | None = None):
-        """(a, c, s, t, max |z|) of layer `index`'s activations (`activation_relaxation`; cached
-        for the default lower slopes)."""
-        if alpha is not None:
-            return activation_relaxation(layer, self.pre_lo[index], self.pre_hi[index], alpha)
+    def relaxation(self, model: NetModel, index: int) -> Relaxation:
+        """Layer `index`'s activation relaxation on its bounds (DeepPoly's slopes; cached)."""
         cached = self.relaxations.get(index)
         if cached is None:
-            cached = activation_relaxation(layer, self.pre_lo[index], self.pre_hi[index])
+            cached = model.layers[index].activation.relaxation(self.pre_lo[index], self.pre_hi[index])
             self.relaxations[index] = cached
         return cached
 
@@ -70,8 +80,8 @@ class Bounds:
     ) -> tuple[np.ndarray, np.ndarray]:
         """(center, charge) of layer j's statement z = W h + b + e for back-substitution:
         lam . (b + e) >= lam . center - |lam| . (radius of e), and `charge` also covers the float64
-        rounding of center, of lam @ center and of lam @ W (gamma |lam| (|W| max|h|)), so that
-        lam . z >= (lam @ W) . h + lam . center - |lam| . charge holds for the stored floats."""
+        rounding of center, of lam @ center and of lam W (gamma |lam| (|W| max|h|)), so that
+        lam . z >= (lam W) . h + lam . center - |lam| . charge holds for the stored floats."""
         cached = self.affine.get(j)
         if cached is None:
             h_lo, h_hi = self.post(model, j - 1) if j > 0 else (xl, xu)
@@ -84,12 +94,26 @@ class Bounds:
 
     def unstable(self, model: NetModel, index: int) -> np.ndarray:
         if not model.layers[index].relu:
-            return np.zeros(len(self.pre_lo[index]), dtype=bool)
+            return np.zeros(np.shape(self.pre_lo[index]), dtype=bool)
         return (self.pre_lo[index] < 0) & (self.pre_hi[index] > 0)
+
+    def box(self, b: int) -> Bounds:
+        """Box b of a batch as one node's record (caches carried over as views)."""
+        return Bounds(
+            [a[b] for a in self.pre_lo],
+            [a[b] for a in self.pre_hi],
+            [a[b] for a in self.free],
+            [a[b] for a in self.err_lo],
+            [a[b] for a in self.err_hi],
+            self.overflow_possible[b],
+            {k: value.select(b) for k, value in self.relaxations.items()},
+            {k: (center[b], charge[b]) for k, (center, charge) in self.affine.items()},
+            self.empty[b],
+        )
 
 
 def affine_charge(
-    layer: DenseLayer, err_lo: np.ndarray, err_hi: np.ndarray, h_lo: np.ndarray, h_hi: np.ndarray
+    layer: NetLayer, err_lo: np.ndarray, err_hi: np.ndarray, h_lo: np.ndarray, h_hi: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """(center, charge) of `Bounds.affine_terms` from the layer's error terms and input bounds
     (elementwise: the arrays may carry a leading batch axis, one row per box)."""
@@ -100,15 +124,18 @@ def affine_charge(
         np.abs(center)
         + np.abs(layer.bias)
         + np.maximum(np.abs(err_lo), np.abs(err_hi))
-        + h_max @ layer.abs_weights.T
+        + layer.op.magnitude(h_max)
     )
     charge = (err_hi - err_lo) / 2 * (1 + 4 * U64) + 4 * U64 * (np.abs(center) + np.abs(middle))
-    charge = (charge + gamma(layer.n_out + 3) * magnitude) * (1 + 1e-9) + TINY
+    products = 0.0 if layer.op.exact else gamma(layer.op.backward_terms + 3)  # lam W = lam exactly
+    charge = (charge + products * magnitude) * (1 + 1e-9) + TINY
     return center, charge
 
 
 def matvec(lam: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """lam @ v row by row: (R, n) @ (n,) -> (R,), or per box (B, R, n) @ (B, n) -> (B, R)."""
+    """lam @ v row by row: (..., R, n) @ (n,) -> (..., R), or per box (B, R, n) @ (B, n) -> (B, R)."""
+    if v.ndim == 1:
+        return lam @ v
     return (lam @ v[..., None])[..., 0]
 
 
@@ -165,43 +192,13 @@ class BoundTerms:
 class LinearBound:
     """lower[r] <= C[r] . (layer k's values) for every row r, and how the bound reads the input:
     the input coefficients `lam_input` and per hidden layer the coefficients on its post-activation
-    values (for branching scores), when asked for."""
+    values (for branching scores), when asked for. Per box with a leading batch axis: lower (B, R),
+    lam_input (B, R, n), lam_post k -> (B, R, n_k), offset (B, R)."""
 
     lower: np.ndarray
     lam_input: np.ndarray
     lam_post: dict[int, np.ndarray]
     offset: np.ndarray  # C[r] . v >= lam_input[r] . x + offset[r] for every x of the node's box
-
-
-def relu_relaxation(
-    lo: np.ndarray, hi: np.ndarray, alpha: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(a, s, t): a z <= relu(z) <= s z + t on [lo, hi], exact on stable neurons. `alpha` chooses
-    the lower slopes of unstable neurons (default DeepPoly's: 1 when hi >= -lo, else 0)."""
-    active = lo >= 0
-    unstable = (lo < 0) & (hi > 0)
-    width = np.where(unstable, hi - lo, 1.0)
-    s = np.where(unstable, hi / width * SLOPE_UP, np.where(active, 1.0, 0.0))
-    t = np.where(unstable, -(s * lo) * SLOPE_UP, 0.0)
-    if alpha is None:
-        lower = np.where(hi >= -lo, 1.0, 0.0)
-    else:
-        lower = np.clip(alpha, 0.0, 1.0)
-    a = np.where(unstable, lower, np.where(active, 1.0, 0.0))
-    return a, s, t
-
-
-def activation_relaxation(
-    layer: DenseLayer, lo: np.ndarray, hi: np.ndarray, alpha: np.ndarray | None = None
-) -> tuple[np.ndarray, ...]:
-    """(a, c, s, t, max |z|): a z + c <= h <= s z + t on [lo, hi] for the layer's ReLUs (c = 0,
-    `relu_relaxation`) or requantization staircases (`Staircase.relaxation`); per box with a
-    leading batch axis."""
-    z_max = np.maximum(np.abs(lo), np.abs(hi))
-    if layer.stairs is not None:
-        return (*layer.stairs.relaxation(lo, hi), z_max)
-    a, s, t = relu_relaxation(lo, hi, alpha)
-    return a, np.zeros_like(t), s, t, z_max
 
 
 def relaxed_constant(positive, negative, c, t):
@@ -227,40 +224,49 @@ def backsubstitute(
     terms: BoundTerms | None = None,
 ) -> LinearBound:
     """Sound lower bounds of coefficients @ v over the node, v layer `index`'s pre-activation values
-    (or post-activation with `post`), by substitution down to the input box [xl, xu]. `splits`: the
-    node's bounds (and so its fixed ReLU phases) as Lagrangian terms (`BoundTerms`, beta-CROWN)."""
+    (or post-activation with `post`), by substitution down to the input box [xl, xu]. A batch: xl
+    (B, n), coefficients (R, n_k) shared or (B, R, n_k) per box; `alphas` (lower ReLU slopes per
+    row: (R, n_j), or (B, R, n_j)) replace DeepPoly's. `terms`: the node's bounds (and so its fixed
+    ReLU phases) as Lagrangian terms (`BoundTerms`, beta-CROWN), at every layer kind."""
     lam = np.array(coefficients, dtype=np.float64, ndmin=2)
-    rows = lam.shape[0]
-    const = np.zeros(rows)
-    slack = np.zeros(rows)
+    if xl.ndim == 2 and lam.ndim == 2:
+        lam = np.broadcast_to(lam, (xl.shape[0], *lam.shape))
+    const = np.zeros(lam.shape[:-1])
+    slack = np.zeros(lam.shape[:-1])
     lam_post: dict[int, np.ndarray] = {}
-    layer_index = index
-    relax_first = post and model.layers[index].relaxed
-    if relax_first:
-        lam, const, slack = _through_relu(model, bounds, layer_index, lam, const, slack, alphas)
+    if post and model.layers[index].relaxed:
+        lam, const, slack = _through_activation(model, bounds, index, lam, const, slack, alphas)
     for j in range(index, -1, -1):
         layer = model.layers[j]
         if terms is not None and j in terms.nus:
             lam, const, slack = terms.add(bounds, j, lam, const, slack)
         free = bounds.free[j]
         if free.any():
-            part = lam[:, free]
-            lo, hi = bounds.pre_lo[j][free], bounds.pre_hi[j][free]
-            const = const + np.minimum(part * lo, part * hi).sum(axis=1)
-            slack += gamma(int(free.sum()) + 2) * (np.abs(part) @ np.maximum(np.abs(lo), np.abs(hi))) + TINY
-            lam = lam.copy()
-            lam[:, free] = 0.0
+            lam, const, slack = _free_terms(bounds, j, lam, const, slack)
         center, charge = bounds.affine_terms(model, j, xl, xu)
-        const = const + lam @ center
-        slack += np.abs(lam) @ charge
-        lam = lam @ layer.weights
+        const = const + matvec(lam, center)
+        slack = slack + matvec(np.abs(lam), charge)
+        lam = layer.op.backward(lam)
         if j == 0:
             break
         if keep:
             lam_post[j - 1] = lam
-        lam, const, slack = _through_relu(model, bounds, j - 1, lam, const, slack, alphas)
+        lam, const, slack = _through_activation(model, bounds, j - 1, lam, const, slack, alphas)
     offset = const - (slack + 4 * U64 * np.abs(const)) * (1 + 1e-6)  # the additions that built const
     return LinearBound(linear_minimum(lam, offset, xl, xu), lam, lam_post, offset)
+
+
+def _free_terms(bounds: Bounds, j: int, lam, const, slack):
+    """Neurons of layer j without the linear statement (possible overflow): lam . z over them is
+    bounded by their interval, and their coefficients leave the substitution."""
+    free = bounds.free[j][..., None, :]
+    part = np.where(free, lam, 0.0)
+    lo, hi = bounds.pre_lo[j][..., None, :], bounds.pre_hi[j][..., None, :]
+    const = const + np.minimum(part * lo, part * hi).sum(axis=-1)
+    count = int(bounds.free[j].sum(axis=-1).max())
+    magnitude = np.maximum(np.abs(bounds.pre_lo[j]), np.abs(bounds.pre_hi[j]))
+    slack = slack + gamma(count + 2) * matvec(np.abs(part), magnitude) + TINY
+    return np.where(free, 0.0, lam), const, slack
 
 
 def linear_minimum(lam: np.ndarray, offset: np.ndarray, xl: np.ndarray, xu: np.ndarray) -> np.ndarray:
@@ -273,29 +279,52 @@ def linear_minimum(lam: np.ndarray, offset: np.ndarray, xl: np.ndarray, xu: np.n
     return value - slack
 
 
-def _through_relu(model, bounds, j, lam, const, slack, alphas):
-    """Replace lam . h_j by a lower bound in z_j (h_j = relu(z_j), a staircase, or z_j)."""
+def _through_activation(model: NetModel, bounds: Bounds, j: int, lam, const, slack, alphas):
+    """Replace lam . h_j by a lower bound in z_j: the lower side of layer j's relaxation for
+    positive coefficients, the upper side for negative ones (slopes and intercepts of box b apply
+    to lam[b]; `alphas[j]`: lower ReLU slopes per row)."""
     layer = model.layers[j]
     if not layer.relaxed:
         return lam, const, slack
-    a, c, s, t, z_max = bounds.relaxation(layer, j, None if alphas is None else alphas.get(j))
-    positive, negative = np.maximum(lam, 0.0), np.minimum(lam, 0.0)  # lower / upper relaxation
-    const = const + relaxed_constant(positive, negative, c, t)
-    lam = positive * a + negative * s
-    slack += 2 * U64 * (np.abs(lam) @ z_max) + TINY
+    relaxation = bounds.relaxation(model, j)
+    a = relaxation.a[..., None, :]
+    alpha = None if alphas is None or not layer.relu else alphas.get(j)
+    if alpha is not None:
+        a = relu_relaxation(bounds.pre_lo[j][..., None, :], bounds.pre_hi[j][..., None, :], alpha)[0]
+    positive, negative = np.maximum(lam, 0.0), np.minimum(lam, 0.0)
+    const = const + relaxed_constant(positive, negative, relaxation.c, relaxation.t)
+    if relaxation.lower_index is None:
+        lam = positive * a + negative * relaxation.s[..., None, :]
+        slack = slack + 2 * U64 * matvec(np.abs(lam), relaxation.z_max) + TINY
+        return lam, const, slack
+    # a pool: each side reads one input per output; the coefficients of an input shared by several
+    # terms (overlapping windows, both sides) are sums, charged gamma_n of their magnitudes
+    lower, upper = positive * a, negative * relaxation.s[..., None, :]
+    reach = matvec(np.abs(lower), _gather(relaxation.z_max, relaxation.lower_index))
+    reach = reach + matvec(np.abs(upper), _gather(relaxation.z_max, relaxation.upper_index))
+    slack = slack + (2 * U64 + gamma(relaxation.sharing)) * reach + TINY
+    n = relaxation.z_max.shape[-1]
+    lam = scatter(lower, relaxation.lower_index, n) + scatter(upper, relaxation.upper_index, n)
     return lam, const, slack
+
+
+def _gather(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """values[..., index[..., o]] per box (values (..., n), index (..., n_out))."""
+    return np.take_along_axis(values, index, axis=-1)
 
 
 def interval_layer(model, index, h_lo, h_hi, err_lo, err_hi):
     """Interval propagation through layer `index` (per box with a leading batch axis)."""
     layer = model.layers[index]
-    positive, negative = np.maximum(layer.weights, 0.0).T, np.minimum(layer.weights, 0.0).T
-    lo = h_lo @ positive + h_hi @ negative + layer.bias + err_lo
-    hi = h_hi @ positive + h_lo @ negative + layer.bias + err_hi
+    lo, hi = layer.op.interval(h_lo, h_hi)
+    if layer.op.exact:  # z = h (bias and error terms are zero)
+        return lo, hi
+    lo = lo + layer.bias + err_lo
+    hi = hi + layer.bias + err_hi
     h_max = np.maximum(np.abs(h_lo), np.abs(h_hi))
     margin = (
-        gamma(layer.n_in + 3)
-        * (h_max @ layer.abs_weights.T + np.abs(layer.bias) + np.maximum(np.abs(err_lo), np.abs(err_hi)))
+        gamma(layer.op.forward_terms + 3)
+        * (layer.op.magnitude(h_max) + np.abs(layer.bias) + np.maximum(np.abs(err_lo), np.abs(err_hi)))
         + TINY
     )
     return lo - margin, hi + margin
@@ -303,7 +332,7 @@ def interval_layer(model, index, h_lo, h_hi, err_lo, err_hi):
 
 def _free_interval(model: NetModel, index: int, h_lo: np.ndarray, h_hi: np.ndarray, region_words):
     """The C's own interval bounds of layer `index` (words -> real units) for neurons that may
-    overflow, and which of them may (fixed point only)."""
+    overflow, and which of them may (fixed point only; one box)."""
     qnet = model.qnet
     fmt = qnet.number
     if index == 0 and region_words is not None:
@@ -321,6 +350,144 @@ def _free_interval(model: NetModel, index: int, h_lo: np.ndarray, h_hi: np.ndarr
     )
 
 
+def layer_bounds(
+    model: NetModel,
+    xl: np.ndarray,
+    xu: np.ndarray,
+    phases: list[np.ndarray] | None = None,
+    known: Bounds | None = None,
+    start: int = 0,
+    parent_lo: list[np.ndarray] | None = None,
+    parent_hi: list[np.ndarray] | None = None,
+    invariants: tuple[LayerBounds, ...] | None = None,
+    region_words: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Bounds:
+    """Every layer's bounds over one node (input box [xl, xu] in reals, (n,)) or B nodes ((B, n)),
+    with ReLU phases per layer ((n_k,) or (B, n_k): +1 active, -1 inactive, 0 open), intersected
+    with the parents' bounds (parent_lo[k], parent_hi[k]: valid on a superset; +-inf for none).
+    Layers before `start` are `known`'s (their constraints did not change). `region_words`: the
+    box in words (fixed point: the first layer's free neurons read it). Boxes that hold no
+    execution are marked in `empty`; the loop stops early once every box is."""
+    n_layers = len(model.layers)
+    batch = xl.shape[:-1]  # () for one node
+    if known is not None and start > 0:
+        bounds = Bounds(
+            known.pre_lo[:start],
+            known.pre_hi[:start],
+            known.free[:start],
+            known.err_lo[:start],
+            known.err_hi[:start],
+            np.zeros(batch, dtype=bool),
+            {k: v for k, v in known.relaxations.items() if k < start},
+            {k: v for k, v in known.affine.items() if k < start},
+            np.zeros(batch, dtype=bool),
+        )
+    else:
+        start = 0
+        bounds = Bounds([], [], [], [], [], np.zeros(batch, dtype=bool), empty=np.zeros(batch, dtype=bool))
+    for k in range(start, n_layers):
+        layer = model.layers[k]
+        shape = (*batch, layer.n_out)
+        h_lo, h_hi = bounds.post(model, k - 1) if k > 0 else (xl, xu)
+        h_max = np.maximum(np.abs(h_lo), np.abs(h_hi))
+        err_lo, err_hi, related = model.error_terms(k, h_max)
+        free = ~related
+        if free.any():
+            if not model.is_fixed:
+                raise Undecidable(f"netlevel: float overflow possible in layer {k + 1}")
+            free = np.broadcast_to(free, shape)
+            err_lo, err_hi = np.where(free, 0.0, err_lo), np.where(free, 0.0, err_hi)
+        lo, hi = interval_layer(model, k, h_lo, h_hi, err_lo, err_hi)
+        if free.any():
+            lo, hi, free, err_lo, err_hi = _free_neurons(
+                model, k, h_lo, h_hi, h_max, lo, hi, free, err_lo, err_hi, region_words
+            )
+        bounds.pre_lo.append(lo)
+        bounds.pre_hi.append(hi)
+        bounds.free.append(free)
+        bounds.err_lo.append(err_lo)
+        bounds.err_hi.append(err_hi)
+        if parent_lo is not None and parent_hi is not None and k < len(parent_lo):
+            lo, hi = np.maximum(lo, parent_lo[k]), np.minimum(hi, parent_hi[k])
+        phase = None if phases is None or k >= len(phases) else phases[k]
+        if k > 0 and layer.relaxed and not layer.op.exact and (k < n_layers - 1 or layer.stairs is not None):
+            bounds.pre_lo[k], bounds.pre_hi[k] = lo, hi
+            refine = layer.open_neurons(lo, hi) & ~free
+            if phase is not None:
+                refine &= phase == 0
+            lo, hi = _refine(model, bounds, k, lo, hi, refine, xl, xu)
+        if invariants is not None and not model.real and not layer.op.exact:  # (a pool's bound its outputs)
+            scale = model.unit if model.is_fixed else 1.0
+            lo = np.maximum(lo, invariants[k].pre_lo.astype(np.float64) * scale)
+            hi = np.minimum(hi, invariants[k].pre_hi.astype(np.float64) * scale)
+        lo, hi = settle(model, k, lo, hi, phase)
+        bounds.empty |= np.any(lo > hi, axis=-1)
+        bounds.pre_lo[k], bounds.pre_hi[k] = lo, hi
+        if bounds.empty.all():
+            break
+    # under `--overflow detect` a possible overflow is itself a possible violation
+    if model.detect:
+        bounds.overflow_possible = np.any([free.any(axis=-1) for free in bounds.free], axis=0)
+    return bounds
+
+
+def _free_neurons(model, k, h_lo, h_hi, h_max, lo, hi, free, err_lo, err_hi, region_words):
+    """Fixed point, neurons whose sums may leave the word range: the C's own interval per box
+    (`_free_interval`); those it shows cannot overflow keep the linear statement after all
+    (cancellations), with their rounding terms. One node's arrays or a batch's."""
+    shape = lo.shape
+    lo, hi = lo.copy().reshape(-1, shape[-1]), hi.copy().reshape(-1, shape[-1])
+    free = np.array(free).reshape(lo.shape)
+    err_lo = np.array(np.broadcast_to(err_lo, shape)).reshape(lo.shape)
+    err_hi = np.array(np.broadcast_to(err_hi, shape)).reshape(lo.shape)
+    h_lo, h_hi = np.reshape(h_lo, (len(lo), -1)), np.reshape(h_hi, (len(lo), -1))
+    h_max = np.reshape(h_max, (len(lo), -1))
+    words = None if region_words is None else [np.reshape(w, (len(lo), -1)) for w in region_words]
+    for b in np.flatnonzero(free.any(axis=1)):
+        box_words = None if words is None else (words[0][b], words[1][b])
+        free_lo, free_hi, may_overflow = _free_interval(model, k, h_lo[b], h_hi[b], box_words)
+        lo[b], hi[b] = np.where(free[b], free_lo, lo[b]), np.where(free[b], free_hi, hi[b])
+        fix = free[b] & ~may_overflow  # no overflow after all: the statement holds
+        free[b] &= may_overflow
+        if fix.any():
+            count = model.rounding_count(k, h_max[b])
+            err_lo[b] = np.where(fix, count * model.round_lo, err_lo[b])
+            err_hi[b] = np.where(fix, count * model.round_hi, err_hi[b])
+    return tuple(a.reshape(shape) for a in (lo, hi, free, err_lo, err_hi))
+
+
+def _refine(model, bounds: Bounds, k, lo, hi, refine, xl, xu) -> tuple[np.ndarray, np.ndarray]:
+    """Layer k's neurons marked in `refine` re-bounded by back-substitution: each box's own, as rows
+    e_j and -e_j (boxes with fewer than the most are padded with zero rows). One node's arrays
+    (n_k,) or a batch's (B, n_k)."""
+    if refine.ndim == 1:
+        rows = np.flatnonzero(refine)
+        if not len(rows):
+            return lo, hi
+        eye = np.zeros((2 * len(rows), len(refine)))
+        eye[np.arange(len(rows)), rows] = 1.0
+        eye[len(rows) + np.arange(len(rows)), rows] = -1.0
+        found = backsubstitute(model, bounds, eye, k, False, xl, xu).lower
+        lo, hi = lo.copy(), hi.copy()
+        lo[rows] = np.maximum(lo[rows], found[: len(rows)])
+        hi[rows] = np.minimum(hi[rows], -found[len(rows) :])
+        return lo, hi
+    counts = refine.sum(axis=1)
+    width = int(counts.max(initial=0))
+    if width == 0:
+        return lo, hi
+    boxes, neurons = np.nonzero(refine)  # row-major: each box's neurons in order
+    slots = np.arange(len(boxes)) - np.repeat(np.cumsum(counts) - counts, counts)
+    coefficients = np.zeros((len(refine), 2 * width, refine.shape[1]))
+    coefficients[boxes, slots, neurons] = 1.0
+    coefficients[boxes, width + slots, neurons] = -1.0
+    found = backsubstitute(model, bounds, coefficients, k, False, xl, xu).lower
+    lo, hi = lo.copy(), hi.copy()
+    lo[boxes, neurons] = np.maximum(lo[boxes, neurons], found[boxes, slots])
+    hi[boxes, neurons] = np.minimum(hi[boxes, neurons], -found[boxes, width + slots])
+    return lo, hi
+
+
 def node_bounds(
     model: NetModel,
     xl: np.ndarray,
@@ -330,90 +497,50 @@ def node_bounds(
     start: int = 0,
     invariants: tuple[LayerBounds, ...] | None = None,
     region_words: tuple[np.ndarray, np.ndarray] | None = None,
-    alphas: dict[int, np.ndarray] | None = None,
 ) -> Bounds | None:
-    """Every layer's bounds over the node (input box [xl, xu] in reals, ReLU phases: +1 active,
-    -1 inactive, 0 open), or None when the node holds no execution. Layers before `start` are the
-    parent's (their constraints did not change)."""
-    n_layers = len(model.layers)
-    if parent is not None and start > 0:
-        bounds = Bounds(
-            parent.pre_lo[:start],
-            parent.pre_hi[:start],
-            parent.free[:start],
-            parent.err_lo[:start],
-            parent.err_hi[:start],
-            parent.overflow_possible,
-            {k: v for k, v in parent.relaxations.items() if k < start},
-            {k: v for k, v in parent.affine.items() if k < start},
-        )
-    else:
-        start = 0
-        bounds = Bounds([], [], [], [], [])
-    for k in range(start, n_layers):
-        layer = model.layers[k]
-        h_lo, h_hi = bounds.post(model, k - 1) if k > 0 else (xl, xu)
-        h_max = np.maximum(np.abs(h_lo), np.abs(h_hi))
-        err_lo, err_hi, related = model.error_terms(k, h_max)
-        free = ~related
-        if free.any() and not model.is_fixed:
-            raise Undecidable(f"netlevel: float overflow possible in layer {k + 1}")
-        err_lo, err_hi = np.where(free, 0.0, err_lo), np.where(free, 0.0, err_hi)
-        lo, hi = interval_layer(model, k, h_lo, h_hi, err_lo, err_hi)
-        if free.any():
-            free_lo, free_hi, may_overflow = _free_interval(model, k, h_lo, h_hi, region_words)
-            lo, hi = np.where(free, free_lo, lo), np.where(free, free_hi, hi)
-            free = free & may_overflow  # the others have the relation after all (cancellations)
-            if (~free & ~related).any():  # recompute their rounding terms: no overflow, so they hold
-                count = model.rounding_count(k, h_max)
-                fix = ~free & ~related
-                err_lo = np.where(fix, count * model.round_lo, err_lo)
-                err_hi = np.where(fix, count * model.round_hi, err_hi)
-        bounds.pre_lo.append(lo)
-        bounds.pre_hi.append(hi)
-        bounds.free.append(free)
-        bounds.err_lo.append(err_lo)
-        bounds.err_hi.append(err_hi)
-        if parent is not None and k < len(parent.pre_lo):
-            lo, hi = np.maximum(lo, parent.pre_lo[k]), np.minimum(hi, parent.pre_hi[k])
-        if k > 0 and layer.relaxed and (k < n_layers - 1 or layer.stairs is not None):
-            bounds.pre_lo[k], bounds.pre_hi[k] = lo, hi
-            refine = layer.open_neurons(lo, hi) & ~free & (phases[k] == 0)
-            if refine.any():
-                rows = np.flatnonzero(refine)
-                eye = np.zeros((2 * len(rows), layer.n_out))
-                eye[np.arange(len(rows)), rows] = 1.0
-                eye[len(rows) + np.arange(len(rows)), rows] = -1.0
-                found = backsubstitute(model, bounds, eye, k, False, xl, xu, alphas).lower
-                lo = lo.copy()
-                hi = hi.copy()
-                lo[rows] = np.maximum(lo[rows], found[: len(rows)])
-                hi[rows] = np.minimum(hi[rows], -found[len(rows) :])
-        if invariants is not None and not model.real:
-            scale = model.unit if model.is_fixed else 1.0
-            lo = np.maximum(lo, invariants[k].pre_lo.astype(np.float64) * scale)
-            hi = np.minimum(hi, invariants[k].pre_hi.astype(np.float64) * scale)
-        lo, hi = settle(model, k, lo, hi, phases)
-        if np.any(lo > hi):
-            return None
-        bounds.pre_lo[k], bounds.pre_hi[k] = lo, hi
-    # under `--overflow detect` a possible overflow is itself a possible violation
-    bounds.overflow_possible = model.detect and any(free.any() for free in bounds.free)
-    return bounds
+    """`layer_bounds` of one node, or None when it holds no execution. Layers before `start` are
+    the parent's (their constraints did not change); the others are intersected with the
+    parent's."""
+    found = layer_bounds(
+        model,
+        xl,
+        xu,
+        phases,
+        parent,
+        start,
+        None if parent is None else parent.pre_lo,
+        None if parent is None else parent.pre_hi,
+        invariants,
+        region_words,
+    )
+    return None if found.empty else found
+
+
+def batch_bounds(
+    model: NetModel,
+    xl: np.ndarray,
+    xu: np.ndarray,
+    parent_lo: list[np.ndarray] | None,
+    parent_hi: list[np.ndarray] | None,
+    invariants: tuple[LayerBounds, ...] | None = None,
+    region_words: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Bounds:
+    """`layer_bounds` of B boxes (B, n) with no phase fixed (input splitting)."""
+    return layer_bounds(model, xl, xu, None, None, 0, parent_lo, parent_hi, invariants, region_words)
 
 
 def settle(
-    model: NetModel, k: int, lo: np.ndarray, hi: np.ndarray, phases: list[np.ndarray]
+    model: NetModel, k: int, lo: np.ndarray, hi: np.ndarray, phase: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Layer k's bounds moved inward to what the node allows: whole words in fixed point (the
-    implementation's values are multiples of the unit), and the ReLU phases (active: z >= 0, one
-    word in fixed point; inactive: z <= 0)."""
+    implementation's values are multiples of the unit), and the ReLU phases `phase` of the layer
+    (active: z >= 0, one word in fixed point; inactive: z <= 0)."""
     integer_grid = model.is_fixed and not model.real
     if integer_grid:
         lo, hi = np.ceil(lo / model.unit) * model.unit, np.floor(hi / model.unit) * model.unit
-    if model.layers[k].relu and k < len(phases):
-        lo = np.where(phases[k] > 0, np.maximum(lo, model.unit if integer_grid else 0.0), lo)
-        hi = np.where(phases[k] < 0, np.minimum(hi, 0.0), hi)
+    if model.layers[k].relu and phase is not None:
+        lo = np.where(phase > 0, np.maximum(lo, model.unit if integer_grid else 0.0), lo)
+        hi = np.where(phase < 0, np.minimum(hi, 0.0), hi)
     return lo, hi
 
 
@@ -426,13 +553,13 @@ def tighten_intermediate(
     steps: int,
     deadline: float,
 ) -> Bounds | None:
-    """alpha-CROWN on the hidden layers' own bounds, first layer to last: each open (unstable,
-    unsplit, not free) neuron's pre-activation bounds by `optimised_bound` with its own slopes, so
-    each layer's tighter relaxations serve the next. On image-size networks DeepPoly's fixed slopes
-    leave most deep ReLUs open where the optimised ones close many (digits784, eps 0.015: a root
-    margin of -1.1 becomes +1.4). The bounds shrink in place (intersected, settled to the node);
-    None when they become empty (the node holds no execution). Stops between layers at `deadline`
-    (what is done stays: every bound is sound on its own)."""
+    """alpha-CROWN on the hidden layers' own bounds of one node, first layer to last: each open
+    (unstable, unsplit, not free) neuron's pre-activation bounds by `optimised_bound` with its own
+    slopes, so each layer's tighter relaxations serve the next. On image-size networks DeepPoly's
+    fixed slopes leave most deep ReLUs open where the optimised ones close many (digits784, eps
+    0.015: a root margin of -1.1 becomes +1.4). The bounds shrink in place (intersected, settled to
+    the node); None when they become empty (the node holds no execution). Stops between layers at
+    `deadline` (what is done stays: every bound is sound on its own)."""
     for k in range(1, len(model.layers) - 1):
         if time.monotonic() > deadline:
             break
@@ -449,7 +576,7 @@ def tighten_intermediate(
         lo, hi = lo.copy(), hi.copy()
         lo[rows] = np.maximum(lo[rows], found[: len(rows)])
         hi[rows] = np.minimum(hi[rows], -found[len(rows) :])
-        lo, hi = settle(model, k, lo, hi, phases)
+        lo, hi = settle(model, k, lo, hi, phases[k])
         if np.any(lo > hi):
             return None
         bounds.pre_lo[k], bounds.pre_hi[k] = lo, hi
@@ -480,15 +607,16 @@ def optimised_bound(
     index: int | None = None,
 ) -> LinearBound:
     """alpha-CROWN on rows of the outputs (or, with `index`, of that layer's pre-activation
-    values): the lower ReLU slopes of every hidden layer below, one set per row, improved by
-    projected sign-gradient ascent on the row's bound. The gradient is that of the bound with the
-    relaxation choices held (d bound / d alpha = coefficient x the relaxed network's value of the
-    neuron at the minimising input vertex); it only steers the search: every bound returned is a
-    back-substitution result, sound for any slopes in [0, 1]. Per row, the best bound seen wins."""
+    values): the lower ReLU slopes of every hidden layer below, one set per row (and box, for a
+    batch), improved by projected sign-gradient ascent on the row's bound. The gradient is that of
+    the bound with the relaxation choices held (d bound / d alpha = coefficient x the relaxed
+    network's value of the neuron at the minimising input vertex); it only steers the search: every
+    bound returned is a back-substitution result, sound for any slopes in [0, 1]. Per row, the best
+    bound seen wins."""
     last = len(model.layers) - 1
     post = index is None
     index = last if index is None else index
-    rows = np.atleast_2d(coefficients).shape[0]
+    rows = np.atleast_2d(coefficients).shape[-2]
     hidden = [
         k for k in range(min(index + post, last)) if model.layers[k].relu and bounds.unstable(model, k).any()
     ]
@@ -498,7 +626,7 @@ def optimised_bound(
     alphas = {}
     for k in hidden:
         lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
-        alphas[k] = np.tile(np.where(hi >= -lo, 1.0, 0.0), (rows, 1))
+        alphas[k] = np.repeat(np.where(hi >= -lo, 1.0, 0.0)[..., None, :], rows, axis=-2)
     current = best
     step_size = 0.5
     for _ in range(steps):
@@ -511,8 +639,11 @@ def optimised_bound(
         if better.any():
             best = LinearBound(
                 np.where(better, current.lower, best.lower),
-                np.where(better[:, None], current.lam_input, best.lam_input),
-                {k: np.where(better[:, None], current.lam_post[k], best.lam_post[k]) for k in best.lam_post},
+                np.where(better[..., None], current.lam_input, best.lam_input),
+                {
+                    k: np.where(better[..., None], current.lam_post[k], best.lam_post[k])
+                    for k in best.lam_post
+                },
                 np.where(better, current.offset, best.offset),
             )
     return best
@@ -538,15 +669,15 @@ def relaxed_gradients(model, bounds, linear, alphas, xl, xu, stop: int | None = 
     gradients, split_gradients = {}, {}
     for k in range(min(len(model.layers) - 1, len(model.layers) if stop is None else stop)):
         layer = model.layers[k]
-        z = values @ layer.weights.T + layer.bias
+        z = layer.op.forward(values) + layer.bias
         if terms is not None and k in terms.nus:
-            lo_k, hi_k, nu = bounds.pre_lo[k], bounds.pre_hi[k], terms.nus[k]
+            lo_k, hi_k, nu = bounds.pre_lo[k][..., None, :], bounds.pre_hi[k][..., None, :], terms.nus[k]
             above, below = z - hi_k, z - lo_k
             split_gradients[k] = np.where(
                 nu > 0, above, np.where(nu < 0, below, np.where(above > 0, above, np.minimum(below, 0.0)))
             )
         if not layer.relu:
-            values = z
+            values = layer.activation.forward(z)
             continue
         lo, hi = bounds.pre_lo[k][..., None, :], bounds.pre_hi[k][..., None, :]
         lam = linear.lam_post.get(k)
@@ -564,13 +695,21 @@ def relaxed_gradients(model, bounds, linear, alphas, xl, xu, stop: int | None = 
     return gradients, split_gradients
 
 
-def with_phase(model: NetModel, bounds: Bounds, layer: int, neuron: int, phase: int) -> Bounds | None:
+def with_phase(
+    model: NetModel, bounds: Bounds, layer: int, neuron: int, phase: int, at: float | None = None
+) -> Bounds | None:
     """The parent's bounds with one ReLU's phase fixed (active: z >= 0, one word for fixed point;
-    inactive: z <= 0), every other layer's bounds kept (the parent's bounds hold on the child's
-    subset; the search then bounds the layers after the split again with `node_bounds`). None
-    when the phase contradicts the bounds."""
+    inactive: z <= 0), or a max pool's input split at `at` (phase 1: z >= at, -1: z <= at), every
+    other layer's bounds kept (the parent's bounds hold on the child's subset; the search then bounds
+    the layers after the split again with `node_bounds`, and every later node intersects its bounds
+    with its parent's, so the split holds below). None when it contradicts the bounds."""
     lo, hi = bounds.pre_lo[layer].copy(), bounds.pre_hi[layer].copy()
-    if phase > 0:
+    if at is not None:
+        if phase > 0:
+            lo[neuron] = max(lo[neuron], at)
+        else:
+            hi[neuron] = min(hi[neuron], at)
+    elif phase > 0:
         lo[neuron] = max(lo[neuron], model.unit if model.is_fixed and not model.real else 0.0)
     else:
         hi[neuron] = min(hi[neuron], 0.0)
@@ -589,4 +728,5 @@ def with_phase(model: NetModel, bounds: Bounds, layer: int, neuron: int, phase: 
         bounds.overflow_possible,
         relaxations,
         dict(bounds.affine),
+        bounds.empty,
     )

@@ -24,7 +24,11 @@ PER_LAYER = 2  # and the best of each layer by that score
 
 
 def babsr_scores(
-    model: NetModel, bounds: Bounds, phases: list[np.ndarray], lam_post: dict[int, np.ndarray], rows: list[int]
+    model: NetModel,
+    bounds: Bounds,
+    phases: list[np.ndarray],
+    lam_post: dict[int, np.ndarray],
+    rows: list[int],
 ) -> dict[int, np.ndarray]:
     """Per hidden ReLU layer, BaBSR's score of every open, unsplit neuron (-1 elsewhere)."""
     scores = {}
@@ -74,7 +78,9 @@ def choose_relu(
     return candidates[int(np.argmax(worse))]
 
 
-def _children_bounds(model, bounds, candidates, rows, coefficients, constants, xl, xu, alphas, nus) -> np.ndarray:
+def _children_bounds(
+    model, bounds, candidates, rows, coefficients, constants, xl, xu, alphas, nus
+) -> np.ndarray:
     """Per candidate and phase (active, inactive, interleaved), the worst of the rows' bounds with
     that phase fixed: a batch of back-substitutions in plain float64 (an estimate)."""
     count = 2 * len(candidates)
@@ -94,7 +100,7 @@ def _children_bounds(model, bounds, candidates, rows, coefficients, constants, x
         centre = layer.bias + (bounds.err_lo[depth] + bounds.err_hi[depth]) / 2
         radius = (bounds.err_hi[depth] - bounds.err_lo[depth]) / 2
         const += lam @ centre - np.abs(lam) @ radius
-        lam = lam @ layer.weights
+        lam = layer.op.backward(lam)
         if depth == 0:
             break
         k = depth - 1

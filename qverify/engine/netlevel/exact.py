@@ -3,9 +3,11 @@ real`).
 
 Every constant of a fixed-point or float implementation is dyadic (words * 2^-l, or a float value
 m * 2^e), and so is every input the harness accepts. The real network's outputs are then dyadic too
-(affine maps and ReLU keep the denominator a power of two), so the evaluation runs on Python
-integers scaled by a common power of two: a layer is one object-array matrix-vector product of
-integers, exact and fast (ACAS Xu: ~2 ms a point, against ~0.1 s with `Fraction` per operation).
+(affine maps, pools, ReLU and the lookup tables of sigmoid and tanh -- read as the C's index
+formula in exact arithmetic, `lookup` -- keep the denominator a power of two), so the evaluation runs on
+Python integers scaled by a common power of two: a dense layer is one object-array matrix-vector
+product of integers, a convolution or an average pool its terms per neuron gathered and summed,
+exact and fast (ACAS Xu: ~2 ms a point, against ~0.1 s with `Fraction` per operation).
 """
 
 from __future__ import annotations
@@ -16,18 +18,83 @@ from fractions import Fraction
 import numpy as np
 
 from qverify.errors import UnsupportedError
-from qverify.network import Activation
-from qverify.quant import QuantizedNetwork
+from qverify.network import Activation, AveragePool2D, Conv2D, Dense, MaxPool2D
+from qverify.quant import QuantizedLayer, QuantizedNetwork
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Table:
+    """A lookup table read in exact arithmetic (`lookup`'s real reading of the C): index =
+    floor((z + a) scale + 1/2), at most n - 1, inside [-a, a]; sat_lo below, sat_hi above."""
+
+    a: Fraction
+    scale: Fraction
+    entries: tuple[Fraction, ...]
+    sat_lo: Fraction
+    sat_hi: Fraction
+    bits: int  # every value times 2^bits is an integer
+
+    def apply(self, values: np.ndarray, shift: int) -> tuple[np.ndarray, int]:
+        """The table on z = values / 2^shift: the numerators over 2^max(shift, bits)."""
+        out_shift = max(shift, self.bits)
+        result = []
+        for value in values:
+            z = Fraction(int(value), 1 << shift)
+            if z < -self.a:
+                level = self.sat_lo
+            elif z > self.a:
+                level = self.sat_hi
+            else:
+                position = (z + self.a) * self.scale + Fraction(1, 2)
+                level = self.entries[min(position.numerator // position.denominator, len(self.entries) - 1)]
+            result.append(level.numerator * ((1 << out_shift) // level.denominator))
+        return np.array(result, dtype=object), out_shift
+
+
+def _table(qnet: QuantizedNetwork, activation: Activation) -> _Table:
+    lut = qnet.lut_for(activation)
+    number = qnet.number
+    if qnet.is_fixed:
+        unit = Fraction(1, number.scale)  # type: ignore[union-attr]
+        a = lut.half_range_q * unit
+        scale = Fraction(lut.n_entries - 1) / (2 * a)
+        entries = tuple(int(v) * unit for v in lut.table)
+        sat_lo, sat_hi = int(lut.sat_lo) * unit, int(lut.sat_hi) * unit
+    else:
+        dtype = number.dtype  # type: ignore[union-attr]
+        a = Fraction(float(dtype(lut.half_range)))
+        scale = Fraction(float(dtype(lut.float_scale)))
+        entries = tuple(Fraction(float(v)) for v in np.asarray(lut.table, dtype=dtype))
+        sat_lo, sat_hi = Fraction(float(dtype(lut.sat_lo))), Fraction(float(dtype(lut.sat_hi)))
+    bits = max((v.denominator.bit_length() - 1 for v in (*entries, sat_lo, sat_hi)), default=0)
+    return _Table(a, scale, entries, sat_lo, sat_hi, bits)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _DyadicLayer:
-    """weights = numerators / 2^shift, bias = numerators / 2^shift (Python ints in object arrays)."""
+    """weights = numerators / 2^shift, bias = numerators / 2^shift (Python ints in object arrays):
+    a dense matrix (n_out, n_in), or per neuron its terms (`inputs`: the input index of each of
+    its `width` terms; a convolution's taps or an average pool's window, padding weighted 0)."""
 
     weights: np.ndarray
     bias: np.ndarray
     shift: int
     relu: bool
+    inputs: np.ndarray | None = None
+    maximum: np.ndarray | None = None  # a max pool: which window positions are inputs
+    table: _Table | None = None  # sigmoid / tanh: the C's lookup table
+
+    def pre_activation(self, values: np.ndarray, shift: int) -> np.ndarray:
+        """(W h + b 2^shift) for h = values / 2^shift: the numerators over 2^(self.shift + shift);
+        a max pool's outputs over 2^shift (self.shift is 0)."""
+        if self.maximum is not None:
+            windows = values[self.inputs]
+            return np.array([max(row[valid]) for row, valid in zip(windows, self.maximum)], dtype=object)
+        if self.inputs is None:
+            products = self.weights.dot(values)
+        else:
+            products = (self.weights * values[self.inputs]).sum(axis=1)
+        return products + self.bias * (1 << shift)
 
 
 def _dyadic_bits(values: np.ndarray) -> int:
@@ -63,11 +130,21 @@ def _dyadic_network(qnet: QuantizedNetwork) -> tuple[_DyadicLayer, ...]:
     scale = qnet.number.scale if qnet.is_fixed else 1  # type: ignore[union-attr]
     layers = []
     for layer in qnet.layers:
-        if not layer.is_dense or layer.activation not in (Activation.RELU, Activation.IDENTITY):
+        if isinstance(layer.source, MaxPool2D):
+            windows = layer.source.windows()
+            empty = np.zeros(0, dtype=object)
+            layers.append(_DyadicLayer(empty, empty, 0, False, windows.inputs, windows.valid))
+            continue
+        if not isinstance(layer.source, (Dense, Conv2D, AveragePool2D)) or layer.activation not in (
+            Activation.RELU,
+            Activation.IDENTITY,
+            Activation.SIGMOID,
+            Activation.TANH,
+        ):
             raise UnsupportedError(
                 f"exact real outputs: {layer.source.describe()} with {layer.activation.value} is not supported"
             )
-        weights, bias = np.asarray(layer.weights), np.asarray(layer.bias)
+        weights, bias, inputs = _terms(layer)
         if qnet.is_fixed:
             bits = scale.bit_length() - 1
         else:
@@ -78,9 +155,28 @@ def _dyadic_network(qnet: QuantizedNetwork) -> tuple[_DyadicLayer, ...]:
                 _numerators(bias, bits, scale),
                 bits,
                 layer.activation is Activation.RELU,
+                inputs,
+                table=_table(qnet, layer.activation)
+                if layer.activation in (Activation.SIGMOID, Activation.TANH)
+                else None,
             )
         )
     return tuple(layers)
+
+
+def _terms(layer: QuantizedLayer) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(weights, bias, inputs) of a layer in the implementation's numbers: a dense layer's matrix
+    (inputs None), or per neuron its terms in C order (a convolution's kernel taps, an average
+    pool's window with the neuron's reciprocal; 0 past the neuron's count) and their inputs."""
+    if layer.is_dense:
+        return np.asarray(layer.weights), np.asarray(layer.bias), None
+    if isinstance(layer.source, Conv2D):
+        taps = layer.source.taps()
+        return layer.tap_weights(), np.asarray(layer.expanded_bias()), taps.inputs
+    windows = layer.source.windows()  # type: ignore[union-attr]
+    reciprocal = np.asarray(layer.weights)
+    weights = np.where(windows.valid, reciprocal[:, None], np.zeros((), dtype=reciprocal.dtype))
+    return weights, np.zeros(layer.n_out, dtype=reciprocal.dtype), windows.inputs
 
 
 _CACHE: dict[int, tuple[QuantizedNetwork, tuple[_DyadicLayer, ...]]] = {}
@@ -110,8 +206,10 @@ def real_outputs(qnet: QuantizedNetwork, x: np.ndarray) -> list[Fraction]:
         values = _numerators(x.astype(np.float64), shift, 1)
     for layer in layers:
         # z = (W / 2^s) (h / 2^shift) + b / 2^s  =  (W h + b 2^shift) / 2^(s + shift)
-        values = layer.weights.dot(values) + layer.bias * (1 << shift)
+        values = layer.pre_activation(values, shift)
         shift += layer.shift
         if layer.relu:
             values = np.array([max(0, v) for v in values], dtype=object)
+        if layer.table is not None:
+            values, shift = layer.table.apply(values, shift)
     return [Fraction(int(v), 1 << shift) for v in values]

@@ -10,7 +10,11 @@ HiGHS's presolve would otherwise spend most of a small MILP's time on, measured 
 row bounds W h_prev alone, in [lo - b - err_hi, hi - b - err_lo] (widened by the float64 rounding
 of those differences). An unstable neuron has z and h columns with the triangle (LP) or the big-M
 encoding with one binary (MILP), both with the node's bounds; one unsafe clause's atoms on the
-outputs. The rows are built as whole blocks (numpy), not row by row.
+outputs. The rows are built as whole blocks (numpy; a layer's weights as the sparse rows of its
+operation, so a convolution's rows hold its taps only), not row by row. A max pool's open window
+has an output column above each of its inputs and below the relaxation's upper side (LP), or
+below each input plus a big-M term of one binary per input (MILP: exact); see `_max_pool`. A lookup
+table's outputs lie between the lines of its staircase relaxation (`_table`).
 
 The MILP is exact for REAL arithmetic; for the implementation it is the same sound relaxation as the
 bounds (rounding as bounded terms, not as integer quotients: the scalar path's
@@ -31,9 +35,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import sparse
 
+from qverify.engine.netlevel.activations import MaxPool, relu_relaxation
 from qverify.engine.netlevel.attack import AtomForm
-from qverify.engine.netlevel.bounds import Bounds, relu_relaxation
+from qverify.engine.netlevel.bounds import Bounds
 from qverify.engine.netlevel.model import NetModel
 from qverify.engine.netlevel.roundoff import U64
 from qverify.engine.solvers.base import CheckStatus
@@ -68,6 +74,17 @@ class _Rows:
         self.counts.append(np.count_nonzero(keep, axis=1))
         self.lo.append(lo if isinstance(lo, np.ndarray) else np.full(len(values), lo))
         self.hi.append(hi if isinstance(hi, np.ndarray) else np.full(len(values), hi))
+
+    def add_sparse(self, block: sparse.csr_array, columns: np.ndarray, lo, hi) -> None:
+        """Rows of a CSR block whose column c is the model's column columns[c], in [lo, hi]."""
+        block = sparse.csr_array(block)
+        block.eliminate_zeros()
+        block.sort_indices()
+        self.index.append(columns[block.indices])
+        self.value.append(block.data)
+        self.counts.append(np.diff(block.indptr))
+        self.lo.append(lo if isinstance(lo, np.ndarray) else np.full(block.shape[0], lo))
+        self.hi.append(hi if isinstance(hi, np.ndarray) else np.full(block.shape[0], hi))
 
     def arrays(self) -> dict[str, np.ndarray]:
         counts = np.concatenate(self.counts) if self.counts else np.zeros(0, np.int64)
@@ -108,15 +125,18 @@ def solve_node(
     deadline: float,
 ) -> NodeSolution:
     """Is some execution of the node in the clause? (LP relaxation, or exact MILP with `integer`)."""
-    if model.stepped:  # int8 staircases are not encoded: the LP would read them as the identity
+    if model.stepped:  # int8 staircases are not encoded (input splitting decides int8 nodes)
         return NodeSolution(CheckStatus.UNKNOWN, None)
     columns = _Columns()
     rows = _Rows()
     previous = columns.add(xl, xu)  # the columns of the previous layer's values; -1: the value is 0
     for k, layer in enumerate(model.layers):
         lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
+        if isinstance(layer.activation, MaxPool):
+            previous = _max_pool(columns, rows, layer.activation, lo, hi, previous, integer)
+            continue
         live = previous >= 0
-        weights, inputs = layer.weights[:, live], previous[live]
+        weights, inputs = layer.op.rows()[:, live], previous[live]
         related = ~bounds.free[k]
         base_lo, base_hi = layer.bias + bounds.err_lo[k], layer.bias + bounds.err_hi[k]
         rounding = 2 * U64 * (np.abs(base_lo) + np.abs(base_hi))  # (the two sums, outward)
@@ -129,12 +149,14 @@ def solve_node(
         own[kept] = columns.add(lo[kept], hi[kept])
         linear = kept & related
         if linear.any():
-            count = int(linear.sum())
-            block = np.empty((count, 1 + len(inputs)))
-            block[:, 0], block[:, 1:] = 1.0, -weights[linear]
-            cols = np.empty((count, 1 + len(inputs)), dtype=np.int64)
-            cols[:, 0], cols[:, 1:] = own[linear], inputs
-            rows.add(cols, block, base_lo[linear], base_hi[linear])
+            # z - W h in [b + err_lo, b + err_hi]: the neuron's own column first, then W's row
+            block = sparse.hstack([sparse.identity(int(linear.sum()), format="csr"), -weights[linear]])
+            rows.add_sparse(
+                sparse.csr_array(block),
+                np.concatenate([own[linear], inputs]),
+                base_lo[linear],
+                base_hi[linear],
+            )
         folded = inactive & related
         if folded.any():
             low = lo[folded] - base_hi[folded]
@@ -149,7 +171,10 @@ def solve_node(
                     + np.abs(base_hi[folded])
                 )
             )
-            rows.add(inputs, weights[folded], low - widen, high + widen)
+            rows.add_sparse(weights[folded], inputs, low - widen, high + widen)
+        if layer.stairs is not None:
+            previous = _table(columns, rows, bounds.relaxation(model, k), layer.post_bounds(lo, hi), own)
+            continue
         if not relu:
             previous = own
             continue
@@ -234,3 +259,70 @@ def _worst_atom_bound(model, bounds, xl, xu, clause_forms, columns, rows, output
     if len(found.values) and found.objective <= 0:
         return NodeSolution(CheckStatus.SAT, np.clip(found.values[: len(xl)], xl, xu))
     return NodeSolution(CheckStatus.UNKNOWN, None, f"LP: {found.highs_status}, bound {found.bound:.6g}")
+
+
+def _max_pool(
+    columns: _Columns,
+    rows: _Rows,
+    pool: MaxPool,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    previous: np.ndarray,
+    integer: bool,
+) -> np.ndarray:
+    """A max pool over the previous layer's columns (its inputs, bounded by [lo, hi]: the node's
+    bounds, splits included): a stable window's output is its input's column; an open window's
+    output y has a column with y >= x_i for every input of the window, and y <= s x_m + t (the
+    relaxation's upper side: LP) or, with binaries d_i (one per input, sum 1), y <= x_i + (U -
+    l_i) (1 - d_i), U the window's largest upper bound (MILP: exact). An input whose column is -1
+    (the value 0) enters as the constant 0."""
+    inputs_live = previous >= 0
+    if inputs_live.any():  # the node's bounds on the pool's inputs (a split may have narrowed them)
+        live = np.flatnonzero(inputs_live)
+        rows.add(previous[live][:, None], np.ones((len(live), 1)), lo[live], hi[live])
+    relaxation = pool.relaxation(lo, hi)
+    post_lo, post_hi = pool.post_bounds(lo, hi)
+    unstable = pool.open_neurons(lo, hi)
+    post = previous[relaxation.lower_index].copy()  # stable: the output is its input
+    windows = np.flatnonzero(unstable)
+    if not len(windows):
+        return post
+    y = columns.add(post_lo[windows], post_hi[windows])
+    post[windows] = y
+    owner, slot = np.nonzero(pool.valid[windows])
+    members = pool.inputs[windows][owner, slot]
+    x = previous[members]
+    _pair_rows(rows, y[owner], x, np.ones(len(x)), 0.0, np.inf)  # y - x_i >= 0
+    m = relaxation.upper_index[windows]
+    _pair_rows(rows, y, previous[m], relaxation.s[windows], -np.inf, relaxation.t[windows])
+    if integer:
+        d = columns.add(np.zeros(len(x)), np.ones(len(x)), integer=True)
+        groups = sparse.csr_array((np.ones(len(x)), (owner, np.arange(len(x)))), shape=(len(windows), len(x)))
+        rows.add_sparse(groups, d, 1.0, 1.0)  # one input of each window is its max
+        member_lo = np.where(x >= 0, lo[members], 0.0)
+        big = np.maximum(post_hi[windows][owner] - member_lo, 0.0)
+        # y - x_i + big d_i <= big
+        block = np.column_stack([np.ones(len(x)), -np.ones(len(x)), big])
+        cols = np.column_stack([y[owner], np.where(x >= 0, x, y[owner]), d])
+        block[:, 1] = np.where(x >= 0, -1.0, 0.0)
+        rows.add(cols, block, -np.inf, big)
+    return post
+
+
+def _pair_rows(rows: _Rows, y: np.ndarray, x: np.ndarray, slope: np.ndarray, lo, hi) -> None:
+    """Rows y - slope x in [lo, hi], one per entry; x = -1 stands for the constant 0."""
+    present = x >= 0
+    cols = np.column_stack([y, np.where(present, x, y)])
+    values = np.column_stack([np.ones(len(y)), np.where(present, -slope, 0.0)])
+    rows.add(cols, values, lo, hi)
+
+
+def _table(columns: _Columns, rows: _Rows, relaxation, post: tuple[np.ndarray, np.ndarray], z: np.ndarray):
+    """A lookup table's outputs h over the layer's z columns: its range as column bounds and the
+    relaxation's two lines as rows, a z + c <= h <= s z + t (the LP and the MILP alike: a table
+    has no exact encoding here, so a MILP solution is only a candidate, as a relaxation's is)."""
+    h = columns.add(*post)
+    pair = np.column_stack([h, z])
+    rows.add(pair, np.column_stack([np.ones(len(h)), -relaxation.a]), relaxation.c, np.inf)
+    rows.add(pair, np.column_stack([np.ones(len(h)), -relaxation.s]), -np.inf, relaxation.t)
+    return h

@@ -1,12 +1,14 @@
-"""Network level: the network of a `NetworkQuery` as real-valued dense layers plus what the arithmetic adds
+"""Network level: the network of a `NetworkQuery` as real-valued layers plus what the arithmetic adds
 to them.
 
 Every analysis of the network-level strategy reads the implemented network through one statement
 per neuron, in normalised real units (words * 2^-l, the float values):
 
-    z = W h + b + e,    e in [err_lo, err_hi],    h = relu(z) or z
+    z = W h + b + e,    e in [err_lo, err_hi],    h = f(z)
 
-with W, b the implementation's constants read as reals (exact in float64: fixed-point words below
+with W h a layer's linear operation (`operations`: the products the analyses need, whatever the
+layer's structure) and f its activation (`activations`: ReLU, identity, a staircase),
+W, b the implementation's constants read as reals (exact in float64: fixed-point words below
 2^32 and float/double/half values are all float64 numbers) and e the rounding of the C:
 
 - REAL arithmetic: e = 0.
@@ -39,10 +41,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from qverify.engine.netlevel.activations import Identity, MaxPool, NetActivation, Relu, Stairs
+from qverify.engine.netlevel.lookup import lut_staircase, monotone
+from qverify.engine.netlevel.operations import (
+    AveragePoolOperation,
+    DenseOperation,
+    IdentityOperation,
+    LinearOperation,
+    SparseOperation,
+)
 from qverify.engine.netlevel.query import Arithmetic, NetworkQuery
 from qverify.engine.netlevel.roundoff import TINY, gamma
 from qverify.engine.netlevel.staircase import Staircase
-from qverify.network import Activation
+from qverify.network import Activation, AveragePool2D, Conv2D, Dense, MaxPool2D
 from qverify.quant import FixedFormat, FloatFormat, Overflow, QuantizedLayer, QuantizedNetwork, Rounding
 
 _UNIT_ROUNDOFF = {np.float16: 2.0**-11, np.float32: 2.0**-24, np.float64: 2.0**-53}
@@ -55,55 +66,68 @@ def unsupported_reason(query: NetworkQuery) -> str | None:
     if qnet.is_int8 and query.arithmetic is Arithmetic.REAL:
         return "netlevel: int8 networks have no real-arithmetic reading"
     for index, layer in enumerate(qnet.layers, start=1):
-        if not layer.is_dense:
-            return (
-                f"netlevel: layer {index} ({layer.source.describe()}): convolutions and pools not supported"
-            )
-        if layer.activation not in (Activation.RELU, Activation.IDENTITY):
-            return f"netlevel: layer {index}: {layer.activation.value} activation tables not supported"
+        supported = (Dense, Conv2D, MaxPool2D) if qnet.is_int8 else (Dense, Conv2D, AveragePool2D, MaxPool2D)
+        if not isinstance(layer.source, supported):
+            return f"netlevel: layer {index} ({layer.source.describe()}): not supported"
+        activation = layer.activation
+        if activation not in (Activation.RELU, Activation.IDENTITY, Activation.SIGMOID, Activation.TANH):
+            return f"netlevel: layer {index}: {activation.value} activation not supported"
+        if activation in (Activation.SIGMOID, Activation.TANH) and not monotone(qnet.lut_for(activation)):
+            return f"netlevel: layer {index}: the {activation.value} table is not monotone"
+        if layer.int8 is not None and layer.int8.paired is not None:
+            return f"netlevel: layer {index}: int8-x86 pair-saturating sums not supported (the accumulator is not exact)"
     return None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class DenseLayer:
-    """One layer read as reals: weights (n_out, n_in), bias, ReLU or identity (or int8's
-    requantization staircase, `stairs`), non-zero weights."""
+class NetLayer:
+    """One layer read as reals: z = W h + bias through its linear operation (`operations`), then
+    its activation (`activations`: ReLU, identity, or int8's requantization staircase)."""
 
-    weights: np.ndarray
-    abs_weights: np.ndarray
+    op: LinearOperation
     bias: np.ndarray
-    relu: bool
-    nonzero: np.ndarray  # (n_out, n_in): 1.0 where the weight is not zero, else 0.0
-    stairs: Staircase | None = None
+    activation: NetActivation
+
+    @property
+    def relu(self) -> bool:
+        """A ReLU: phases to split on."""
+        return self.activation.splittable
+
+    @property
+    def stairs(self) -> Staircase | None:
+        return self.activation.stairs if isinstance(self.activation, Stairs) else None
 
     @property
     def relaxed(self) -> bool:
         """Is the activation relaxed by linear bounds (ReLU or staircase), not the identity?"""
-        return self.relu or self.stairs is not None
+        return self.activation.relaxed
+
+    @property
+    def weights(self) -> np.ndarray:
+        """W as a dense matrix (the LP and the split scores)."""
+        return self.op.matrix()
 
     def post_bounds(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The activation's range on pre-activation bounds [lo, hi] (monotone: its two ends)."""
-        if self.stairs is not None:
-            return self.stairs.code_bounds(lo, hi)
-        if self.relu:
-            return np.maximum(lo, 0.0), np.maximum(hi, 0.0)
-        return lo, hi
+        return self.activation.post_bounds(lo, hi)
 
     def open_neurons(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Neurons whose activation is not linear on [lo, hi] (unstable ReLUs, non-constant codes)."""
-        if self.stairs is not None:
-            return self.stairs.open(lo, hi)
-        if self.relu:
-            return (lo < 0) & (hi > 0)
-        return np.zeros(np.shape(lo), dtype=bool)
+        return self.activation.open_neurons(lo, hi)
 
     @property
     def n_out(self) -> int:
-        return int(self.weights.shape[0])
+        """Pre-activation values (z)."""
+        return self.op.n_out
+
+    @property
+    def n_post(self) -> int:
+        """Post-activation values (h: a pool's outputs; z's count otherwise)."""
+        return self.activation.outputs(self.op.n_out)
 
     @property
     def n_in(self) -> int:
-        return int(self.weights.shape[1])
+        return self.op.n_in
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -111,7 +135,7 @@ class NetModel:
     """The layers and the arithmetic's error model (see the module docstring)."""
 
     qnet: QuantizedNetwork
-    layers: tuple[DenseLayer, ...]
+    layers: tuple[NetLayer, ...]
     real: bool
     unit: float  # fixed point: the real value of one word (2^-l); 0 otherwise
     round_lo: float  # fixed point: one rounding's error in real units
@@ -130,8 +154,9 @@ class NetModel:
 
     @property
     def stepped(self) -> bool:
-        """int8: the activations are requantization staircases (no LP encoding, no ReLU phases)."""
-        return any(layer.stairs is not None for layer in self.layers)
+        """int8: the activations are requantization staircases (no LP encoding, no ReLU phases;
+        lookup tables, also staircases, have both: `lp`, the search's table splits)."""
+        return self.qnet.is_int8
 
     @property
     def n_inputs(self) -> int:
@@ -150,19 +175,22 @@ class NetModel:
         they are free values in their interval)."""
         layer = self.layers[index]
         n = layer.n_out
-        if self.real:
+        if self.real or layer.op.exact:  # (an exact operation does no arithmetic)
             zeros = np.zeros(hmax.shape[:-1] + (n,))
             return zeros, zeros, np.ones(zeros.shape, dtype=bool)
-        # hmax may carry a leading batch axis (`batch`): one row of max |h| per box
-        magnitude = (np.abs(layer.bias) + hmax @ layer.abs_weights.T) * (1 + gamma(layer.n_in + 2)) + TINY
+        # hmax may carry a leading batch axis: one row of max |h| per box
+        slack = 1 + gamma(layer.op.forward_terms + 2)
+        magnitude = (np.abs(layer.bias) + layer.op.magnitude(hmax)) * slack + TINY
+        # the partial sums' reach (an average pool adds the window before its one product)
+        reach = (np.abs(layer.bias) + layer.op.sum_reach(hmax)) * slack + TINY
         if self.is_fixed:
             count = self.rounding_count(index, hmax)
-            reach = magnitude + count * self.unit
-            related = reach * (1 + 1e-9) <= self.word_max
+            related = (reach + count * self.unit) * (1 + 1e-9) <= self.word_max
             return count * self.round_lo, count * self.round_hi, related
-        bound = gamma(layer.n_in + 1, self.float_u) * magnitude + 2 * layer.n_in * self.float_eta
+        terms = layer.op.forward_terms
+        bound = gamma(terms + 1, self.float_u) * magnitude + 2 * terms * self.float_eta
         bound = bound * (1 + 1e-9) + TINY
-        related = np.isfinite(bound) & (magnitude * 2 < self.float_max)
+        related = np.isfinite(bound) & (reach * 2 < self.float_max)
         return -bound, bound, related
 
     def rounding_count(self, index: int, hmax: np.ndarray) -> np.ndarray:
@@ -174,9 +202,9 @@ class NetModel:
         word per product: on a 784-256x6 network these terms cost more of the root's margin than
         the relaxation; inactive neurons are a third to a half of a layer.)"""
         layer = self.layers[index]
-        if self.wide:
+        if self.wide and not layer.op.exact:
             return np.ones(hmax.shape[:-1] + (layer.n_out,))
-        return (hmax > 0).astype(np.float64) @ layer.nonzero.T
+        return layer.op.live_products((hmax > 0).astype(np.float64))
 
 
 def build_model(query: NetworkQuery) -> NetModel:
@@ -203,22 +231,15 @@ def build_model(query: NetworkQuery) -> NetModel:
         dtype = number.dtype
         float_u, float_eta = _UNIT_ROUNDOFF[dtype], _ETA[dtype]
         float_max = float(np.finfo(dtype).max)
-    layers = []
-    for layer in qnet.layers:
-        weights = np.asarray(layer.weights, dtype=np.float64) * (unit if unit else 1.0)
-        bias = np.asarray(layer.bias, dtype=np.float64) * (unit if unit else 1.0)
-        layers.append(
-            DenseLayer(
-                weights=weights,
-                abs_weights=np.abs(weights),
-                bias=bias,
-                relu=layer.activation is Activation.RELU,
-                nonzero=(weights != 0).astype(np.float64),
-            )
-        )
+    tables = {
+        activation: Stairs(lut_staircase(qnet, activation, real))
+        for activation in {layer.activation for layer in qnet.layers}
+        if activation in (Activation.SIGMOID, Activation.TANH)
+    }
+    layers = tuple(_layer(layer, unit if unit else 1.0, tables) for layer in qnet.layers)
     return NetModel(
         qnet=qnet,
-        layers=tuple(layers),
+        layers=layers,
         real=real,
         unit=unit,
         round_lo=round_lo,
@@ -232,24 +253,68 @@ def build_model(query: NetworkQuery) -> NetModel:
     )
 
 
-def _int8_layer(layer: QuantizedLayer) -> DenseLayer:
-    """z = acc = W x + (bias - W z_in) on input codes x, exact integers in float64 (|acc| < 2^31),
-    and the requantization staircase of every neuron."""
+def linear_operation(layer: QuantizedLayer, scale: float) -> tuple[LinearOperation, np.ndarray]:
+    """The layer's linear part with its constants read as reals (words * `scale`, or the float
+    values with scale 1), and the bias of every neuron: a dense matrix, a convolution's taps, an
+    average pool's windows with each neuron's reciprocal."""
+    source = layer.source
+    if isinstance(source, Dense):
+        weights = np.asarray(layer.weights, dtype=np.float64) * scale
+        return DenseOperation(weights), np.asarray(layer.bias, dtype=np.float64) * scale
+    if isinstance(source, Conv2D):
+        taps = source.taps()
+        valid = taps.valid
+        rows = np.repeat(np.arange(layer.n_out), taps.count)
+        values = np.asarray(layer.weights, dtype=np.float64).reshape(-1)[taps.weights[valid]] * scale
+        op = SparseOperation.of_taps(rows, taps.inputs[valid], values, layer.n_out, layer.n_in)
+        return op, np.asarray(layer.expanded_bias(), dtype=np.float64) * scale
+    if isinstance(source, AveragePool2D):
+        windows = source.windows()
+        rows = np.repeat(np.arange(layer.n_out), windows.count)
+        reciprocal = np.asarray(layer.weights, dtype=np.float64) * scale
+        op = AveragePoolOperation.of_taps(
+            rows, windows.inputs[windows.valid], reciprocal[rows], layer.n_out, layer.n_in
+        )
+        return op, np.zeros(layer.n_out)
+    if isinstance(source, MaxPool2D):
+        return IdentityOperation(layer.n_in), np.zeros(layer.n_in)
+    raise ValueError(f"no linear operation for {source.describe()}")  # type: ignore[union-attr]
 
+
+def _layer(layer: QuantizedLayer, scale: float, tables: dict[Activation, Stairs]) -> NetLayer:
+    op, bias = linear_operation(layer, scale)
+    if isinstance(layer.source, MaxPool2D):
+        return NetLayer(op, bias, max_pool(layer.source))
+    if layer.activation in tables:  # sigmoid / tanh: the C's lookup table as a staircase
+        return NetLayer(op, bias, tables[layer.activation])
+    activation = Relu() if layer.activation is Activation.RELU else Identity()
+    return NetLayer(op, bias, activation)
+
+
+def max_pool(source: MaxPool2D) -> MaxPool:
+    """The pool's windows as the activation of an identity layer."""
+    windows = source.windows()
+    return MaxPool(windows.inputs, windows.valid)
+
+
+def _int8_layer(layer: QuantizedLayer) -> NetLayer:
+    """z = acc = W x + (bias - z_in sum W) on input codes x (a convolution's sum over its valid taps:
+    padding adds nothing), exact integers in float64 (|acc| < 2^31), and the requantization
+    staircase of every neuron; a max pool takes the largest code of each window (exact on codes)."""
     tables = layer.int8
-    assert tables is not None and tables.table is not None
-    integer_weights = np.asarray(layer.weights, dtype=np.int64)
-    bias = np.asarray(layer.bias, dtype=np.int64) - integer_weights.sum(axis=1) * tables.input_zero
+    assert tables is not None
+    if isinstance(layer.source, MaxPool2D):
+        return NetLayer(IdentityOperation(layer.n_in), np.zeros(layer.n_in), max_pool(layer.source))
+    assert tables.table is not None
+    op, bias = linear_operation(layer, 1.0)
+    weight_sums = layer.tap_weights().astype(np.int64).sum(axis=1)
+    bias = np.asarray(layer.expanded_bias(), dtype=np.int64) - weight_sums * tables.input_zero
     rows = tables.table
     neuron_rows = layer.source.channel_of() if rows.shape[0] > 1 else np.zeros(layer.n_out, dtype=np.int64)  # type: ignore[union-attr]
-    weights = integer_weights.astype(np.float64)
-    return DenseLayer(
-        weights=weights,
-        abs_weights=np.abs(weights),
-        bias=bias.astype(np.float64),
-        relu=False,
-        nonzero=(weights != 0).astype(np.float64),
-        stairs=Staircase.of(rows, neuron_rows, tables.code.qmin, tables.code.qmax),
+    return NetLayer(
+        op,
+        bias.astype(np.float64),
+        Stairs(Staircase.of(rows, neuron_rows, tables.code.qmin, tables.code.qmax)),
     )
 
 

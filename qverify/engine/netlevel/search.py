@@ -18,14 +18,15 @@ graph, cheapest step first:
    keeps its parent's atom bounds and refuted clauses; once every phase is fixed, the box is split).
    Every node tries its bound's minimising vertex and its centre as counterexamples. Input
    splitting takes the best `BATCH_NODES` open nodes at a time and bounds them as one batch
-   (`batch.py`: at ACAS Xu size Python's overhead per numpy call, not arithmetic, was the cost of
-   a node); the rest of a node's conclusion (LP/MILP, children) stays per node.
+   (`bounds.batch_bounds`: at ACAS Xu size Python's overhead per numpy call, not arithmetic, was
+   the cost of a node); the rest of a node's conclusion (LP/MILP, children) stays per node.
 4. exact last words on small sub-problems: a box with at most `ENUMERATION_LIMIT` inputs is
    enumerated through `simulate` (implementation arithmetic: exact, words or float values one by
    one; REAL: `REAL_ENUMERATION_LIMIT` points in exact rationals); LP then MILP over HiGHS per open
    clause (low dimensions: nodes with at most `LP_OPEN_RELUS` open ReLUs, in REAL arithmetic the
-   MILP alone up to `REAL_MILP_OPEN_RELUS`; high dimensions: neither, see `conclude`); see `lp`
-   for the tolerances. A node nothing above can close is abandoned and the answer is UNKNOWN.
+   MILP alone up to `REAL_MILP_OPEN_RELUS`; high dimensions: up to `LP_HIGH_INPUTS` inputs only,
+   see `lp_affordable`); see `lp` for the tolerances. A node nothing above can close is abandoned
+   and the answer is UNKNOWN.
 
 SAFE needs every node closed; UNSAFE needs one confirmed point. Scope: dense ReLU/identity networks
 in fixed point, float, double, half and int8 (requantization staircases: bounds, input splitting
@@ -43,6 +44,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from qverify.engine.netlevel import points
+from qverify.engine.netlevel.activations import MaxPool
 from qverify.engine.netlevel.attack import (
     AtomForm,
     Confirmer,
@@ -52,18 +54,12 @@ from qverify.engine.netlevel.attack import (
     sample_attack,
     to_implementation,
 )
-from qverify.engine.netlevel.batch import (
-    BatchBounds,
-    batch_backsubstitute,
-    batch_bounds,
-    batch_optimised_bound,
-)
 from qverify.engine.netlevel.beta import optimise_output_bounds
-from qverify.engine.netlevel.branching import choose_relu
 from qverify.engine.netlevel.bounds import (
     Bounds,
     Undecidable,
     backsubstitute,
+    batch_bounds,
     linear_minimum,
     matvec,
     node_bounds,
@@ -71,6 +67,7 @@ from qverify.engine.netlevel.bounds import (
     tighten_intermediate,
     with_phase,
 )
+from qverify.engine.netlevel.branching import choose_relu
 from qverify.engine.netlevel.lp import NodeSolution, solve_node
 from qverify.engine.netlevel.model import NetModel, build_model, unsupported_reason
 from qverify.engine.netlevel.query import Arithmetic, NetworkQuery
@@ -87,8 +84,11 @@ LP_OPEN_RELUS = 12  # low dimensions: a node with at most this many open ReLUs i
 # REAL arithmetic, low dimensions: the MILP straight away, up to this many open ReLUs (the
 # implementation's MILP, with rounding intervals on every row, took 5-10 times as long on ACAS Xu)
 REAL_MILP_OPEN_RELUS = 24
+MILP_OPEN_RELUS = 400  # high dimensions: the MILP's binaries at most (`lp_affordable` nodes try the LP)
 MILP_SHARE = 0.3  # of the remaining time for one MILP
 LP_SHARE = 0.05  # of the remaining time for one LP
+HIGH_LP_TIME_SHARE = 0.5  # high dimensions: the LPs' share of the search time, at most (`lp_affordable`)
+LP_HIGH_INPUTS = 256  # high dimensions: no LP/MILP beyond this many inputs (`lp_affordable`)
 ATTACK_SHARE = 0.1  # of the budget for the gradient attack before branch and bound
 ATTACK_SECONDS = 0.2  # high dimensions, before the root's bounds (at most)
 # low dimensions: before the root's bounds, at most (ACAS Xu: one round of PGD, ~0.02 s, finds the
@@ -112,7 +112,8 @@ ALPHA_REACH = 0.25
 INTERMEDIATE_ALPHA_STEPS = 4
 INTERMEDIATE_ALPHA_SHARE = 0.25  # of the remaining time, at most
 COMBINATION_STEPS = 12  # supergradient steps choosing the weights of a clause's atoms
-BATCH_NODES = 64  # input splitting: open nodes bounded in one batch (batch.py)
+BATCH_NODES = 64  # input splitting: open nodes bounded in one batch (`bounds.batch_bounds`)
+TABLE_SPLIT_MIN_POINTS = 1 << 20  # boxes with fewer inputs split the box, not a table neuron
 # alpha-CROWN steps on a batch's atom bounds: off, 6 steps cost more than they saved (ACAS Xu phi2
 # in real arithmetic, CPU seconds to decide: 3_3 61.0 -> 71.6, 4_2 74.9 -> 86.9)
 BATCH_ALPHA_STEPS = 0
@@ -130,7 +131,9 @@ class Node:
     parent: Bounds | None
     start: int
     depth: int
-    split: tuple[int, int, int] | None = None  # (layer, neuron, phase) of a ReLU split child
+    # (layer, neuron, phase, value) of a split child: a ReLU's phase (value None), or a max pool's
+    # input at or above (phase 1) / at or below (-1) the value
+    split: tuple[int, int, int, float | None] | None = None
     # the parent's atom lower bounds and refuted clauses: they hold on the child's subset too, and a
     # child's own bounds (DeepPoly slopes below the split) can be looser than its parent's
     inherited_lower: np.ndarray | None = None
@@ -199,7 +202,7 @@ class Search:
             [i for i, f in enumerate(self.forms) if f.clause == c] for c in range(len(query.unsafe.clauses))
         ]
         self.real = query.arithmetic is Arithmetic.REAL
-        n_outputs = self.model.layers[-1].n_out
+        n_outputs = self.model.layers[-1].n_post
         self.atom_matrix = np.array([f.coefficients for f in self.forms]).reshape(len(self.forms), n_outputs)
         self.atom_constants = np.array([f.constant for f in self.forms])
         self.invariants = None if self.real else query.invariants
@@ -215,6 +218,7 @@ class Search:
         self.jobs = max(1, options.jobs)
         self.started = time.monotonic()
         self.attack_before = recorder.times.get("netlevel.attack", 0.0)
+        self.lp_seconds_before = recorder.times.get("netlevel.lp", 0.0)  # (a recorder may be shared)
 
     # ------------------------------------------------------------------ results
 
@@ -269,24 +273,24 @@ class Search:
                     )
                     if found is not None:
                         return found
-            for region in self.query.regions:
-                if time.monotonic() < stop:
-                    found = gradient_attack(self.model, self.confirmer, region, self.forms, self.rng, stop)
-                    if found is not None:
-                        return found
-        return None
+            return self.random_starts(stop)
 
     def gradient(self, seconds: float) -> Counterexample | None:
         """The gradient attack for at most `seconds` (and ATTACK_SHARE of what remains)."""
         if not self.options.enabled("attack") or not self.forms:
             return None
         with self.rec.timer("netlevel.attack"):
-            stop = time.monotonic() + min(ATTACK_SHARE * (self.deadline - time.monotonic()), seconds)
-            for region in self.query.regions:
-                if time.monotonic() < stop:
-                    found = gradient_attack(self.model, self.confirmer, region, self.forms, self.rng, stop)
-                    if found is not None:
-                        return found
+            return self.random_starts(
+                time.monotonic() + min(ATTACK_SHARE * (self.deadline - time.monotonic()), seconds)
+            )
+
+    def random_starts(self, stop: float) -> Counterexample | None:
+        """The gradient attack from random points of each region until `stop`."""
+        for region in self.query.regions:
+            if time.monotonic() < stop:
+                found = gradient_attack(self.model, self.confirmer, region, self.forms, self.rng, stop)
+                if found is not None:
+                    return found
         return None
 
     def run(self) -> EngineResult:
@@ -303,6 +307,8 @@ class Search:
             while frontier.heap:
                 if time.monotonic() > self.deadline:
                     return self.timed_out(frontier)
+                if self.budget_spent(frontier):
+                    return self.out_of_budget(frontier)
                 if self.jobs > 1 and time.monotonic() - self.started > PARALLEL_AFTER_S:
                     return self.run_parallel(frontier)
                 taken = frontier.take(self.batch_size)
@@ -337,6 +343,8 @@ class Search:
             while frontier.heap or pool.busy:
                 if time.monotonic() > self.deadline:
                     return self.timed_out(frontier)
+                if self.budget_spent(frontier):
+                    return self.out_of_budget(frontier)
                 idle = pool.idle
                 for position, worker in enumerate(idle):
                     if not frontier.heap:
@@ -366,9 +374,16 @@ class Search:
         return self.model.n_inputs > INPUT_SPLIT_DIMENSIONS
 
     @property
+    def relu_only(self) -> bool:
+        """Are ReLUs the only relaxed activations (no max pool, no lookup table)? FSB's estimates
+        (`branching`) and its candidates read ReLU relaxations only; other networks split by
+        `relu_to_split`'s scores, which also choose pool windows and table neurons."""
+        return all(layer.relu or not layer.relaxed for layer in self.model.layers)
+
+    @property
     def batch_size(self) -> int:
         """Nodes per call of `process_batch`: input splitting bounds the best BATCH_NODES together
-        (batch.py); ReLU splitting one node at a time."""
+        (`bounds.batch_bounds`); ReLU splitting one node at a time."""
         return BATCH_NODES if self.model.n_inputs <= INPUT_SPLIT_DIMENSIONS and self.forms else 1
 
     def process_batch(self, nodes: list[Node]) -> list[NodeVerdict]:
@@ -402,6 +417,21 @@ class Search:
             reason=(
                 f"netlevel: timeout in branch and bound ({frontier.nodes} nodes, {len(frontier.heap)} open"
                 + (f", the worst open bound {frontier.heap[0][0]:.4g})" if frontier.heap else ")")
+            ),
+        )
+
+    def budget_spent(self, frontier: Frontier) -> bool:
+        """Has the search processed its budget of nodes (`EngineOptions.max_nodes`)? (With workers,
+        nodes already handed out still come back: a budget may be overrun by a batch per worker.)"""
+        return self.options.max_nodes is not None and frontier.nodes >= self.options.max_nodes
+
+    def out_of_budget(self, frontier: Frontier) -> EngineResult:
+        return self.closing(
+            frontier,
+            EngineStatus.UNKNOWN,
+            reason=(
+                f"netlevel: node budget of {self.options.max_nodes} spent in branch and bound"
+                f" ({len(frontier.heap)} open)"
             ),
         )
 
@@ -485,9 +515,9 @@ class Search:
         return lower, lam_input, lam_post, refuted
 
     def process_many(self, nodes: list[Node]) -> list[NodeVerdict]:
-        """Input splitting: the nodes' bounds in one batch (`batch.batch_bounds`), then each node's
-        conclusion; nodes the batch does not cover (small boxes to enumerate, ReLU splits, boxes
-        that may overflow) go through `process`."""
+        """Input splitting: the nodes' bounds in one batch (`bounds.batch_bounds`), then each node's
+        conclusion; nodes the batch does not cover (small boxes to enumerate, ReLU splits) go
+        through `process`."""
         model, qnet = self.model, self.query.qnet
         limit = REAL_ENUMERATION_LIMIT if self.real else ENUMERATION_LIMIT
         verdicts: dict[int, NodeVerdict] = {}
@@ -512,8 +542,14 @@ class Search:
                     parent_hi.append(
                         np.stack([unknown if n.parent is None else n.parent.pre_hi[k] for n in members])
                     )
+            region_words = None
+            if model.is_fixed:
+                region_words = (
+                    np.stack([node.lo for node in members]),
+                    np.stack([node.hi for node in members]),
+                )
             with self.rec.timer("netlevel.bounds"):
-                bounds = batch_bounds(model, xl, xu, parent_lo, parent_hi, self.invariants)
+                bounds = batch_bounds(model, xl, xu, parent_lo, parent_hi, self.invariants, region_words)
                 lower, lam_input, lam_post, offset = self.batch_atom_bounds(bounds, xl, xu)
                 refuted = self.refuted_clauses(lower, lam_input, offset, xl, xu)
             with self.rec.timer("netlevel.split_scores"):
@@ -530,9 +566,7 @@ class Search:
             if found is not None:
                 return [NodeVerdict(counterexample=found)]
             for b, position in enumerate(batched):
-                if bounds.fallback[b]:
-                    verdicts[position] = self.process(nodes[position])
-                elif bounds.empty[b] or refuted[b].all():
+                if bounds.empty[b] or (refuted[b].all() and not bounds.overflow_possible[b]):
                     verdicts[position] = NodeVerdict(closed=True)
                 else:
                     verdicts[position] = self.conclude(
@@ -551,7 +585,7 @@ class Search:
     def batch_candidates(self, members, bounds, refuted, atoms, lam_input, xl, xu) -> Counterexample | None:
         """`conclude`'s candidate points (the centre and each open clause's bottleneck vertex) of
         every open box of the batch, confirmed in one call per region."""
-        live = ~bounds.fallback & ~bounds.empty & ~refuted.all(axis=1)
+        live = ~bounds.empty & (~refuted.all(axis=1) | bounds.overflow_possible)
         boxes, rows = np.nonzero(atoms * live[:, None])
         vertices = np.where(lam_input[boxes, rows] > 0, xl[boxes], xu[boxes])
         centres = np.flatnonzero(live)
@@ -613,19 +647,18 @@ class Search:
             for k, layer in enumerate(model.layers)
             if layer.relu
         )
+        high = self.high_dimensional
         if (
             open_clauses
             and not bounds.overflow_possible
-            and not self.high_dimensional
-            and open_relus <= self.milp_open_relus
+            and ((high and self.lp_affordable(node)) or (not high and open_relus <= self.milp_open_relus))
             and self.options.enabled("milp")
             and not model.stepped  # (int8's staircases have no LP encoding here)
         ):
-            # low dimensions: nodes are cheap, the LP and MILP pay only with few open ReLUs. High
-            # dimensions: none (HiGHS's presolve called every digits784 node LP tried infeasible,
-            # feasible as they were; the LP's sound bound is then nothing, and alpha-beta-CROWN
-            # optimises the same relaxation's dual without a solver)
-            verdict, open_clauses = self.by_lp(bounds, xl, xu, open_clauses, region, open_relus, True)
+            # low dimensions: nodes are cheap, the LP and MILP pay only with few open ReLUs; high
+            # dimensions: small networks only (`lp_affordable`), the MILP while its binaries are few
+            milp = open_relus <= (MILP_OPEN_RELUS if high else self.milp_open_relus)
+            verdict, open_clauses = self.by_lp(bounds, xl, xu, open_clauses, region, open_relus, milp)
             if verdict is not None:
                 return verdict
         verdict = self.branch(node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority, scores)
@@ -633,6 +666,20 @@ class Search:
         if worst is not None and verdict.children:
             verdict.lead, verdict.region = np.where(lam_input[worst] > 0, xl, xu), node.region
         return verdict
+
+    def lp_affordable(self, node: Node) -> bool:
+        """High dimensions: never beyond `LP_HIGH_INPUTS` inputs (digits784: HiGHS's presolve called
+        every node LP tried infeasible, feasible as they were, and the LP's rigorous dual bound is
+        then nothing, at seconds a call; alpha-beta-CROWN optimises the same relaxation's dual
+        without a solver); below it the LP at the root, then at a node while the LPs have taken at
+        most `HIGH_LP_TIME_SHARE` of the search's time (under a work budget: at every node). A
+        16-input convolutional network's MILP decides what its branch and bound takes minutes for."""
+        if self.model.n_inputs > LP_HIGH_INPUTS:
+            return False
+        if node.parent is None or self.options.max_nodes is not None:  # (a work budget: no clock rules)
+            return True
+        spent = self.rec.times.get("netlevel.lp", 0.0) - self.lp_seconds_before
+        return spent <= HIGH_LP_TIME_SHARE * (time.monotonic() - self.started)
 
     def confirmer_all(self, node: Node) -> Counterexample | None:
         """Every input of the (small) box, exactly: the first violation, or None (node closed)."""
@@ -694,7 +741,7 @@ class Search:
         n_inputs = model.n_inputs
         lower, offset = np.full(count, -np.inf), np.full(count, -np.inf)
         lam_input = np.zeros((count, n_inputs))
-        lam_post = {k: np.zeros((count, layer.n_out)) for k, layer in enumerate(model.layers[:-1])}
+        lam_post = {k: np.zeros((count, layer.n_post)) for k, layer in enumerate(model.layers[:-1])}
         if not len(rows):
             return lower, lam_input, lam_post, offset
         warm_alphas = None if node.alphas is None else {k: v[rows] for k, v in node.alphas.items()}
@@ -721,16 +768,16 @@ class Search:
             lam_post[k][rows] = values
         return lower, lam_input, lam_post, offset
 
-    def batch_atom_bounds(self, bounds: BatchBounds, xl: np.ndarray, xu: np.ndarray):
+    def batch_atom_bounds(self, bounds: Bounds, xl: np.ndarray, xu: np.ndarray):
         """`atom_bounds` of a batch of boxes (DeepPoly slopes: input splitting runs no alpha steps)."""
         last = len(self.model.layers) - 1
-        linear = batch_backsubstitute(self.model, bounds, self.atom_matrix, last, True, xl, xu, keep=True)
+        linear = backsubstitute(self.model, bounds, self.atom_matrix, last, True, xl, xu, keep=True)
         if self.batch_alpha_steps:
             # as in `atom_bounds`: where a row is open but within reach
             gap = -(linear.lower + self.atom_constants)
             reach = (np.abs(linear.lam_input) * (xu - xl)[:, None, :]).sum(axis=2)
             if np.any((gap >= 0) & (gap < ALPHA_REACH * reach)):
-                linear = batch_optimised_bound(
+                linear = optimised_bound(
                     self.model, bounds, self.atom_matrix, xl, xu, self.batch_alpha_steps, linear
                 )
         shift = self.atom_shift(*bounds.post(self.model, last))
@@ -807,29 +854,40 @@ class Search:
                 abandoned="netlevel: the bounds leave the query open and splitting is disabled"
             )
         atoms = [a for _, a in open_clauses if a is not None]
-        if model.n_inputs > INPUT_SPLIT_DIMENSIONS and atoms and not model.stepped:  # (int8: no ReLU phases)
+        # (int8: no ReLU phases, input splitting in any dimension)
+        if model.n_inputs > INPUT_SPLIT_DIMENSIONS and atoms and not model.qnet.is_int8:
+            # a table neuron can be split again and again: on a box enumeration can soon finish,
+            # split the box instead
+            tables = points.count(qnet, node.lo, node.hi) > TABLE_SPLIT_MIN_POINTS
             with self.rec.timer("netlevel.branching"):
-                best = choose_relu(
-                    model,
-                    bounds,
-                    node.phases,
-                    lam_post,
-                    atoms,
-                    self.atom_matrix,
-                    self.atom_constants,
-                    xl,
-                    xu,
-                    node.alphas,
-                    node.betas,
-                )
+                if self.relu_only:  # FSB (`branching`): its estimates read ReLU relaxations only
+                    chosen = choose_relu(
+                        model,
+                        bounds,
+                        node.phases,
+                        lam_post,
+                        atoms,
+                        self.atom_matrix,
+                        self.atom_constants,
+                        xl,
+                        xu,
+                        node.alphas,
+                        node.betas,
+                    )
+                    best = None if chosen is None else (*chosen, None)
+                else:
+                    best = self.relu_to_split(node, bounds, lam_post, atoms, tables)
             if best is not None:
-                k, j = best
+                k, j, at = best
                 children = []
                 for phase in (1, -1):
-                    phases = [p.copy() if i == k else p for i, p in enumerate(node.phases)]
-                    phases[k][j] = phase
+                    phases = node.phases
+                    if model.layers[k].stairs is None:  # (a lookup table's neuron may be split again)
+                        phases = [p.copy() if i == k else p for i, p in enumerate(node.phases)]
+                        phases[k][j] = phase
+                    split = (k, j, phase, at)
                     children.append(
-                        Node(node.region, node.lo, node.hi, phases, bounds, k, node.depth + 1, (k, j, phase))
+                        Node(node.region, node.lo, node.hi, phases, bounds, k, node.depth + 1, split)
                     )
                 return NodeVerdict(children=tuple(children), priority=priority)
             # every ReLU phase is fixed and the node stays open (rounding terms, relaxed atoms):
@@ -862,6 +920,61 @@ class Search:
                 )
                 return NodeVerdict(children=children, priority=priority)
         return NodeVerdict(abandoned="netlevel: a single input left open (internal)")
+
+    def relu_to_split(
+        self, node, bounds, lam_post, atoms, tables: bool = True
+    ) -> tuple[int, int, float | None] | None:
+        """The open ReLU (layer, neuron, None) with the best BaBSR-like score (|coefficient| in the
+        open atoms' bounds x the triangle relaxation's intercept), or a max pool's window (layer,
+        its input of the largest upper bound, the value to split that input at: `MaxPool.split_value`,
+        scored by the chord's gap the same way), or None when every phase is fixed."""
+        model = self.model
+        best, best_score = None, 0.0
+        for k, layer in enumerate(model.layers):
+            if tables and layer.stairs is not None and k in lam_post and k < len(model.layers) - 1:
+                found = self._table_split(bounds, k, lam_post[k][atoms])
+                if found is not None and found[0] > best_score:
+                    best_score, best = found[0], (k, found[1], found[2])
+            if isinstance(layer.activation, MaxPool) and k in lam_post:
+                inputs, at, gap = layer.activation.split_value(bounds.pre_lo[k], bounds.pre_hi[k])
+                usable = (gap > 0) & (node.phases[k][inputs] == 0)
+                score = np.where(usable, np.abs(lam_post[k][atoms]).sum(axis=0) * gap + 1e-30, -1.0)
+                o = int(np.argmax(score))
+                if score[o] > best_score:
+                    best, best_score = (k, int(inputs[o]), float(at[o])), float(score[o])
+            if not layer.relu or k not in lam_post:
+                continue
+            lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
+            unstable = (lo < 0) & (hi > 0) & (node.phases[k] == 0)
+            if not unstable.any():
+                continue
+            intercept = np.where(unstable, -lo * hi / np.where(unstable, hi - lo, 1.0), 0.0)
+            score = np.abs(lam_post[k][atoms]).sum(axis=0) * intercept
+            score = np.where(unstable, score + 1e-30, -1.0)
+            j = int(np.argmax(score))
+            if score[j] > best_score:
+                best, best_score = (k, j, None), float(score[j])
+        return best
+
+    def _table_split(self, bounds: Bounds, k: int, coefficients: np.ndarray):
+        """A lookup table's neuron to split at the middle of its interval (on the word grid in
+        fixed point): (score, neuron, value), the score the coefficient in the open atoms' bounds
+        times the relaxation's largest gap on the interval (upper line minus lower line at an end),
+        or None when no neuron's interval can be split."""
+        lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
+        relaxation = bounds.relaxation(self.model, k)
+        slope, offset = relaxation.s - relaxation.a, relaxation.t - relaxation.c
+        gap = np.maximum(slope * lo + offset, slope * hi + offset)
+        grid = self.model.layers[k].stairs.grid
+        at = (lo + hi) / 2
+        if grid:
+            at = np.floor(at / grid) * grid
+        splittable = (at > lo) & (at < hi) & self.model.layers[k].open_neurons(lo, hi)
+        score = np.where(splittable, np.abs(coefficients).sum(axis=0) * gap + 1e-30, -1.0)
+        j = int(np.argmax(score))
+        if score[j] <= 0:
+            return None
+        return float(score[j]), j, float(at[j])
 
 
 def _scatter(

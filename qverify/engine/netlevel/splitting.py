@@ -36,12 +36,17 @@ def input_split_scores(
     (B, R, n), lam_post[k] (B, R, n_k), atoms (B, R) the weight of each atom (1 for the open
     clauses' bottleneck atoms, else 0), width (B, n); a box without open atoms scores its widths."""
     score = (np.abs(lam_input) * atoms[:, :, None]).sum(axis=1) * width
-    influence = np.abs(model.layers[0].weights)[None, :, :] * width[:, None, :]  # (B, neurons, inputs)
+    inputs = width.shape[1]
+    # |W_1| diag(width), (B, inputs, neurons): each input's reach into the first layer's neurons
+    influence = model.layers[0].op.magnitude(np.eye(inputs)[None] * width[:, :, None])
+    influence = influence.transpose(0, 2, 1)  # (B, neurons, inputs)
     for k, layer in enumerate(model.layers):
         if k > 0:
-            influence = np.abs(layer.weights) @ influence
+            influence = layer.op.magnitude(influence.transpose(0, 2, 1)).transpose(0, 2, 1)
             peak = influence.max(axis=(1, 2), keepdims=True)
             influence = influence / np.where(peak > 0, peak, 1.0)  # only the shares of each row matter
+        if not layer.activation.elementwise:
+            influence = _pooled(layer, influence)
         if not layer.relu:
             continue
         lo, hi = pre_lo[k], pre_hi[k]
@@ -55,3 +60,8 @@ def input_split_scores(
         alive = (hi > 0) & (phases[k] >= 0)
         influence = influence * alive[:, :, None]
     return np.where(atoms.any(axis=1)[:, None], score, width)
+
+
+def _pooled(layer, influence: np.ndarray) -> np.ndarray:
+    """Influence on a pool's outputs: the largest of its window's."""
+    return layer.activation.forward(influence.transpose(0, 2, 1)).transpose(0, 2, 1)

@@ -1,31 +1,45 @@
-"""Network level: int8 requantization as the network level reads it: a monotone staircase per neuron, and its
-sound linear relaxation on an accumulator interval.
+"""Network level: monotone step functions as the network level reads them (int8's requantization, the
+lookup tables of sigmoid and tanh), and their sound linear relaxation on an interval.
 
-An int8 layer computes acc = bias + sum w (x - z_in) exactly (int32 by construction, see
-`qverify.quant.affine.accumulator_bounds`) and maps it to a code through its threshold table:
-code = qmin + #{k : t[k] <= acc} (`apply_thresholds`; the table already holds the requantization's
-rounding, the clamp to the code range and a fused ReLU's clamp at the zero point). The network
-level relaxes that function the way it relaxes a ReLU, as two linear inequalities valid at every
-integer accumulator of the neuron's interval [L, U]:
+A staircase maps z to a value that only grows with z: value(z) = levels[#{k : t[k] <= z}] for
+sorted thresholds t (several equal thresholds make one step over several levels). Two kinds:
 
-    a acc + c <= code(acc) <= s acc + t
+- int8: an int8 layer computes acc = bias + sum w (x - z_in) exactly (int32 by construction, see
+  `qverify.quant.affine.accumulator_bounds`) and maps it to a code through its threshold table:
+  code = qmin + #{k : t[k] <= acc} (`apply_thresholds`; the table already holds the
+  requantization's rounding, the clamp to the code range and a fused ReLU's clamp at the zero
+  point), one table per neuron (its channel's), the domain the integers.
+- a lookup table (`lookup.lut_staircase`): sigmoid or tanh as the C computes it, one table for
+  every neuron, over the implementation's words (a grid of spacing 2^-l), its float values, or
+  the reals (`--semantics real`: the C's index formula read in exact arithmetic, whose thresholds
+  are rationals: `lower_table` holds them rounded up and `upper_table` rounded down, so the
+  staircase read through `lower_table` lies below the function and through `upper_table` above).
+
+The relaxation is the one of a ReLU, two linear inequalities valid at every z of [L, U] the domain
+holds:
+
+    a z + c <= value(z) <= s z + t
 
 with slopes a, s >= 0 and c, t the smallest and largest deviation of the steps from the line of
-that slope. The deviations come from the table itself, never from the nominal scale: on a step
-(constant code) code - m acc falls as acc grows (m >= 0), so its maximum over [L, U] is at the left
-end of a step (L, or a threshold in (L, U]) and its minimum at a right end (U, or a threshold minus
-one); every threshold of the interval is a candidate, found exactly. Each side's slope is the best
-of the chord's ((code(U) - code(L)) / (U - L)), 0 and the neuron's nominal slope, by the line's
-distance from the steps at the two ends (for a ReLU-like clamp at the zero point that is DeepPoly's
-choice of lower slope; measured on ACAS Xu int8 4_2 phi2: 2,623 boxes with the chord alone, 1,407).
-The slope only has to be >= 0 for the candidates to be complete: soundness does not depend on the
-choice. The float64 evaluation of the deviations is charged (8 u of the magnitudes: the product,
-the difference and the final addition each round once), so the inequalities hold exactly for the
-stored a, c, s, t. A neuron whose code is constant on [L, U] gets a = s = 0 and c = t = the code.
+that slope. The deviations come from the table itself, never from a nominal scale: on a step
+(constant value) value - m z falls as z grows (m >= 0), so its maximum over [L, U] is at the left
+end of a step (L, or a threshold in (L, U]) and its minimum at a right end (U, or a threshold less
+one grid step: the last domain point before it; over the reals the threshold itself, as a limit);
+every threshold of the interval is a candidate, found exactly. Each side's slope is the best of a
+few candidates -- the chord's, 0, the neuron's nominal slope (int8: its steps per accumulator unit
+between the first and last threshold) or the tabulated function's own derivative at the ends and
+the middle (lookup tables) -- by the line's distance from the steps at the two ends (for a
+ReLU-like clamp at the zero point that is DeepPoly's choice of lower slope; measured on ACAS Xu
+int8 4_2 phi2: 2,623 boxes with the chord alone, 1,407). The slope only has to be >= 0 for the
+candidates to be complete: soundness does not depend on the choice. The float64 evaluation of the
+deviations is charged (8 u of the magnitudes: the product, the difference and the final addition
+each round once), so the inequalities hold exactly for the stored a, c, s, t. A neuron whose value
+is constant on [L, U] gets a = s = 0 and c = t = the value.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,23 +50,30 @@ from qverify.quant.affine import INT32_MAX, INT32_MIN, thresholds_reached
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Staircase:
-    """Per neuron, the requantization table (n, 255) of int64 thresholds, sorted along each row,
-    and the codes at the thresholds: `after[j, k]` = code(t[j, k]), `before[j, k]` =
-    code(t[j, k] - 1) (several equal thresholds make one step of several codes)."""
+    """Sorted thresholds per row (rows: one per neuron, or one for every neuron), the value from
+    each threshold on (`after[j, k]` = value(t[j, k])) and just below it (`before[j, k]`: at
+    t - grid, or the limit from the left over the reals), and `levels[j, c]`: the value with c
+    thresholds at or below z."""
 
-    table: np.ndarray  # float64 (exact: int32 values)
-    thresholds: np.ndarray  # the same, int64
+    lower_table: np.ndarray  # (rows, T) float64: the lower side's thresholds (at or after the true ones)
+    upper_table: np.ndarray  # (rows, T): the upper side's (at or before the true ones)
     after: np.ndarray
     before: np.ndarray
-    qmin: int
-    qmax: int
-    nominal: np.ndarray  # per neuron: steps per accumulator unit between the first and last threshold
-    first: np.ndarray  # per neuron: the first and last threshold an accumulator can reach
+    levels: np.ndarray  # (rows, T + 1)
+    grid: float  # z is a multiple of it (1: accumulators; 2^-l: fixed-point words in real units); 0: real
+    magnitude: float  # the largest |value|
+    nominal: np.ndarray  # per row: int8's steps per accumulator unit between the first and last threshold
+    first: np.ndarray  # per row: the first and last threshold an accumulator can reach
     last: np.ndarray
+    thresholds: np.ndarray | None = None  # int8: the table as int64 (per-neuron rows are integers)
+    qmin: int = 0  # int8: the code range
+    qmax: int = 0
+    derivative: Callable[[np.ndarray], np.ndarray] | None = None  # a lookup table's function's slope
 
     @classmethod
     def of(cls, rows: np.ndarray, neuron_rows: np.ndarray, qmin: int, qmax: int) -> Staircase:
-        """The staircases of neurons whose table rows are rows[neuron_rows] (per-tensor: one row)."""
+        """int8: the staircases of neurons whose table rows are rows[neuron_rows] (per-tensor: one
+        row): code(acc) = qmin + #{k : t[k] <= acc}."""
         rows = np.asarray(rows, dtype=np.int64)
         # code(t) = qmin + #{j : t_j <= t}; code(t - 1) = qmin + #{j : t_j < t}
         after = qmin + (rows[:, None, :] <= rows[:, :, None]).sum(axis=2)
@@ -63,52 +84,103 @@ class Staircase:
         last = np.where(finite, table, INT32_MIN).max(axis=-1).astype(np.float64)
         steps = finite.sum(axis=-1)
         nominal = np.where(steps > 0, steps / np.maximum(last - first + 1.0, 1.0), 0.0)
+        levels = np.broadcast_to(
+            qmin + np.arange(table.shape[1] + 1, dtype=np.float64), (len(table), table.shape[1] + 1)
+        )
+        exact = table.astype(np.float64)  # below 2^31: exact
         return cls(
-            table.astype(np.float64),  # below 2^31: exact
-            table,
+            exact,
+            exact,
             after[neuron_rows].astype(np.float64),
             before[neuron_rows].astype(np.float64),
-            qmin,
-            qmax,
+            levels,
+            1.0,
+            float(max(abs(qmin), abs(qmax))),
             nominal,
             first,
             last,
+            table,
+            qmin,
+            qmax,
         )
 
+    @property
+    def table(self) -> np.ndarray:
+        """The thresholds (exact ones: both sides agree)."""
+        return self.upper_table
+
+    def _on_grid(self, z: np.ndarray, down: bool) -> np.ndarray:
+        """z moved to the domain's grid (down: the last point at or below; else the first at or above)."""
+        z = np.asarray(z, dtype=np.float64)
+        if not self.grid:
+            return z
+        if self.grid == 1.0:
+            return np.floor(z) if down else np.ceil(z)
+        return (np.floor(z / self.grid) if down else np.ceil(z / self.grid)) * self.grid
+
+    def _count(self, z: np.ndarray, table: np.ndarray) -> np.ndarray:
+        """#{k : table[j, k] <= z[..., j]} per neuron (z on the grid)."""
+        if self.thresholds is not None:  # int8: integer rows per neuron
+            acc = np.clip(z, INT32_MIN - 1, INT32_MAX + 1)
+            return thresholds_reached(acc.astype(np.int64), self.thresholds)
+        return np.searchsorted(table[0], z, side="right")
+
+    def _value(self, count: np.ndarray) -> np.ndarray:
+        if self.thresholds is not None:
+            return self.qmin + count.astype(np.float64)
+        return self.levels[0][count]
+
+    def values(self, z: np.ndarray, side: str = "upper") -> np.ndarray:
+        """value(z) per neuron at domain points z (..., n) (a real z reads as the grid point below
+        it); the lower or upper staircase where the thresholds are rounded (`side`)."""
+        z = self._on_grid(z, down=True)
+        table = self.upper_table if side == "upper" else self.lower_table
+        return self._value(self._count(z, table))
+
     def codes(self, acc: np.ndarray) -> np.ndarray:
-        """code(floor(acc)) per neuron, as float64 (acc (..., n): integers, or reals for the
-        float64 surrogate, where a real value reads as the integer below it)."""
-        acc = np.clip(np.floor(np.asarray(acc, dtype=np.float64)), INT32_MIN - 1, INT32_MAX + 1)
-        return self.qmin + thresholds_reached(acc.astype(np.int64), self.thresholds).astype(np.float64)
+        """int8: code(floor(acc)) per neuron, as float64 (the float64 surrogate reads a real
+        accumulator as the integer below it); a lookup table's value the same way."""
+        return self.values(acc)
 
     def code_bounds(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The exact code range of integer accumulators in [lo, hi] (monotone: its two ends)."""
-        return self.codes(np.ceil(lo)), self.codes(hi)
+        """The exact value range over the domain's points of [lo, hi] (monotone: its two ends)."""
+        return self.values(self._on_grid(lo, down=False), "lower"), self.values(hi, "upper")
 
     def open(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """Neurons whose code is not constant on [lo, hi]: the relaxation is not exact there."""
+        """Neurons whose value is not constant on [lo, hi]: the relaxation is not exact there."""
         code_lo, code_hi = self.code_bounds(lo, hi)
         return code_lo < code_hi
+
+    def _candidates(self, low, high, chord) -> list[np.ndarray]:
+        """Slopes to try: the chord, 0, and the nominal slope (int8) or the function's derivative at
+        the ends, the middle and the smaller end (lookup tables)."""
+        zero = np.zeros_like(chord)
+        if self.derivative is None:
+            return [chord, zero, np.broadcast_to(self.nominal, chord.shape)]
+        ends = [self.derivative(low), self.derivative(high), self.derivative((low + high) / 2)]
+        return [chord, zero, *ends, np.minimum(ends[0], ends[1])]
 
     def relaxation(
         self, lo: np.ndarray, hi: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(a, c, s, t): a acc + c <= code(acc) <= s acc + t at every integer acc in [lo, hi]
-        (module docstring); arrays (..., n). Each side's slope is the best of three, all >= 0: the
-        chord's, 0 (the clamped code's) and the neuron's nominal slope (its steps per accumulator
-        unit between the first and last threshold) -- best by the line's vertical distance from the
-        steps at the interval's two ends, which for a ReLU is DeepPoly's choice of lower slope."""
-        low = np.ceil(np.asarray(lo, dtype=np.float64))
-        high = np.maximum(np.floor(np.asarray(hi, dtype=np.float64)), low)
-        code_lo, code_hi = self.codes(low), self.codes(high)
+        """(a, c, s, t): a z + c <= value(z) <= s z + t at every domain point z of [lo, hi] (module
+        docstring); arrays (..., n). Each side's slope is the best of `_candidates`, all >= 0, by
+        the line's vertical distance from the steps at the interval's two ends, which for a ReLU
+        is DeepPoly's choice of lower slope."""
+        low = self._on_grid(lo, down=False)
+        high = np.maximum(self._on_grid(hi, down=True), low)
+        code_lo, code_hi = self.values(low, "upper"), self.values(high, "lower")
+        least, most = self.values(low, "lower"), self.values(high, "upper")
         span = high - low
-        chord = np.where(code_hi > code_lo, (code_hi - code_lo) / np.where(span > 0, span, 1.0), 0.0)
-        inside = (self.table > low[..., None]) & (self.table <= high[..., None])
+        chord = np.where(most > least, (most - least) / np.where(span > 0, span, 1.0), 0.0)
+        inside_upper = (self.upper_table > low[..., None]) & (self.upper_table <= high[..., None])
+        inside_lower = (self.lower_table > low[..., None]) & (self.lower_table <= high[..., None])
         lower_side = upper_side = None
-        for slope in (chord, np.zeros_like(chord), np.broadcast_to(self.nominal, chord.shape)):
-            lower, upper = self._deviations(slope, low, high, code_lo, code_hi, inside)
-            lower_gap = code_lo + code_hi - slope * (low + high) - 2 * lower
-            upper_gap = slope * (low + high) + 2 * upper - code_lo - code_hi
+        for slope in self._candidates(low, high, chord):
+            slope = np.maximum(slope, 0.0)
+            lower, upper = self._deviations(slope, low, high, code_lo, code_hi, inside_lower, inside_upper)
+            lower_gap = least + most - slope * (low + high) - 2 * lower
+            upper_gap = slope * (low + high) + 2 * upper - least - most
             if lower_side is None or upper_side is None:
                 lower_side, upper_side = (slope, lower, lower_gap), (slope, upper, upper_gap)
                 continue
@@ -123,24 +195,29 @@ class Staircase:
         assert lower_side is not None and upper_side is not None
         a, lower, _ = lower_side
         s, upper, _ = upper_side
-        reach = np.maximum(np.abs(low), np.abs(high) + 1.0)
-        base = max(abs(self.qmin), abs(self.qmax))
-        flat = code_lo == code_hi
-        c = np.where(flat, code_lo, lower - (8 * U64 * (base + a * reach) + TINY))
-        t = np.where(flat, code_lo, upper + (8 * U64 * (base + s * reach) + TINY))
+        reach = np.maximum(np.abs(low), np.abs(high) + self.grid)
+        flat = least == most
+        c = np.where(flat, least, lower - (8 * U64 * (self.magnitude + a * reach) + TINY))
+        t = np.where(flat, most, upper + (8 * U64 * (self.magnitude + s * reach) + TINY))
         return np.where(flat, 0.0, a), c, np.where(flat, 0.0, s), t
 
-    def _deviations(self, slope, low, high, code_lo, code_hi, inside) -> tuple[np.ndarray, np.ndarray]:
-        """min and max of code(acc) - slope acc over the integers of [low, high] (slope >= 0, in
-        float64: the caller charges the rounding): the right and left ends of the steps."""
+    def _deviations(
+        self, slope, low, high, code_lo, code_hi, inside_lower, inside_upper
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """min and max of value(z) - slope z over the domain points of [low, high] (slope >= 0, in
+        float64: the caller charges the rounding): the right and left ends of the steps (`code_lo`:
+        the upper staircase's value at low, `code_hi`: the lower one's at high)."""
         m = slope[..., None]
-        upper = np.where(inside, self.after - m * self.table, -np.inf).max(axis=-1)
+        upper = np.where(inside_upper, self.after - m * self.upper_table, -np.inf).max(axis=-1)
         upper = np.maximum(upper, code_lo - slope * low)
-        lower = np.where(inside, self.before - m * (self.table - 1.0), np.inf).min(axis=-1)
+        lower = np.where(inside_lower, self.before - m * (self.lower_table - self.grid), np.inf).min(axis=-1)
         lower = np.minimum(lower, code_hi - slope * high)
         return lower, upper
 
     def gradient(self, acc: np.ndarray) -> np.ndarray:
         """A straight-through slope for the float64 surrogate's gradient (attack only, not sound):
-        the nominal slope between the first and last threshold, 0 where the code is clamped."""
+        the tabulated function's derivative, or int8's nominal slope between the first and last
+        threshold (0 where the code is clamped)."""
+        if self.derivative is not None:
+            return self.derivative(acc)
         return np.where((acc >= self.first - 1) & (acc <= self.last), self.nominal, 0.0)

@@ -35,6 +35,7 @@ from qverify.engine.solvers.base import CheckResult, CheckStatus
 SLACK = 0.5
 MAX_UNSTABLE = 25  # boxes with more unstable ReLUs are split instead (their MILPs are slow)
 TIME_LIMIT_S = 0.2  # per box; a box whose MILP does not finish is split further
+NODE_LIMIT = 500  # per box instead, under a work budget (EngineOptions.max_nodes): the same on any machine
 MILP_RETRY_AFTER = 2  # after a failed MILP (a spurious solution, the time limit), generations skipped
 MILP_TRIAL = 64  # boxes asked before judging whether the MILP refutes often enough to go on
 
@@ -64,8 +65,11 @@ class _ArgumentForms(_Forms):
 class BoxMilp:
     """The MILP of one conjunction of literals (`rows`, `senses`) over `model`, asked per box."""
 
-    def __init__(self, model: RelaxedModel, rows: list[Row], senses: list[str], solver) -> None:
+    def __init__(
+        self, model: RelaxedModel, rows: list[Row], senses: list[str], solver, node_limit: int | None = None
+    ) -> None:
         self.model = model
+        self.node_limit = node_limit  # HiGHS branch-and-bound nodes per box; None: TIME_LIMIT_S
         self.rows = rows
         self.eq = np.array([sense == "eq" for sense in senses], dtype=bool)
         self.solver = solver
@@ -100,7 +104,7 @@ class BoxMilp:
         if not np.isfinite(np.concatenate([bounded, result.arg_hi[box, self.relus]])).all():
             return CheckResult(CheckStatus.UNKNOWN, "a value is unbounded on the box")
         arrays, centre = self._arrays(result, box)
-        answer = self.solver.solve(arrays, self.inputs, True, deadline)
+        answer = self.solver.solve(arrays, self.inputs, True, deadline, self.node_limit)
         answer.inputs = {index: value + centre[self.inputs[index]] for index, value in answer.inputs.items()}
         return answer
 

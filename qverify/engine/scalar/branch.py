@@ -102,7 +102,11 @@ def _decide_by_milp(
     for box in np.flatnonzero(few):
         if time.monotonic() > deadline:
             break
-        answer = box_milp.check(result, int(box), min(deadline, time.monotonic() + TIME_LIMIT_S))
+        # per box: TIME_LIMIT_S, or the split's deadline when the box MILP has a node limit instead
+        limit = (
+            deadline if box_milp.node_limit is not None else min(deadline, time.monotonic() + TIME_LIMIT_S)
+        )
+        answer = box_milp.check(result, int(box), limit)
         outcome.milps += 1
         if answer.status is CheckStatus.UNSAT:
             refuted[box] = True

@@ -30,6 +30,7 @@ from qverify.engine.result import EngineOptions, EngineResult, EngineStatus, Rec
 from qverify.engine.scalar import milp as milp_encoding
 from qverify.engine.scalar import ssa
 from qverify.engine.scalar.attack import Attack, input_boxes
+from qverify.engine.scalar.boxmilp import NODE_LIMIT as BOX_MILP_NODE_LIMIT
 from qverify.engine.scalar.boxmilp import BoxMilp
 from qverify.engine.scalar.branch import literal_rows, split
 from qverify.engine.scalar.evaluate import VIOLATED, ProgramRunner, RealRunner
@@ -511,6 +512,7 @@ class Strategy:
                 q.integer,
                 q.probe,
                 self.until(seconds),
+                **({"max_boxes": self.options.max_nodes} if self.options.max_nodes is not None else {}),
                 checks=checks,
                 box_milp=self.box_milp(q),
                 grid=q.grid,
@@ -537,7 +539,8 @@ class Strategy:
         from qverify.engine.solvers.highs import HighsSolver
 
         try:
-            return BoxMilp(q.model, q.rows, q.senses, HighsSolver())
+            node_limit = BOX_MILP_NODE_LIMIT if self.options.max_nodes is not None else None
+            return BoxMilp(q.model, q.rows, q.senses, HighsSolver(), node_limit)
         except ToolMissingError as error:
             q.add_note(str(error))
             return None

@@ -89,10 +89,16 @@ class HighsSolver(DecisionProcedure):
         return self.solve(model.arrays(), model.inputs, model.trust_infeasible, deadline)
 
     def solve(
-        self, arrays: dict[str, np.ndarray], inputs: dict[int, int], trust_infeasible: bool, deadline: float
+        self,
+        arrays: dict[str, np.ndarray],
+        inputs: dict[int, int],
+        trust_infeasible: bool,
+        deadline: float,
+        max_nodes: int | None = None,
     ) -> CheckResult:
         """Feasibility of the rows `row_lo <= A x <= row_hi` (row-wise arrays, see `MilpModel.arrays`)
-        over the columns' bounds; `inputs` maps program input indices to columns (for a solution)."""
+        over the columns' bounds; `inputs` maps program input indices to columns (for a solution).
+        `max_nodes`: a branch-and-bound node limit as well (a limit of work, not of time)."""
         start = time.monotonic()
         remaining = deadline - start
         if remaining <= 0.05:
@@ -100,6 +106,8 @@ class HighsSolver(DecisionProcedure):
         if np.any(arrays["col_lo"] > arrays["col_hi"]):
             return CheckResult(CheckStatus.UNSAT, "empty variable bounds", time_s=0.0)
         h = self._solver(remaining)
+        if max_nodes is not None:
+            h.setOptionValue("mip_max_nodes", int(max_nodes))
         h.passModel(_lp(arrays))
         h.run()
         status = h.getModelStatus()

@@ -15,15 +15,18 @@ C in the same style):
 - convolutions (padded, strided, grouped; per-operation or wide sums) and max/average pools as the
   template's loop nests (`lift.spatial`), products in `Conv2D.taps` order;
 - int8 dense layers (`lift.int8`): the int32 accumulator with the input zero point, int8.h's
-  `qv_requant` on a per-channel or per-tensor threshold table, int8 or uint8 codes; the lifted
-  network carries the tables with every scale 1 and output zero point 0, so the unsafe atoms,
-  which the C states over output codes, are read over codes exactly;
+  `qv_requant` on a per-channel or per-tensor threshold table, int8 or uint8 codes; int8
+  convolutions and max pools as the loop nests of `lift.spatial` with that accumulator and store;
+  the lifted network carries the tables with every scale 1 and output zero point 0, so the unsafe
+  atoms, which the C states over output codes, are read over codes exactly;
+- lookup-table activations (`lift.lut`): `qv_sigmoid`/`qv_tanh` and their tables, exactly what
+  `templates/_lut.c.j2` renders for the function's literals;
 - the harness's per-layer invariant assumes (`qv_preK_*`, `qv_outK_*`) as `LayerBounds`;
 - `main`: nondet inputs in order, assumes bounding them (one box, or a disjunction of boxes),
   `qv_network(x, y)`, one `__ESBMC_assert(!(clause), ...)` per unsafe clause (`lift.harness`; the
   run of one-line input assumes of an image-size harness is read as text, `lift.inputs`).
-Not recognised (falls back, with the reason): int8 convolutions and pools, lookup-table activations
-(sigmoid, tanh), and any other statement, macro, header or helper function.
+Not recognised (falls back, with the reason): int8 average pools,
+and any other statement, macro, header or helper function.
 
 Why the lifted query is the C: every helper's semantics comes from a header that must be byte for
 byte one of qverify's C models (`models_c/*.h`, whose semantics the bit-exact simulator implements

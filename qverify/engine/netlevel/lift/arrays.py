@@ -12,6 +12,12 @@ expression `(-2147483647 - 1)` the codegen writes) or C99 hexadecimal floating l
 exact doubles; braces that nest exactly as the declared shape (no brace elision, no partial
 initialisation); as many literals as the shape holds. Anything else is `NotRecognised` (the caller
 then uses the scalar front end, which reads every C initialiser).
+
+The way back, `initialiser`, makes of an array read here the initialiser pycparser would have made
+of its text (the same values, types and nesting; hexadecimal literals written in Python's canonical
+form): when the lifter declines a harness it has parsed, the scalar front end takes the skeleton's
+tree with these initialisers instead of parsing the whole file again (a lookup table's thousand
+literals were most of a small query's parse).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from pycparser import c_ast
 
 from qverify.engine.netlevel.lift.errors import NotRecognised
 from qverify.input_limits import check_tensor
@@ -35,10 +42,10 @@ _DIMENSION = re.compile(r"\[\s*(\d+)\s*\]")
 # exact doubles: <= 53 significant bits, binary exponent in [-1022, 9999] (leading digit 0 or 1)
 HEX_FLOAT = r"-?0x[01]\.[0-9a-f]{1,13}p(?:\+\d{1,4}|-(?:\d{1,3}|10[01]\d|102[0-2]))f?"
 _HEX_FLOATS = re.compile(rf"{HEX_FLOAT}(?:,{HEX_FLOAT})*")
-_INT32_MIN_TEXT = "(-2147483647-1)"
-_DROP_WHITESPACE = str.maketrans("", "", " \t\n\r\v\f")
-_DROP_VALUE_CHARACTERS = str.maketrans("", "", "0123456789abcdefABCDEFxXpP.+-")
-_DROP_INTEGER_CHARACTERS = str.maketrans("", "", "0123456789-,")
+_INT32_MIN_BYTES = b"(-2147483647-1)"
+_WHITESPACE = b" \t\n\r\v\f"
+_VALUE_CHARACTERS = b"0123456789abcdefABCDEFxXpP.+-"
+_INTEGER_CHARACTERS = b"0123456789-,"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -111,13 +118,20 @@ def _hex_floats(text: str, count: int, where: str) -> np.ndarray:
 
 
 def _parse_values(body: str, shape: tuple[int, ...], where: str) -> tuple[np.ndarray, bool, bool]:
-    """The literals of a braced initialiser body (outer braces included) as a flat array."""
-    compact = body.translate(_DROP_WHITESPACE).replace(",}", "}").replace(_INT32_MIN_TEXT, "-2147483648")
-    if compact.translate(_DROP_VALUE_CHARACTERS) != _expected_structure(shape):
+    """The literals of a braced initialiser body (outer braces included) as a flat array. The text
+    is handled as bytes (bytes.translate deletes through a table, faster than str.translate's
+    mapping on the megabytes of a float harness)."""
+    try:
+        data = body.encode("ascii")
+    except UnicodeEncodeError as error:
+        raise NotRecognised(f"{where}: initialiser holds a character that is not ASCII") from error
+    compact = data.translate(None, _WHITESPACE).replace(b",}", b"}").replace(_INT32_MIN_BYTES, b"-2147483648")
+    if compact.translate(None, _VALUE_CHARACTERS) != _expected_structure(shape).encode():
         raise NotRecognised(f"{where}: initialiser braces do not nest as the shape {list(shape)}")
-    text = compact.replace("{", "").replace("}", "")
+    literals = compact.translate(None, b"{}")
+    text = literals.decode("ascii")
     count = math.prod(shape)
-    if not text.translate(_DROP_INTEGER_CHARACTERS):
+    if not literals.translate(None, _INTEGER_CHARACTERS):
         return _integers(text, count, where), True, False
     if _HEX_FLOATS.fullmatch(text):
         return _hex_floats(text, count, where), False, text.endswith("f")
@@ -160,3 +174,33 @@ def extract_arrays(text: str, filename: str) -> Extraction:
         position = end
     pieces.append(text[position:])
     return Extraction("".join(pieces), arrays)
+
+
+INT32_MIN = -(2**31)
+
+
+def _literal(value: float, integer: bool, suffixed: bool, coord: c_ast.Coord | None) -> c_ast.Node:
+    """pycparser's node of one literal as the codegen writes it (a minus is a unary operator)."""
+    if integer:
+        if value == INT32_MIN:  # `(-2147483647 - 1)`
+            minimum = c_ast.UnaryOp("-", c_ast.Constant("int", "2147483647", coord), coord)
+            return c_ast.BinaryOp("-", minimum, c_ast.Constant("int", "1", coord), coord)
+        magnitude, negative = str(abs(int(value))), value < 0
+        constant = c_ast.Constant("int", magnitude, coord)
+    else:
+        negative = math.copysign(1.0, value) < 0  # -0.0 is written with its minus
+        text = float.hex(abs(float(value))) + ("f" if suffixed else "")
+        constant = c_ast.Constant("float" if suffixed else "double", text, coord)
+    return c_ast.UnaryOp("-", constant, coord) if negative else constant
+
+
+def initialiser(array: ConstArray, coord: c_ast.Coord | None) -> c_ast.InitList:
+    """The fully braced initialiser of `array` as pycparser's nodes (`coord` on each)."""
+
+    def braced(values: np.ndarray) -> c_ast.InitList:
+        if values.ndim == 1:
+            items = [_literal(value, array.integer, array.suffixed, coord) for value in values.tolist()]
+            return c_ast.InitList(items, coord)
+        return c_ast.InitList([braced(row) for row in values], coord)
+
+    return braced(array.values)

@@ -6,11 +6,18 @@ Stages (each timed in `LiftResult.times_s`):
 - parse: one `gcc -E -dD` of the rest (`lift.preprocess`) and pycparser on the small skeleton;
 - match: the skeleton checked against the generated structure (`lift.layers`, `lift.harness`) and
   the `NetworkQuery` built from the arrays.
+
+A harness declined after the parse (a lookup-table activation, say) keeps what was read
+(`LiftResult.parsed`): the scalar front end takes that tree instead of preprocessing and parsing
+the file a second time.
 """
 
 from __future__ import annotations
 
+import copy
+import re
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,13 +26,14 @@ import numpy as np
 from pycparser import c_ast, c_generator
 
 from qverify.engine.cfront import parse_text
-from qverify.engine.netlevel.lift.arrays import ConstArray, extract_arrays
+from qverify.engine.netlevel.lift.arrays import ConstArray, extract_arrays, initialiser
 from qverify.engine.netlevel.lift.cnodes import fail, integer_constant, type_names
 from qverify.engine.netlevel.lift.errors import NotRecognised
 from qverify.engine.netlevel.lift.harness import InputDomain, match_main
-from qverify.engine.netlevel.lift.inputs import InputBlock, extract_inputs
+from qverify.engine.netlevel.lift.inputs import MARKER, InputBlock, extract_inputs
 from qverify.engine.netlevel.lift.int8 import CODE_TYPES, check_int8_arrays, int8_network, match_int8_layer
 from qverify.engine.netlevel.lift.layers import Arith, LayerLoop, fresh, match_layer
+from qverify.engine.netlevel.lift.lut import LUT_ACTIVATIONS, check_tables, match_lut
 from qverify.engine.netlevel.lift.preprocess import Preprocessed, preprocess_skeleton
 from qverify.engine.netlevel.lift.spatial import SpatialLoop, is_spatial, match_spatial
 from qverify.engine.netlevel.query import Arithmetic, InputRegion, NetworkQuery
@@ -40,6 +48,7 @@ from qverify.quant import (
     ImplementationOptions,
     Int8Format,
     LayerBounds,
+    Lut,
     Overflow,
     QuantizedLayer,
     QuantizedNetwork,
@@ -60,13 +69,72 @@ INT32_RANGE = (-(1 << 31), (1 << 31) - 1)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class ParsedHarness:
+    """A harness as the lifter parsed it: pycparser's tree of the skeleton (the text without its
+    array initialisers and with its run of input lines replaced by one marker statement), the
+    arrays as read and the input lines as written."""
+
+    ast: c_ast.FileAST
+    arrays: dict[str, ConstArray]
+    inputs: InputBlock | None
+
+    def tree(self) -> c_ast.FileAST:
+        """The whole file's tree, as pycparser parses the file: each array declaration with its
+        initialiser (`lift.arrays.initialiser`), the input lines in place of the marker (parsed
+        alone, at their lines). The skeleton's tree is not changed."""
+        items = []
+        for ext in self.ast.ext:
+            if isinstance(ext, c_ast.Decl) and ext.init is None and ext.name in self.arrays:
+                declared = copy.copy(ext)
+                declared.init = initialiser(self.arrays[ext.name], ext.coord)
+                items.append(declared)
+            elif isinstance(ext, c_ast.FuncDef) and self.inputs is not None and _marker_in(ext):
+                items.append(_with_input_lines(ext, self.inputs))
+            else:
+                items.append(ext)
+        return c_ast.FileAST(items, self.ast.coord)
+
+
+def _is_marker(node: c_ast.Node) -> bool:
+    return isinstance(node, c_ast.FuncCall) and isinstance(node.name, c_ast.ID) and node.name.name == MARKER
+
+
+def _marker_in(function: c_ast.FuncDef) -> bool:
+    return any(_is_marker(node) for node in _walk(function))
+
+
+def _walk(node: c_ast.Node):
+    yield node
+    for _, child in node.children():
+        yield from _walk(child)
+
+
+def _with_input_lines(function: c_ast.FuncDef, inputs: InputBlock) -> c_ast.FuncDef:
+    """A copy of `function` with its marker statement replaced by the input lines' statements."""
+    function = copy.deepcopy(function)
+    for node in _walk(function):
+        if isinstance(node, c_ast.Compound) and any(_is_marker(item) for item in node.block_items or ()):
+            marker = next(item for item in node.block_items if _is_marker(item))
+            coord = marker.coord
+            text = f'void {MARKER}_lines(void) {{\n# {coord.line} "{coord.file}"\n{inputs.text}}}\n'
+            lines = parse_text(text, coord.file).ext[0].body.block_items or []
+            at = node.block_items.index(marker)
+            node.block_items[at : at + 1] = lines
+            break
+    return function
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class LiftResult:
     """Either `query` (the harness lifted) or `reason` (why not: the caller falls back to the scalar
-    front end), and the seconds spent per stage (read, arrays, parse, match)."""
+    front end), and the seconds spent per stage (read, arrays, parse, match); `parsed`, when the
+    harness was parsed, is its tree for the scalar front end (which takes it when the lifter
+    declined, and when the network level does not cover what was lifted)."""
 
     query: NetworkQuery | None
     reason: str
     times_s: dict[str, float] = field(default_factory=dict)
+    parsed: ParsedHarness | None = None
 
     @property
     def lifted(self) -> bool:
@@ -121,7 +189,12 @@ def _skeleton(ast: c_ast.FileAST, harness: str, extracted: dict[str, ConstArray]
             if ext.storage != ["static"] or "const" not in (ext.quals or []):
                 raise fail(ext, f"{ext.name} is not a static const array")
             arrays[ext.name] = ext
-        elif isinstance(ext, c_ast.FuncDef) and ext.decl.name in ("qv_relu", "qv_network", "main"):
+        elif isinstance(ext, c_ast.FuncDef) and ext.decl.name in (
+            "qv_relu",
+            "qv_network",
+            "main",
+            *LUT_ACTIVATIONS,
+        ):
             if ext.decl.name in functions:
                 raise fail(ext, f"{ext.decl.name} defined twice")
             functions[ext.decl.name] = ext
@@ -259,7 +332,11 @@ def _layer_bounds(
 
 
 def _network(
-    path: Path, loops: list[LayerLoop], arrays: dict[str, np.ndarray], options: ImplementationOptions
+    path: Path,
+    loops: list[LayerLoop],
+    arrays: dict[str, np.ndarray],
+    options: ImplementationOptions,
+    luts: tuple[Lut, ...] = (),
 ) -> QuantizedNetwork:
     layers = []
     sources = []
@@ -283,12 +360,40 @@ def _network(
         net = Network(tuple(sources), name=f"lifted {path.name}", source=str(path))
     except InputError as error:
         raise NotRecognised(f"{path}: the layers do not chain as a network ({error})") from error
-    return QuantizedNetwork(source=net, options=options, layers=tuple(layers), luts=())
+    return QuantizedNetwork(source=net, options=options, layers=tuple(layers), luts=luts)
 
 
-def _lift(
-    path: Path, include_dirs: Sequence[Path], semantics: Arithmetic, times: dict[str, float]
-) -> NetworkQuery:
+def _luts(
+    skeleton: _Skeleton,
+    loops: list,
+    arrays: dict[str, np.ndarray],
+    number: FixedFormat | FloatFormat,
+    where: str,
+) -> tuple[Lut, ...]:
+    """The tables of the activations the layers apply (in `quantize_network`'s order), read back."""
+    used = {loop.activation for loop in loops if f"qv_{loop.activation.value}" in LUT_ACTIVATIONS}
+    check_tables(skeleton.functions, used, where)
+    luts = []
+    for activation in sorted(used, key=str):
+        name = f"qv_{activation.value}"
+        if f"{name}_table" not in arrays:
+            raise NotRecognised(f"{where}: {name} has no table {name}_table")
+        luts.append(match_lut(skeleton.functions[name], arrays[f"{name}_table"], number))
+    return tuple(luts)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Read:
+    """The harness parsed: its arrays, its run of input assumes read as text (None: none was taken
+    out of the skeleton), the preprocessor's findings and the skeleton's tree."""
+
+    arrays: dict[str, ConstArray]
+    inputs: InputBlock | None
+    pre: Preprocessed
+    ast: c_ast.FileAST
+
+
+def _read(path: Path, include_dirs: Sequence[Path], times: dict[str, float]) -> _Read:
     start = time.perf_counter()
     check_file(path)
     try:
@@ -310,11 +415,7 @@ def _lift(
     pre = preprocess_skeleton(skeleton, path, include_dirs)
     ast = parse_text(pre.text, str(path))
     times["parse"] = time.perf_counter() - start
-
-    start = time.perf_counter()
-    query = _match(path, extraction.arrays, inputs, pre, ast, semantics)
-    times["match"] = time.perf_counter() - start
-    return query
+    return _Read(extraction.arrays, inputs, pre, ast)
 
 
 def _match(
@@ -353,9 +454,18 @@ def _match(
             raise fail(network, f"local {name} of qv_network shadows a global or helper name")
     forbidden = globals_ | set(local_arrays)
     if int8:
-        if any(is_spatial(node) for node in loops_nodes):
-            raise fail(network, "int8 convolutions and pools are not lifted")
-        loops8 = [match_int8_layer(node, loop_vars, forbidden) for node in loops_nodes]
+        if "qv_sat16" in skeleton.functions:
+            raise fail(
+                skeleton.functions["qv_sat16"],
+                "int8-x86 pair sums saturated at int16 (qv_sat16) are not lifted: the scalar path decides them",
+            )
+        check_tables(skeleton.functions, set(), where)
+        loops8 = [
+            match_spatial(node, Arith("int8"), loop_vars, forbidden)
+            if is_spatial(node)
+            else match_int8_layer(node, loop_vars, forbidden)
+            for node in loops_nodes
+        ]
         if not loops8:
             raise fail(network, "qv_network has no layer loop")
         _check_chain(loops8, local_arrays, x_name, y_name, arrays)  # type: ignore[arg-type]
@@ -379,7 +489,7 @@ def _match(
         raise fail(network, "layers mix accumulations or layouts (one implementation option for all)")
     accumulation = accumulations.pop() if accumulations else Accumulation.PER_OP
     options = ImplementationOptions(number, accumulation, layouts.pop())
-    qnet = _network(path, loops, arrays, options)
+    qnet = _network(path, loops, arrays, options, _luts(skeleton, loops, arrays, number, where))
     if fixed and options.accumulation is Accumulation.WIDE:
         try:
             check_wide_accumulator(qnet.layers, number)
@@ -469,10 +579,38 @@ def lift_file(
     """
     times: dict[str, float] = {}
     path = Path(path)
+    read: _Read | None = None
     try:
-        query = _lift(path, include_dirs, semantics, times)
+        read = _read(path, include_dirs, times)
+        start = time.perf_counter()
+        query = _match(path, read.arrays, read.inputs, read.pre, read.ast, semantics)
+        times["match"] = time.perf_counter() - start
     except NotRecognised as reason:
-        return LiftResult(None, str(reason), times)
+        return LiftResult(None, str(reason), times, _reusable(read, path))
     except RecursionError:
-        return LiftResult(None, f"{path}: an expression is nested too deeply to be matched", times)
-    return LiftResult(query, "", times)
+        reason = f"{path}: an expression is nested too deeply to be matched"
+        return LiftResult(None, reason, times, _reusable(read, path))
+    return LiftResult(query, "", times, _reusable(read, path))
+
+
+_IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*")
+
+
+def _reusable(read: _Read | None, path: Path) -> ParsedHarness | None:
+    """What the scalar front end can take of a harness the lifter parsed: the parse, when
+    the parts read as text (the arrays, the input lines) mean in the tree what they mean in the
+    file. That holds when the harness defines no macro but the template's (no other can rename a
+    declaration or a call), no macro of any header is named in the input lines (so nothing in them
+    is expanded), and every array read goes back to exactly one declaration of its name."""
+    if read is None:
+        return None
+    try:
+        _macros(read.pre, str(path))
+    except NotRecognised:
+        return None
+    if read.inputs is not None and set(_IDENTIFIER.findall(read.inputs.text)) & read.pre.defined:
+        return None
+    declared = Counter(ext.name for ext in read.ast.ext if isinstance(ext, c_ast.Decl) and ext.init is None)
+    if any(declared[name] != 1 for name in read.arrays):
+        return None
+    return ParsedHarness(read.ast, read.arrays, read.inputs)

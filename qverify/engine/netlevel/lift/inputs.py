@@ -17,7 +17,7 @@ comment or an excluded `#if` branch, so does the marker, and `main` then lacks i
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import numpy as np
@@ -47,12 +47,14 @@ class InputBound:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class InputBlock:
-    """The run of input lines taken out of `main`: the array, the nondet function, the bounds."""
+    """The run of input lines taken out of `main`: the array, the nondet function, the bounds, and
+    the lines as written (the scalar front end parses them when the lifter declines the harness)."""
 
     x: str
     nondet: str
     count: int
     bounds: tuple[InputBound, ...]
+    text: str = ""
 
 
 def _literal(match: re.Match) -> tuple[Fraction, bool] | None:
@@ -123,6 +125,7 @@ def extract_inputs(text: str) -> tuple[str, InputBlock | None]:
     if best is None:
         return text, None
     first, end, block = best
+    block = replace(block, text=text[first.start() : end])
     lines = text.count("\n", first.start(), end)
     marker = f"{first.group('indent')}{MARKER}();" + "\n" * lines
     return text[: first.start()] + marker + text[end:], block

@@ -49,7 +49,18 @@ from qverify.engine.netlevel.lift.cnodes import (
 from qverify.engine.netlevel.lift.errors import NotRecognised
 from qverify.engine.netlevel.lift.layers import bounds_assume, counted_loop, fresh, local_decl
 from qverify.errors import InputError, RangeError
-from qverify.network import Activation, AffineQuantization, CodeType, Dense, MacQuant, Network, TensorQuant
+from qverify.network import (
+    Activation,
+    AffineQuantization,
+    CodeType,
+    Conv2D,
+    Dense,
+    MacQuant,
+    MaxPool2D,
+    Network,
+    PoolQuant,
+    TensorQuant,
+)
 from qverify.quant import ImplementationOptions, Int8Format, QuantizedLayer, QuantizedNetwork
 from qverify.quant.affine import LEVELS, accumulator_bounds
 from qverify.quant.network import Int8Tables
@@ -89,30 +100,42 @@ def _row_ref(node: c_ast.Node, j: str, what: str) -> str:
     return name
 
 
-def _product(step: c_ast.Node, acc: str, j: str, i: str) -> tuple[str, str, int]:
-    """`acc += (int32_t)W[j][i] * ((int32_t)IN[i] - Z);` as (W, IN, Z)."""
+def int8_product(step: c_ast.Node, acc: str) -> tuple[c_ast.Node, c_ast.Node, int]:
+    """`acc += (int32_t)W * ((int32_t)X - Z);` as (W, X, Z): the weight and input references (their
+    indexing is the caller's to check) and the constant zero point."""
     if not (isinstance(step, c_ast.Assignment) and step.op == "+=" and is_id(step.lvalue, acc)):
-        raise fail(step, "expected acc += (int32_t)W[j][i] * ((int32_t)IN[i] - Z)")
+        raise fail(step, "expected acc += (int32_t)W * ((int32_t)IN - Z)")
     product = step.rvalue
     if not (isinstance(product, c_ast.BinaryOp) and product.op == "*"):
-        raise fail(step, "expected (int32_t)W[j][i] * ((int32_t)IN[i] - Z)")
+        raise fail(step, "expected (int32_t)W * ((int32_t)IN - Z)")
     weight = cast_operand(product.left, INT32)
-    w = indexed_by(weight, j, i) if weight is not None else None
-    if w is None:
-        raise fail(product, "the product's left operand is not (int32_t)W[j][i]")
+    if weight is None:
+        raise fail(product, "the product's left operand is not a weight cast to int32_t")
     difference = product.right
     if not (isinstance(difference, c_ast.BinaryOp) and difference.op == "-"):
-        raise fail(product, "the product's right operand is not ((int32_t)IN[i] - Z)")
+        raise fail(product, "the product's right operand is not ((int32_t)IN - Z)")
     value = cast_operand(difference.left, INT32)
-    x = indexed_by(value, i) if value is not None else None
     zero = integer_constant(difference.right)
-    if x is None or zero is None:
-        raise fail(product, "the product's right operand is not ((int32_t)IN[i] - Z), Z a constant")
+    if value is None or zero is None:
+        raise fail(product, "the product's right operand is not ((int32_t)IN - Z), Z a constant")
+    return weight, value, zero
+
+
+def _product(step: c_ast.Node, acc: str, j: str, i: str) -> tuple[str, str, int]:
+    """`acc += (int32_t)W[j][i] * ((int32_t)IN[i] - Z);` as (W, IN, Z)."""
+    weight, value, zero = int8_product(step, acc)
+    w = indexed_by(weight, j, i)
+    x = indexed_by(value, i)
+    if w is None:
+        raise fail(step, "the product's left operand is not (int32_t)W[j][i]")
+    if x is None:
+        raise fail(step, "the product's right operand is not ((int32_t)IN[i] - Z)")
     return w, x, zero
 
 
-def _requant_store(store: c_ast.Node, j: str, acc: str) -> tuple[str, int, str, bool]:
-    """`OUT[j] = (qv_num)(QMIN + qv_requant(acc, T[j or 0]));` as (OUT, QMIN, T, per channel)."""
+def requant_store(store: c_ast.Node, j: str, acc: str, row: str) -> tuple[str, int, str, bool]:
+    """`OUT[j] = (qv_num)(QMIN + qv_requant(acc, T[row or 0]));` as (OUT, QMIN, T, per channel);
+    `row` is the output channel's variable (j for a dense layer, oc for a convolution)."""
     if not (isinstance(store, c_ast.Assignment) and store.op == "="):
         raise fail(store, "expected OUT[j] = (qv_num)(QMIN + qv_requant(acc, T[j]))")
     output = _row_ref(store.lvalue, j, "OUT")
@@ -128,7 +151,7 @@ def _requant_store(store: c_ast.Node, j: str, acc: str) -> tuple[str, int, str, 
     table = index_ref(requant[1][1])
     if table is None or len(table[1]) != 1:
         raise fail(store, "qv_requant's table is not T[j] or T[0]")
-    per_channel = is_id(table[1][0], j)
+    per_channel = is_id(table[1][0], row)
     if not per_channel and integer_constant(table[1][0]) != 0:
         raise fail(store, "qv_requant's table is not T[j] or T[0]")
     return output, qmin, table[0], per_channel
@@ -157,7 +180,7 @@ def match_int8_layer(node: c_ast.Node, loop_vars: set[str], forbidden: set[str])
     position += pre is not None
     if position >= len(items):
         raise fail(node, "neuron loop ends before the code is stored")
-    output, qmin, table, per_channel = _requant_store(items[position], j, acc)
+    output, qmin, table, per_channel = requant_store(items[position], j, acc, j)
     store = items[position]
     position += 1
     out = bounds_assume(items[position], j, store.lvalue) if position < len(items) else None
@@ -170,42 +193,116 @@ def match_int8_layer(node: c_ast.Node, loop_vars: set[str], forbidden: set[str])
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Int8Mac:
+    """The int8 arithmetic of a dense or convolution loop besides its arrays: the products
+    `(int32_t)W[..] * ((int32_t)IN[..] - input_zero)` and the store `OUT[j] = (qv_num)(qmin +
+    qv_requant(acc, table[row or 0]))`, per channel when the row is the output channel's variable."""
+
+    table: str
+    per_channel: bool
+    input_zero: int
+    qmin: int
+
+
+def _mac(loop) -> Int8Mac | None:
+    """The requantization of a dense loop (`Int8Loop`) or a convolution (`SpatialLoop.int8`); None
+    for a max pool, which passes codes on."""
+    if isinstance(loop, Int8Loop):
+        return Int8Mac(loop.table, loop.per_channel, loop.input_zero, loop.qmin)
+    return loop.int8
+
+
+def _weight_shape(loop) -> tuple[int, ...]:
+    if isinstance(loop, Int8Loop):
+        return (loop.n_out, loop.n_in)
+    return (loop.out_shape[0], loop.in_shape[0] // loop.groups, *loop.kernel)
+
+
 def check_int8_arrays(
-    loops: list[Int8Loop], arrays: dict[str, np.ndarray], types: dict[str, tuple[str, ...] | None]
+    loops: list, arrays: dict[str, np.ndarray], types: dict[str, tuple[str, ...] | None]
 ) -> None:
-    """Each layer's arrays have the template's element types and shapes, and sorted tables."""
+    """Each layer's arrays have the template's element types and shapes, and sorted tables; every
+    spatial layer is a convolution or a max pool (`lift.spatial` declines int8 average pools)."""
     for loop in loops:
-        rows = loop.n_out if loop.per_channel else 1
+        mac = _mac(loop)
         expected = {
-            loop.weights: ("weights", (loop.n_out, loop.n_in)),
-            loop.bias: ("bias", (loop.n_out,)),
-            loop.table: ("table", (rows, LEVELS)),
+            name: ("bounds", (loop.n_out,)) for name in (*(loop.pre_bounds or ()), *(loop.out_bounds or ()))
         }
-        for name in (*(loop.pre_bounds or ()), *(loop.out_bounds or ())):
-            expected[name] = ("bounds", (loop.n_out,))
+        if mac is not None:
+            shape = _weight_shape(loop)
+            expected[loop.weights] = ("weights", shape)
+            expected[loop.bias] = ("bias", (shape[0],))
+            expected[mac.table] = ("table", (shape[0] if mac.per_channel else 1, LEVELS))
+        elif loop.kind != "maxpool":
+            raise NotRecognised(f"{loop.line}: an int8 {loop.kind} is not recognised")
         for name, (kind, shape) in expected.items():
             if types.get(name) != ARRAY_TYPES[kind] or arrays[name].shape != shape:
                 raise NotRecognised(
                     f"{loop.line}: {name} is not {' '.join(ARRAY_TYPES[kind])} {list(shape)} "
                     f"(the template's {kind})"
                 )
-        if np.any(np.diff(arrays[loop.table], axis=1) < 0):
-            raise NotRecognised(f"{loop.line}: {loop.table} has a row that is not sorted")
+        if mac is not None and np.any(np.diff(arrays[mac.table], axis=1) < 0):
+            raise NotRecognised(f"{loop.line}: {mac.table} has a row that is not sorted")
 
 
-def int8_network(
-    path: Path, loops: list[Int8Loop], arrays: dict[str, np.ndarray], code: CodeType
-) -> QuantizedNetwork:
-    """The network the loops state (module docstring: scales 1, output zero point 0)."""
+def _channel_reach(source: Dense | Conv2D, weights: np.ndarray) -> np.ndarray:
+    """Per output channel, the largest sum of |w| over one neuron's products (a padded
+    convolution's border neurons have fewer): what `accumulator_bounds` multiplies by the codes'
+    spread, as `quantize_network` computes it for the same layer."""
+    if isinstance(source, Dense):
+        return np.abs(weights).sum(axis=1)
+    taps = source.taps()
+    per_neuron = np.where(taps.valid, np.abs(weights.reshape(-1)[taps.weights]), 0).sum(axis=1)
+    reach = np.zeros(weights.shape[0], dtype=np.int64)
+    np.maximum.at(reach, source.channel_of(), per_neuron)
+    return reach
+
+
+def _source(loop, weights: np.ndarray, bias: np.ndarray):
+    """The IR layer of a loop (float weights = the integers; the lifted network has scales 1)."""
+    if isinstance(loop, Int8Loop):
+        return Dense(weights.astype(np.float64), bias.astype(np.float64), Activation.IDENTITY)
+    if loop.kind == "conv":
+        return Conv2D(
+            weights.astype(np.float64),
+            bias.astype(np.float64),
+            Activation.IDENTITY,
+            groups=loop.groups,
+            **loop.geometry(),
+        )
+    return MaxPool2D(kernel=loop.kernel, **loop.geometry())
+
+
+def int8_network(path: Path, loops: list, arrays: dict[str, np.ndarray], code: CodeType) -> QuantizedNetwork:
+    """The network the loops state (module docstring: scales 1, output zero point 0). A layer's
+    output zero point is the input zero point of the next MAC layer (pools pass codes on)."""
+    zeros_after, zero = [], 0
+    for loop in reversed(loops):
+        zeros_after.append(zero)
+        mac = _mac(loop)
+        zero = mac.input_zero if mac is not None else zero
+    zeros_after.reverse()
     layers, sources, quants = [], [], []
-    for index, loop in enumerate(loops):
-        if loop.qmin != code.qmin:
-            raise NotRecognised(f"{loop.line}: codes start at {loop.qmin}, qv_num's at {code.qmin}")
-        output_zero = loops[index + 1].input_zero if index + 1 < len(loops) else 0
-        weights, bias, table = arrays[loop.weights], arrays[loop.bias], arrays[loop.table]
+    for loop, output_zero in zip(loops, zeros_after):
+        mac = _mac(loop)
         try:
+            if mac is None:
+                source = _source(loop, np.zeros(0), np.zeros(0))
+                codes = TensorQuant(1.0, output_zero, code, f"{loop.line} codes")
+                quant = PoolQuant(codes, codes, loop.line)
+                tables = Int8Tables(quant, None, None, None)
+                empty = np.zeros(0, dtype=np.int64)
+                layers.append(QuantizedLayer(empty, empty, Activation.IDENTITY, source, tables))
+                sources.append(source)
+                quants.append(quant)
+                continue
+            if mac.qmin != code.qmin:
+                raise NotRecognised(f"{loop.line}: codes start at {mac.qmin}, qv_num's at {code.qmin}")
+            weights, bias, table = arrays[loop.weights], arrays[loop.bias], arrays[mac.table]
+            source = _source(loop, weights, bias)
             quant = MacQuant(
-                TensorQuant(1.0, loop.input_zero, code, f"{loop.line} input"),
+                TensorQuant(1.0, mac.input_zero, code, f"{loop.line} input"),
                 weights,
                 np.ones(table.shape[0]),
                 bias,
@@ -213,10 +310,9 @@ def int8_network(
                 False,
                 f"{loop.line}",
             )
-            acc_lo, acc_hi = accumulator_bounds(quant, np.abs(weights).sum(axis=1))
+            acc_lo, acc_hi = accumulator_bounds(quant, _channel_reach(source, quant.weights))
         except (InputError, RangeError) as error:
             raise NotRecognised(f"{loop.line}: {error}") from error
-        source = Dense(weights.astype(np.float64), bias.astype(np.float64), Activation.IDENTITY)
         frozen = np.array(table, dtype=np.int64)
         frozen.flags.writeable = False
         sources.append(source)

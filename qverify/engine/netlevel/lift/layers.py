@@ -318,8 +318,16 @@ def match_layer(node: c_ast.Node, arith: Arith, loop_vars: set[str], forbidden: 
     )
 
 
+STORED_ACTIVATIONS = {
+    "qv_relu": Activation.RELU,
+    "qv_sigmoid": Activation.SIGMOID,  # lookup tables (lift.lut)
+    "qv_tanh": Activation.TANH,
+}
+
+
 def store_activation(store: c_ast.Node, j: str, acc: str) -> tuple[str, Activation]:
-    """`OUT[j] = qv_relu(acc);` or `OUT[j] = acc;` as (OUT, activation)."""
+    """`OUT[j] = qv_relu(acc);` (or a table activation's function) or `OUT[j] = acc;` as (OUT,
+    activation)."""
     if not (isinstance(store, c_ast.Assignment) and store.op == "="):
         raise fail(store, "expected OUT[j] = activation(acc)")
     target = index_ref(store.lvalue)
@@ -327,10 +335,12 @@ def store_activation(store: c_ast.Node, j: str, acc: str) -> tuple[str, Activati
         raise fail(store, "output is not stored to OUT[j]")
     if is_id(store.rvalue, acc):
         return target[0], Activation.IDENTITY
-    relu = call(store.rvalue, "qv_relu")
-    if relu is not None and len(relu[1]) == 1 and is_id(relu[1][0], acc):
-        return target[0], Activation.RELU
-    raise fail(store, "activation is neither qv_relu(acc) nor acc")
+    applied = call(store.rvalue)
+    if applied is not None and len(applied[1]) == 1 and is_id(applied[1][0], acc):
+        activation = STORED_ACTIVATIONS.get(applied[0])
+        if activation is not None:
+            return target[0], activation
+    raise fail(store, "activation is neither qv_relu(acc), qv_sigmoid(acc), qv_tanh(acc) nor acc")
 
 
 def _is_bias(reader: MacReader, node: c_ast.Node) -> bool:

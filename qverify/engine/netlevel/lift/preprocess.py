@@ -43,6 +43,7 @@ class Preprocessed:
     text: str
     macros: tuple[MacroEvent, ...]
     headers: frozenset[str]  # basenames of the shipped C models included (fxp.h, verifier.h, ...)
+    defined: frozenset[str] = frozenset()  # every macro name #defined in any file, the harness's too
 
 
 @cache
@@ -89,6 +90,7 @@ def _scan(output: str, harness_name: str, source: str) -> Preprocessed:
     macros: list[MacroEvent] = []
     headers: set[str] = set()
     seen: set[str] = set()
+    defined: set[str] = set()
     for index, text in enumerate(lines):
         marker = _LINE_MARKER.match(text)
         if marker is not None:
@@ -111,6 +113,8 @@ def _scan(output: str, harness_name: str, source: str) -> Preprocessed:
                 raise NotRecognised(
                     f"{current}:{line_number}: preprocessor output '{text[:60]}' not recognised"
                 )
+            if directive.group(1) == "define":
+                defined.add(directive.group(2))
             if current == harness_name:
                 macros.append(
                     MacroEvent(
@@ -119,4 +123,4 @@ def _scan(output: str, harness_name: str, source: str) -> Preprocessed:
                 )
             lines[index] = ""
         line_number += 1
-    return Preprocessed("\n".join(lines), tuple(macros), frozenset(headers))
+    return Preprocessed("\n".join(lines), tuple(macros), frozenset(headers), frozenset(defined))

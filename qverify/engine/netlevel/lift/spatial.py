@@ -32,6 +32,7 @@ from qverify.engine.netlevel.lift.cnodes import (
     type_names,
 )
 from qverify.engine.netlevel.lift.errors import NotRecognised
+from qverify.engine.netlevel.lift.int8 import INT32, Int8Mac, int8_product, requant_store
 from qverify.engine.netlevel.lift.layers import (
     INT64_NAMES,
     Arith,
@@ -69,6 +70,7 @@ class SpatialLoop:
     out_bounds: tuple[str, str] | None
     line: str
     layout: Layout = Layout.SEQUENTIAL
+    int8: Int8Mac | None = None  # an int8 convolution's requantization (lift.int8 builds its layer)
 
     @property
     def n_in(self) -> int:
@@ -79,8 +81,14 @@ class SpatialLoop:
         return int(np.prod(self.out_shape))
 
     def constant_names(self) -> tuple[str, ...]:
-        names = (self.weights, self.bias, *(self.pre_bounds or ()), *(self.out_bounds or ()))
+        table = self.int8.table if self.int8 is not None else None
+        names = (self.weights, self.bias, table, *(self.pre_bounds or ()), *(self.out_bounds or ()))
         return tuple(name for name in names if name is not None)
+
+    def geometry(self) -> dict:
+        """The keyword arguments of `Conv2D` / the pools that the loops state (bottom and right
+        pads: the least that give the loops' output size)."""
+        return {"input_shape": self.in_shape, "strides": self.strides, "pads": self._full_pads()}
 
     def layer(self, arrays: dict[str, np.ndarray], scale: int) -> QuantizedLayer:
         """The QuantizedLayer (with its IR source) of this loop nest, from the harness's arrays."""
@@ -273,14 +281,17 @@ def _channel(node: c_ast.Node, names: dict[str, str]) -> tuple[int, int] | None:
     return _constant(group_out), _constant(group_in)
 
 
-def _tail(items: list[c_ast.Node], position: int, j: str, acc: str, node: c_ast.Node, pool: bool):
-    """The optional pre assume, the store `OUT[j] = activation(acc)` and the optional out assume."""
+def _tail(
+    items: list[c_ast.Node], position: int, j: str, acc: str, node: c_ast.Node, pool: bool, store_reader=None
+):
+    """The optional pre assume, the store (`OUT[j] = activation(acc)`, or what `store_reader` reads
+    and returns as (OUT, activation)) and the optional out assume."""
     pre = bounds_assume(items[position], j, c_ast.ID(acc)) if position < len(items) else None
     position += pre is not None
     if position >= len(items):
         raise fail(node, "spatial layer ends before the output is stored")
     store = items[position]
-    target, activation = store_activation(store, j, acc)
+    target, activation = (store_reader or store_activation)(store, j, acc)
     if pool and activation is not Activation.IDENTITY:
         raise fail(store, "a pool stores acc itself")
     position += 1
@@ -296,7 +307,9 @@ def match_conv(node: c_ast.Node, arith: Arith, loop_vars: set[str], forbidden: s
     items = nest.items
     if len(items) < 3:
         raise fail(node, "convolution body not recognised")
-    first = local_decl(items[0], (("qv_num",),) + (INT64_NAMES if arith.kind == "fixed" else ()))
+    int8 = arith.kind == "int8"
+    starts = INT32 if int8 else (("qv_num",),) + (INT64_NAMES if arith.kind == "fixed" else ())
+    first = local_decl(items[0], starts)
     if first is None or first[1] is None:
         raise fail(items[0], "convolution does not start with the accumulator's declaration")
     wide = type_names(items[0].type) in INT64_NAMES
@@ -359,6 +372,11 @@ def match_conv(node: c_ast.Node, arith: Arith, loop_vars: set[str], forbidden: s
             or not is_id(rounded[1][0], start_name)
         ):
             raise fail(result or mac, "expected acc = fxp_wide_result(wide)")
+    elif int8:
+        if not reader.bias_ref(items[0].init):
+            raise fail(items[0], "accumulator does not start at the bias B[oc]")
+        weight, value, input_zero = int8_product(mac, acc)
+        reader.product(weight, value)
     else:
         if not reader.bias_ref(items[0].init):
             raise fail(items[0], "accumulator does not start at the bias B[oc]")
@@ -379,7 +397,16 @@ def match_conv(node: c_ast.Node, arith: Arith, loop_vars: set[str], forbidden: s
         nest, (kernel_h, kernel_w), (stride_h, stride_w), (pad_top, pad_left), (in_h, in_w)
     ):
         raise fail(steps[2], "convolution without a bounds test reads outside its input")
-    pre, target, activation, out = _tail(items, position, j, acc, node, pool=False)
+    int8_spec: list[Int8Mac] = []
+
+    def requantized(store: c_ast.Node, j: str, acc: str) -> tuple[str, Activation]:
+        output, qmin, table, per_channel = requant_store(store, j, acc, nest.outer)
+        int8_spec.append(Int8Mac(table, per_channel, input_zero, qmin))
+        return output, Activation.IDENTITY  # the clamp (a fused ReLU's too) is in the table
+
+    pre, target, activation, out = _tail(
+        items, position, j, acc, node, pool=False, store_reader=requantized if int8 else None
+    )
     return SpatialLoop(
         "conv",
         reader.weights,
@@ -393,10 +420,11 @@ def match_conv(node: c_ast.Node, arith: Arith, loop_vars: set[str], forbidden: s
         (pad_top, pad_left),
         groups,
         activation,
-        Accumulation.WIDE if wide else Accumulation.PER_OP,
+        None if int8 else Accumulation.WIDE if wide else Accumulation.PER_OP,
         pre,
         out,
         f"{node.coord.file}:{node.coord.line}" if node.coord else "?",
+        int8=int8_spec[0] if int8 else None,
     )
 
 
@@ -523,6 +551,10 @@ def match_pool(node: c_ast.Node, arith: Arith, loop_vars: set[str], forbidden: s
     if (read_h, read_w) != (in_h, in_w):
         raise fail(guarded[0], "pool input index and bounds test use different sizes")
     kind = _pool_step(guarded[1], v, acc, first, arith)
+    if kind == "avgpool" and arith.kind == "int8":
+        raise fail(
+            guarded[1], "an int8 average pool (codes summed in qv_num) is not a layer the simulator has"
+        )
     position = 4
     reciprocals = None
     if kind == "avgpool":

@@ -1,0 +1,64 @@
+"""Train the 28x28 average-pool CNN `digits28_avgpool.onnx` and write its suite (deterministic).
+
+Run from anywhere with qverify installed (numpy, scipy, scikit-learn, onnx, onnxruntime):
+
+    python benchmarks/digits28-avgpool/train.py
+
+What it does (README.md explains the choices; `../image_suites.py` and `../conv_training.py` hold
+the steps the convolutional suites share):
+
+1. Loads scikit-learn's digits upsampled to 28x28 as benchmarks/digits784 does (inputs in [0, 1],
+   multiples of 1/256), with the `digits` suite's split.
+2. Trains, in numpy, the average-pool twin of benchmarks/digits28-maxpool (VNN-COMP 2021's
+   verivital pair): Conv 32 filters 2x2 (32x27x27) -> ReLU -> AvgPool 4x4 stride 4 with padding 1
+   (counted in the divisor, PyTorch's default: 32x7x7) -> Flatten (1568) -> Gemm 1568->10.
+3. Writes it as torch.onnx.export writes `nn.Sequential(Conv2d(1, 32, 2), ReLU(), AvgPool2d(4,
+   padding=1), Flatten(), Linear(1568, 10))`: the padding becomes a `Pad` node (zeros) before an
+   `AveragePool` without pads, the form qverify once refused (issue 29); checks onnxruntime against
+   qverify's reading.
+4. Writes the instances: 8 test images, 4 radii each, two certified by DeepPoly's bounds and two
+   falsified by a float attack (`../image_suites.py`) -> `vnnlib/`, `instances.csv`, `suite.toml`
+   (format <16,16>; no int8 model: qverify does not model onnxruntime's int8 average pooling).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from qverify.network import Activation, AveragePool2D, Conv2D, Dense, Network
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # the shared tools in benchmarks/
+from image_suites import ConvSuite, digits28, train_conv_suite
+
+
+def template() -> Network:
+    """The architecture (zero weights): what the trainer fills in."""
+    conv = Conv2D(np.zeros((32, 1, 2, 2)), np.zeros(32), Activation.RELU, (1, 28, 28))
+    pool = AveragePool2D(conv.output_shape, (4, 4), (4, 4), (1, 1, 1, 1), count_include_pad=True)
+    dense = Dense(np.zeros((10, pool.n_out)), np.zeros(10), Activation.IDENTITY)
+    return Network((conv, pool, dense), name="digits28_avgpool")
+
+
+SUITE = ConvSuite(
+    folder=HERE,
+    name="digits28-avgpool",
+    template=template(),
+    data=digits28,
+    description=(
+        "digits upsampled to 28x28, conv 32x2x2 + ReLU, avgpool 4x4 padding 1 (a Pad node), dense 1568->10: "
+        "L-inf robustness of 8 test images at 4 radii each, 2 certified by DeepPoly and 2 falsified by an attack (inputs in [0, 1])"
+    ),
+    image_shape=(28, 28),
+    epochs=30,
+    batch=32,
+    rate=0.003,
+    decay=1e-3,
+    int8=False,
+)
+
+if __name__ == "__main__":
+    train_conv_suite(SUITE)

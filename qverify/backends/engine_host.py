@@ -1,0 +1,310 @@
+"""The warm engine: engine hosts kept alive across tasks, each task in a process of its own.
+
+A small query costs the engine ~0.1-0.3 s of reasoning and used to cost ~0.6 s of CPU more to start
+its process (the interpreter, numpy, the engine's modules). An `EngineHost` is a process that has
+imported the engine (`python -m qverify.backends.engine_process`); `run` has it fork one process
+per task, which starts in milliseconds with everything loaded. The isolation is today's: the task's
+process leads its own session, runs under RLIMIT_AS, is watched for its resident set and its
+wall-clock time by this process (`process.watch`) and killed with its whole group at a limit
+(`process.kill_group`); and it is a fresh copy of the host, which never runs a task itself, so no
+task can leave state behind for the next (a task that exhausts its memory or its time is killed and
+the next one forks from the same clean host).
+
+Hosts are pooled per process (`acquire`/`release`): a suite's worker, `sweep`, `diff --prove`,
+`repair`'s re-verification, a Dask worker, or a test session pays the imports once per host. A host
+is started as soon as a task begins (`InternalBackend.prepare`), so even the first task's start
+overlaps with the invariants and the harness generation. Hosts end with this process: `close` at
+exit, SIGKILL from the kernel if this process dies (PR_SET_PDEATHSIG, for hosts started from the
+main thread), and in any case at the end of their stdin, which only this process holds.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import psutil
+
+from qverify.backends.base import Limits
+from qverify.backends.process import ProcessOutcome, address_space_bytes, kill_group, outcome_of, watch
+from qverify.errors import InternalError
+from qverify.interrupts import child_dies_with_us
+
+HOST_MODULE = "qverify.backends.engine_process"
+ANSWER_WAIT_S = 5.0  # for the host's word that a killed task's process has ended
+
+
+class HostEnded(Exception):
+    """The host ended before it started the task (the caller starts another host)."""
+
+
+class _Lines:
+    """Lines from the host's stdout, with a timeout (os.read and select: no Python buffering)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.pending = b""
+        self.ended = False
+
+    def read(self, timeout_s: float) -> str | None:
+        """The next line; None after `timeout_s` without one or once the host's stdout ended."""
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self.pending:
+            if self.ended:
+                return None
+            ready, _, _ = select.select([self.fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                return None
+            chunk = os.read(self.fd, 1 << 12)
+            self.pending += chunk
+            self.ended = not chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        return line.decode()
+
+
+class _Task:
+    """A task's process, forked by the host (not our child: the host reaps it and says so)."""
+
+    def __init__(self, pid: int, lines: _Lines) -> None:
+        self.pid = pid
+        self.lines = lines
+        self.returncode: int | None = None
+        self.cpu_s = 0.0
+        self.ended = False
+        self.host_ended = False
+
+    def wait_ended(self, timeout_s: float) -> bool:
+        if self.ended:
+            return True
+        line = self.lines.read(timeout_s)
+        if line is None:
+            if self.lines.ended:  # the host died; its task dies with it (PR_SET_PDEATHSIG)
+                self.ended = self.host_ended = True
+            return self.ended
+        word, pid, code, cpu = line.split()
+        if word != "ended" or int(pid) != self.pid:
+            raise InternalError(f"engine host: unexpected answer {line!r}")
+        self.returncode, self.cpu_s, self.ended = int(code), float(cpu), True
+        return True
+
+
+class EngineHost:
+    """One engine host process; `run` executes one engine command line in a fork of it."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="qverify-engine-"))
+        self._stderr = (self.folder / "host.err").open("w+", encoding="utf-8", errors="replace")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", HOST_MODULE, str(self.folder)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            start_new_session=True,
+            bufsize=0,
+            preexec_fn=child_dies_with_us(),  # noqa: PLW1509 - dies with us, even by SIGKILL
+        )
+        self._lines = _Lines(self.process.stdout.fileno())  # type: ignore[union-attr]
+        self.tasks = 0  # tasks run so far
+        self.ready = False  # the host said it has imported the engine
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        """Wait (at most `timeout_s`) until the host has imported the engine; False if it has not
+        (or ended)."""
+        if not self.ready:
+            line = self._lines.read(timeout_s)
+            if line is not None and line != "ready":
+                raise InternalError(f"engine host: unexpected answer {line!r}")
+            self.ready = line == "ready"
+        return self.ready
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None and not self._lines.ended
+
+    def run(self, argv: Sequence[str], limits: Limits) -> ProcessOutcome:
+        """`python -m qverify.engine ARGV` in a fresh process under `limits` (counted from now: a
+        host still importing uses the task's time, as a process started for the task would).
+
+        :raises HostEnded: the host ended before it started the task.
+        """
+        start = time.monotonic()
+        out, err = self.folder / "task.out", self.folder / "task.err"
+        request = {
+            "argv": list(argv),
+            "cwd": os.getcwd(),
+            "env": dict(os.environ),
+            "address_space": address_space_bytes(limits.memory_mb),
+            "out": str(out),
+            "err": str(err),
+        }
+        try:
+            self.process.stdin.write((json.dumps(request) + "\n").encode())  # type: ignore[union-attr]
+        except (BrokenPipeError, OSError, ValueError) as error:
+            raise HostEnded(self._stderr_tail()) from error
+        self.tasks += 1
+        task: _Task | None = None
+        try:
+            self.wait_ready(limits.timeout_s)
+            waited = time.monotonic() - start
+            started = self._lines.read(max(0.0, limits.timeout_s - waited))
+            if started is None:
+                if self._lines.ended:
+                    raise HostEnded(self._stderr_tail())
+                self.close(kill=True)  # still importing when the task's time ran out
+                return outcome_of(None, "", "", start, (0.0, True, False), limits, 0.0)
+            task = _Task(int(started.split()[1]), self._lines)
+            watched = watch(task, limits, start)
+            kill_group(task)
+        except BaseException:
+            if task is not None and not task.ended:  # interrupted: nothing may outlive the task
+                kill_group(_Abandoned(task.pid))
+            self.close(kill=True)
+            raise
+        stdout, stderr = _read(out), _read(err)
+        if task.host_ended:
+            stderr += f"\nthe engine host ended during the task: {self._stderr_tail()}"
+        return outcome_of(task.returncode, stdout, stderr, start, watched, limits, task.cpu_s, waited)
+
+    def close(self, kill: bool = False) -> None:
+        """End the host (a task it still runs dies with it), at once with `kill`, else when it
+        reads the end of its stdin; its folder goes too."""
+        if self.process.poll() is None:
+            try:
+                self.process.stdin.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
+            try:
+                self.process.wait(timeout=0 if kill else ANSWER_WAIT_S)
+            except subprocess.TimeoutExpired:
+                kill_group(_Abandoned(self.process.pid, self.process))
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                stream.close()
+        self._stderr.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _stderr_tail(self) -> str:
+        """The host's last words (its stderr), for an error message."""
+        if self._stderr.closed:
+            return "the host was closed"
+        self._stderr.flush()
+        self._stderr.seek(0)
+        return " | ".join(self._stderr.read().strip().splitlines()[-3:]) or "no message"
+
+
+class _Abandoned:
+    """A process to kill whose end no one will report (an interrupted task, a host that hangs)."""
+
+    def __init__(self, pid: int, child: subprocess.Popen | None = None) -> None:
+        self.pid = pid
+        self.child = child
+
+    def wait_ended(self, timeout_s: float) -> bool:
+        if self.child is not None:
+            try:
+                self.child.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                return False
+            return True
+        time.sleep(min(timeout_s, 0.01))
+        return True
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+# ----------------------------------------------------------------------------- the pool
+
+_lock = threading.Lock()
+_idle: list[EngineHost] = []
+_every: list[EngineHost] = []
+
+
+def acquire() -> EngineHost:
+    """An idle host of this process, or a new one (its imports then overlap with the caller's work)."""
+    with _lock:
+        while _idle:
+            host = _idle.pop()
+            if host.alive:
+                return host
+            _forget(host)
+        host = EngineHost()
+        _every.append(host)
+        return host
+
+
+def prewarm() -> None:
+    """Have an idle host ready (started now if there is none): a caller about to run tasks in this
+    process lets the host import the engine while it reads its inputs."""
+    release(acquire())
+
+
+def release(host: EngineHost) -> None:
+    """Give a host back for the next task (a host that ended is closed instead)."""
+    with _lock:
+        if host.alive and host in _every:
+            _idle.append(host)
+            return
+        _forget(host)
+
+
+def discard(host: EngineHost) -> None:
+    """Close a host that failed (the next `acquire` starts another)."""
+    with _lock:
+        _forget(host)
+
+
+def _forget(host: EngineHost) -> None:
+    if host in _every:
+        _every.remove(host)
+    host.close()
+
+
+def hosts_cpu_s() -> float:
+    """User + system seconds the live hosts of this process have used themselves (their imports
+    and forks; their tasks' processes are counted with each task): the warm engine's share of a
+    comparison of whole processes (benchmarks/thesis_comparison.py)."""
+    with _lock:
+        hosts = list(_every)
+    total = 0.0
+    for host in hosts:
+        try:
+            times = psutil.Process(host.process.pid).cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def shutdown() -> None:
+    """Close every host of this process (at exit; tests use it to start from none)."""
+    with _lock:
+        hosts, _every[:], _idle[:] = list(_every), [], []
+    for host in hosts:
+        host.close()
+
+
+def _forget_inherited() -> None:
+    """In a child forked from this process: the hosts are the parent's, not its own."""
+    global _lock
+    _lock = threading.Lock()
+    _every.clear()
+    _idle.clear()
+
+
+atexit.register(shutdown)
+os.register_at_fork(after_in_child=_forget_inherited)

@@ -1,0 +1,301 @@
+"""Network level: what follows a layer's linear part, and how the bounds relax it.
+
+Each activation h = f(z) of the network level is read through one interface: its exact range on
+pre-activation bounds (`post_bounds`), which neurons it does not make linear there
+(`open_neurons`), its value and a slope for the float64 surrogate (`forward`, `derivative`: the
+attack), and a sound linear relaxation on [lo, hi] (`relaxation`):
+
+    a z + c <= f(z) <= s z + t    for every z in [lo, hi] the implementation can produce,
+
+elementwise, as exact inequalities on the stored float64 numbers (rounded outward where computed).
+The back-substitution uses the lower side for positive coefficients and the upper side for
+negative ones (`bounds`).
+
+- `Identity`: no relaxation (the layer's z is its output).
+- `Relu`: the triangle (s, t the chord, a in [0, 1]: DeepPoly's choice by default, alpha-CROWN's
+  optimised slopes otherwise, c = 0); phases to split on.
+- `Stairs`: int8's requantization per neuron (`staircase.Staircase`).
+- `MaxPool`: the largest input of each window (not elementwise: each side reads one input of the
+  window), with its own split.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from qverify.engine.netlevel.roundoff import TINY, U64
+from qverify.engine.netlevel.staircase import Staircase
+
+SLOPE_UP = 1.0 + 8 * U64  # rounds a computed slope or intercept past two roundings
+
+
+class Relaxation(NamedTuple):
+    """a z + c <= h <= s z + t on the neuron's interval; z_max = max |z| there (for the charge of
+    the elementwise products); arrays (..., n). A pool's output o reads one input on each side:
+    a z[lower_index[o]] + c <= h[o] <= s z[upper_index[o]] + t (arrays (..., n_out), z_max over
+    its inputs (..., n_in)); `sharing`: the most terms the back-substitution adds into one input's
+    coefficient (overlapping windows, both sides)."""
+
+    a: np.ndarray
+    c: np.ndarray
+    s: np.ndarray
+    t: np.ndarray
+    z_max: np.ndarray
+    lower_index: np.ndarray | None = None
+    upper_index: np.ndarray | None = None
+    sharing: int = 1
+
+    def select(self, index) -> Relaxation:
+        """The relaxation of one box of a batch (or any index on the leading axes)."""
+        return Relaxation(
+            *(None if part is None else part[index] for part in self[:7]),  # type: ignore[arg-type]
+            self.sharing,
+        )
+
+
+def relu_relaxation(
+    lo: np.ndarray, hi: np.ndarray, alpha: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(a, s, t): a z <= relu(z) <= s z + t on [lo, hi], exact on stable neurons. `alpha` chooses
+    the lower slopes of unstable neurons (default DeepPoly's: 1 when hi >= -lo, else 0). The upper
+    side is the chord, s rounded up past hi / (hi - lo) and t past -s lo: it lies above relu at both
+    ends of [lo, hi], so everywhere between (a convex function lies below such a line)."""
+    active = lo >= 0
+    unstable = (lo < 0) & (hi > 0)
+    width = np.where(unstable, hi - lo, 1.0)
+    s = np.where(unstable, hi / width * SLOPE_UP, np.where(active, 1.0, 0.0))
+    t = np.where(unstable, -(s * lo) * SLOPE_UP, 0.0)
+    if alpha is None:
+        lower = np.where(hi >= -lo, 1.0, 0.0)
+    else:
+        lower = np.clip(alpha, 0.0, 1.0)
+    a = np.where(unstable, lower, np.where(active, 1.0, 0.0))
+    return a, s, t
+
+
+class Elementwise:
+    """An activation applied neuron by neuron: h has z's shape, a gradient is a product."""
+
+    elementwise = True  # (a pool's output reads a window of its inputs)
+
+    def derivative(self, z: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def pullback(self, grad: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """The surrogate's gradient in z from its gradient in h (the attack)."""
+        return grad * self.derivative(z)
+
+    def outputs(self, n: int) -> int:
+        """How many values h has for n values of z."""
+        return n
+
+
+class Identity(Elementwise):
+    """h = z."""
+
+    relaxed = False  # is the activation relaxed by linear bounds (not the identity)?
+    splittable = False  # has it phases a branch and bound can fix (ReLU)?
+
+    def post_bounds(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return lo, hi
+
+    def open_neurons(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        return np.zeros(np.shape(lo), dtype=bool)
+
+    def forward(self, z: np.ndarray) -> np.ndarray:
+        return z
+
+    def derivative(self, z: np.ndarray) -> np.ndarray:
+        return np.ones_like(z)
+
+    def pullback(self, grad: np.ndarray, z: np.ndarray) -> np.ndarray:
+        return grad
+
+    def relaxation(self, lo: np.ndarray, hi: np.ndarray) -> Relaxation:
+        one = np.ones(np.shape(lo))
+        zero = np.zeros(np.shape(lo))
+        return Relaxation(one, zero, one, zero, np.maximum(np.abs(lo), np.abs(hi)))
+
+
+class Relu(Elementwise):
+    """h = max(z, 0), relaxed by the triangle; its phases (z > 0, z <= 0) are split on."""
+
+    relaxed = True
+    splittable = True
+
+    def post_bounds(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return np.maximum(lo, 0.0), np.maximum(hi, 0.0)
+
+    def open_neurons(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        return (lo < 0) & (hi > 0)
+
+    def forward(self, z: np.ndarray) -> np.ndarray:
+        return np.maximum(z, 0.0)
+
+    def derivative(self, z: np.ndarray) -> np.ndarray:
+        return (z > 0).astype(np.float64)
+
+    def pullback(self, grad: np.ndarray, z: np.ndarray) -> np.ndarray:
+        return grad * (z > 0)
+
+    def relaxation(self, lo: np.ndarray, hi: np.ndarray) -> Relaxation:
+        a, s, t = relu_relaxation(lo, hi)
+        return Relaxation(a, np.zeros_like(t), s, t, np.maximum(np.abs(lo), np.abs(hi)))
+
+
+class Stairs(Elementwise):
+    """A monotone staircase per neuron (int8's requantization: `staircase.Staircase`)."""
+
+    relaxed = True
+    splittable = False
+
+    def __init__(self, stairs: Staircase) -> None:
+        self.stairs = stairs
+
+    def post_bounds(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.stairs.code_bounds(lo, hi)
+
+    def open_neurons(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        return self.stairs.open(lo, hi)
+
+    def forward(self, z: np.ndarray) -> np.ndarray:
+        return self.stairs.codes(z)
+
+    def derivative(self, z: np.ndarray) -> np.ndarray:
+        return self.stairs.gradient(z)
+
+    def relaxation(self, lo: np.ndarray, hi: np.ndarray) -> Relaxation:
+        return Relaxation(*self.stairs.relaxation(lo, hi), np.maximum(np.abs(lo), np.abs(hi)))
+
+
+class MaxPool:
+    """h[o] = the largest z of window o (`Taps` of the pool: inputs per output, padding skipped).
+
+    Relaxation (DeepPoly's lower side, a chord on the upper side): with l, u the inputs' bounds,
+    k the input of the largest lower bound and m the one of the largest upper bound,
+    - h >= z_k (any input of the window is a lower bound);
+    - h <= max(z_m, U') with U' the largest upper bound of the other inputs, and max(z_m, U') is
+      convex in z_m, so below its chord over [l_m, u_m]: h <= U' + s (z_m - l_m),
+      s = (u_m - U') / (u_m - l_m) (rounded up; the intercept rounded up), which is at most
+      max u everywhere on the interval (auto_LiRPA's and DeepPoly's upper bound is that constant);
+    - a window whose input k has l_k >= every other input's u is stable: h = z_k.
+    The split a branch and bound makes on an unstable window is z_m >= U' (stable: h = z_m) or
+    z_m <= U' (`split_value`; ties of the largest upper bounds are split halfway)."""
+
+    elementwise = False
+    relaxed = True
+    splittable = False  # (its splits are on the window's inputs: `split_value`)
+
+    def __init__(self, inputs: np.ndarray, valid: np.ndarray) -> None:
+        self.inputs = inputs  # (n_out, width): input index of each window position
+        self.valid = valid
+        counts = np.bincount(inputs[valid].ravel(), minlength=int(inputs.max(initial=0)) + 1)
+        self.sharing = 2 * int(counts.max(initial=1)) + 1
+
+    def outputs(self, n: int) -> int:
+        return int(self.inputs.shape[0])
+
+    def _windows(self, values: np.ndarray) -> np.ndarray:
+        """values (..., n_in) gathered per window (..., n_out, width), -inf at padding."""
+        return np.where(self.valid, values[..., self.inputs], -np.inf)
+
+    def post_bounds(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self._windows(lo).max(axis=-1), self._windows(hi).max(axis=-1)
+
+    def open_neurons(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Windows whose maximum is not one input on [lo, hi]."""
+        return ~self._stable(self._windows(lo), self._windows(hi))[0]
+
+    @staticmethod
+    def _stable(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(stable windows, k: the input of the largest lower bound)."""
+        k = np.argmax(low, axis=-1)
+        best = np.take_along_axis(low, k[..., None], axis=-1)[..., 0]
+        others = high.copy()
+        np.put_along_axis(others, k[..., None], -np.inf, axis=-1)
+        return best >= others.max(axis=-1), k
+
+    def forward(self, z: np.ndarray) -> np.ndarray:
+        return self._windows(z).max(axis=-1)
+
+    def pullback(self, grad: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """The gradient flows to each window's largest input."""
+        chosen = np.take_along_axis(
+            np.broadcast_to(self.inputs, (*z.shape[:-1], *self.inputs.shape)),
+            np.argmax(self._windows(z), axis=-1)[..., None],
+            axis=-1,
+        )[..., 0]
+        return scatter(grad, chosen, z.shape[-1])
+
+    def split_value(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per window (one node's bounds): the input m of the largest upper bound, the value to
+        split it at, and a weight for the branching score (how loose the relaxation is there).
+        With U' (the others' largest upper bound) inside (l_m, u_m): at U' (z_m >= U' makes the
+        window stable), weight the chord's gap over max(z_m, U'), (u_m - U') (U' - l_m) / (u_m -
+        l_m). With U' = u_m (ties: the upper side is the constant u_m): halfway between the
+        window's best lower bound L and u_m, weight (u_m - L) / 4. 0 for stable windows."""
+        low, high = self._windows(lo), self._windows(hi)
+        m = np.argmax(high, axis=-1)
+        u_m = np.take_along_axis(high, m[..., None], axis=-1)[..., 0]
+        l_m = np.take_along_axis(low, m[..., None], axis=-1)[..., 0]
+        others = high.copy()
+        np.put_along_axis(others, m[..., None], -np.inf, axis=-1)
+        second = others.max(axis=-1)
+        best_low = low.max(axis=-1)
+        open_ = ~self._stable(low, high)[0]
+        chord = open_ & (second > l_m) & (u_m > second)
+        width = np.where(chord, u_m - l_m, 1.0)
+        gap = np.where(chord, (u_m - second) * (second - l_m) / width, 0.0)
+        tied = open_ & ~chord & (u_m > best_low)
+        at = np.where(chord, second, (np.maximum(best_low, l_m) + u_m) / 2)
+        gap = np.where(tied, (u_m - best_low) / 4, gap)
+        return np.take_along_axis(self.inputs, m[..., None], axis=-1)[..., 0], at, gap
+
+    def relaxation(self, lo: np.ndarray, hi: np.ndarray) -> Relaxation:
+        low, high = self._windows(lo), self._windows(hi)
+        stable, k = self._stable(low, high)
+        m = np.argmax(high, axis=-1)
+        u_m = np.take_along_axis(high, m[..., None], axis=-1)[..., 0]
+        l_m = np.take_along_axis(low, m[..., None], axis=-1)[..., 0]
+        others = high.copy()
+        np.put_along_axis(others, m[..., None], -np.inf, axis=-1)
+        second = np.minimum(others.max(axis=-1), u_m)  # U' (-inf: a window of one input, stable)
+        # U' <= l_m (ties): h = z_m after all (s = 1, t = 0 below); else the chord
+        chord = ~stable & (second > l_m) & (u_m > l_m)
+        width = np.where(chord, u_m - l_m, 1.0)
+        s = np.where(chord, np.clip((u_m - second) / width * SLOPE_UP, 0.0, 1.0), 1.0)
+        base = np.where(chord, second, 0.0)
+        lift = np.where(chord, s * l_m, 0.0)
+        t = np.where(chord, base - lift + 8 * U64 * (np.abs(base) + np.abs(lift)) + TINY, 0.0)
+        # a stable window reads input k on both sides
+        upper = np.where(stable, k, m)
+        one = np.ones(k.shape)
+        return Relaxation(
+            one,
+            np.zeros(k.shape),
+            np.where(stable, 1.0, s),
+            t,
+            np.maximum(np.abs(lo), np.abs(hi)),
+            np.take_along_axis(
+                np.broadcast_to(self.inputs, (*k.shape, self.inputs.shape[1])), k[..., None], -1
+            )[..., 0],
+            np.take_along_axis(
+                np.broadcast_to(self.inputs, (*k.shape, self.inputs.shape[1])), upper[..., None], -1
+            )[..., 0],
+            self.sharing,
+        )
+
+
+def scatter(values: np.ndarray, index: np.ndarray, n: int) -> np.ndarray:
+    """out[..., i] = the sum of values[..., o] over o with index[..., o] = i (index per box:
+    (..., n_out) broadcast over values' rows (..., R, n_out), or values (..., n_out) itself)."""
+    index = np.broadcast_to(index[..., None, :] if index.ndim < values.ndim else index, values.shape)
+    lead = int(np.prod(values.shape[:-1], dtype=np.int64))
+    offsets = (np.arange(lead) * n).reshape(*values.shape[:-1], 1)
+    flat = np.bincount((index + offsets).ravel(), weights=values.ravel(), minlength=lead * n)
+    return flat.reshape(*values.shape[:-1], n)
+
+
+NetActivation = Identity | Relu | Stairs | MaxPool

@@ -1,0 +1,82 @@
+"""What an int8 model means as a float network: the one place that decides its *float view*.
+
+An int8 model computes on codes; its float view is the float network it stands for, the one every
+float format (`--format K.L`, `float`, `half`, `double`), real semantics, `qverify info`,
+`qverify convert` and the VNN-COMP runner reason about. The dequantized weights and biases are the
+float view's weights; its activations are those the *quantization* implies, which are not always
+operators of the file:
+
+- a requantization whose lower clamp is the real value 0 is a ReLU. onnxruntime's quantizer folds
+  a ReLU into the output zero point (`Gemm -> Relu -> QuantizeLinear` becomes `Gemm ->
+  QuantizeLinear` with zero point -128 for int8, 0 for uint8, since the calibrated range starts at
+  0): no Relu node is left, yet every such layer clamps at 0. An explicit Relu before the
+  QuantizeLinear is the same clamp (at the output zero point);
+- a ReLU clamp whose upper clamp is the real value 6 (within the float32 rounding of the scale) is
+  a ReLU6 (a folded `Clip(0, 6)`);
+- any other clamp of the code range (a lower clamp below 0, an upper clamp elsewhere) is the
+  saturation of the calibrated range: quantization error, like rounding, not an activation.
+
+Activation operators that the int8 readers do not understand (Clip with other bounds, LeakyRelu,
+Sigmoid, ...) are refused by the readers naming the node, never dropped: a float view always means
+what the int8 model computes up to rounding and range saturation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from qverify.network.model import Activation, Network
+from qverify.network.qparams import MacQuant
+
+RELU6_TOP = 6.0
+
+
+def lower_clamp_code(quant: MacQuant) -> int:
+    """The smallest output code the layer can write: the output zero point under an explicit ReLU,
+    else the code range's minimum."""
+    return quant.output.zero_point if quant.relu else quant.output.code.qmin
+
+
+def clamps(quant: MacQuant) -> tuple[float, float]:
+    """The real values of the layer's lowest and highest output codes (DequantizeLinear, float32)."""
+    out = quant.output
+    low, high = out.dequantize(np.array([lower_clamp_code(quant), out.code.qmax]))
+    return float(low), float(high)
+
+
+def is_relu6_top(high: float) -> bool:
+    """Is an upper clamp at `high` the value 6, up to the float32 rounding of a scale 6 / steps
+    multiplied back by the steps (a few ulps)?"""
+    return abs(high - RELU6_TOP) <= 4 * float(np.spacing(np.float32(RELU6_TOP)))
+
+
+def implied_activation(quant: MacQuant) -> Activation:
+    """The activation a MAC layer's requantization implies in the float view (module docstring)."""
+    low, high = clamps(quant)
+    if low != 0.0:
+        return Activation.IDENTITY
+    return Activation.RELU6 if is_relu6_top(high) else Activation.RELU
+
+
+def describe_implied(quant: MacQuant) -> str:
+    """Why the float view has this activation (for `qverify info`)."""
+    activation = implied_activation(quant)
+    low, high = clamps(quant)
+    if activation is Activation.IDENTITY:
+        return f"codes clamp to [{low:.6g}, {high:.6g}]: range saturation, no activation"
+    how = (
+        "an explicit Relu"
+        if quant.relu
+        else f"the output zero point {quant.output.zero_point} is the code minimum"
+    )
+    top = "and at 6" if activation is Activation.RELU6 else f"(codes saturate at {high:.6g})"
+    return f"{activation.value}: {how}, so codes clamp at 0 {top}"
+
+
+def float_network(net: Network) -> Network:
+    """An int8 model's float view as a float network (its int8 parameters dropped): what
+    `qverify convert` writes. The layers already carry the implied activations (the int8 readers
+    build them with `implied_activation`)."""
+    return replace(net, quantization=None) if net.quantization is not None else net

@@ -1,0 +1,116 @@
+"""The warm engine (issue 33): an engine host imports the engine once and runs each task in a fresh
+fork of itself, under the task's limits; a task killed at a limit leaves the host serving correct
+verdicts, and a task on a warm host answers exactly as on a new one."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import psutil
+import pytest
+
+from qverify.backends import Limits, engine_host
+from qverify.backends.engine_host import HOST_MODULE
+from qverify.suites import expand, read_suite, run_task
+from tests.test_suites_run import OPTIONS, TINY, expected_verdicts
+
+ENDLESS = """int nondet_int(void);
+void __ESBMC_assert(int cond, const char *message);
+int main(void) {
+  int x = nondet_int();
+  for (int i = 0; i < 100000000; i++) x = x * 3 + i;
+  __ESBMC_assert(x != 5, "x is not 5");
+  return 0;
+}
+"""
+# a 20,000,000-cell array: more memory than the task may have
+HUNGRY = """int nondet_int(void);
+void __ESBMC_assume(int cond);
+void __ESBMC_assert(int cond, const char *message);
+int a[20000000];
+int main(void) {
+  int i = nondet_int();
+  __ESBMC_assume(i >= 0 && i < 20000000);
+  __ESBMC_assert(a[i] == 0, "a[i] is 0");
+  return 0;
+}
+"""
+
+
+@pytest.fixture
+def no_hosts():
+    """Start and end without any host of this process (other tests leave theirs warm)."""
+    engine_host.shutdown()
+    yield
+    engine_host.shutdown()
+
+
+def _hosts_of_this_process() -> list[int]:
+    return [
+        child.pid
+        for child in psutil.Process(os.getpid()).children()
+        if HOST_MODULE in " ".join(child.cmdline()) and child.status() != psutil.STATUS_ZOMBIE
+    ]
+
+
+def _tiny_specs(label: str = "8"):
+    return expand(read_suite(TINY / "suite.toml"), (label,), OPTIONS, 20.0)
+
+
+def test_a_task_that_times_out_or_exhausts_memory_is_followed_by_correct_verdicts_on_the_same_host(
+    tmp_path, no_hosts
+):
+    (tmp_path / "endless.c").write_text(ENDLESS)
+    (tmp_path / "hungry.c").write_text(HUNGRY)
+    host = engine_host.acquire()
+    assert host.wait_ready(300)
+    # the engine's own budget (600 s) is far away: the host's watch must kill the task
+    endless = host.run([str(tmp_path / "endless.c"), "--timeout", "600", "--json"], Limits(1.0, 4096))
+    assert endless.timed_out and endless.returncode is None
+    hungry = host.run([str(tmp_path / "hungry.c"), "--timeout", "600", "--json"], Limits(300.0, 150))
+    # killed by the resident-set watch, or stopped by the address-space limit (the engine's MemoryError)
+    assert hungry.memory_exceeded or '"reason": "out of memory"' in hungry.stdout, hungry
+    assert host.alive
+    engine_host.release(host)
+    expected = expected_verdicts()
+    for spec in _tiny_specs():
+        record = run_task(spec)
+        assert record.status.value == expected[spec.task], (spec.task, record.reason)
+    assert _hosts_of_this_process() == [host.process.pid]  # every task ran on that one host
+
+
+def test_a_task_answers_on_a_warm_host_as_on_a_new_one(no_hosts):
+    """No state crosses from one task to the next: the same counts, verdicts and paths."""
+    specs = _tiny_specs("float")
+    first = run_task(specs[-1])  # on a new host
+    for spec in specs:  # the host serves the others
+        run_task(spec)
+    warm = run_task(specs[-1])
+    assert len(_hosts_of_this_process()) == 1
+    for record in (first, warm):
+        assert record.verdict is not None and record.verdict.cpu_s > 0
+    seen = [
+        (r.status, r.verdict.decided_by, dict(r.verdict.counts), _without_folders(r.verdict.notes))
+        for r in (first, warm)
+    ]
+    assert seen[0] == seen[1]
+    assert warm.counterexample == first.counterexample
+
+
+def _without_folders(notes: tuple[str, ...]) -> list[str]:
+    """The notes without the task's temporary folder (each task has its own)."""
+    return [re.sub(r"\S*/harness\.c", "harness.c", note) for note in notes]
+
+
+def test_a_host_taken_for_a_task_that_never_comes_waits_for_the_next(tmp_path, no_hosts):
+    from qverify.backends import InternalBackend
+
+    backend = InternalBackend()
+    backend.prepare(Limits(timeout_s=10, memory_mb=1024), tmp_path)
+    (host,) = _hosts_of_this_process()
+    backend.close()  # no harness came: the host goes back to the pool, with no task of its own
+    assert _hosts_of_this_process() == [host]
+    assert psutil.Process(host).children() == []
+    engine_host.shutdown()
+    assert _hosts_of_this_process() == []
