@@ -4,8 +4,9 @@ built in process (a benchmark, not a test: no C, no harness; what the engine wou
 array front end has lifted the harness).
 
 Suites
-  acasxu    ACAS Xu φ1–φ4 (benchmarks/acasxu-phi1-4/instances.csv, 180 instances) at <16,16>
-            (implementation arithmetic) and in REAL arithmetic (float32 constants read as reals).
+  acasxu    ACAS Xu, the 186 VNN-COMP instances (benchmarks/acasxu/instances.csv; --props and
+            --networks select) at <16,16> (implementation arithmetic) and in REAL arithmetic
+            (float32 constants read as reals).
   digits784 L-inf robustness on a 784-256x6-10 ReLU network: benchmarks/digits784/ (instances.csv
             with an ONNX network and VNN-LIB files) when present, else a random network of that
             shape with 30 instances around random images (eps 0.005..0.03), stated as such.
@@ -20,7 +21,7 @@ per instance the gap a branch and bound must close instead: open ReLUs and the w
 bound at the root (after alpha-CROWN on every layer), and the best margin of a long attack.
 
 Usage:
-  python benchmarks/bench_netlevel.py acasxu [--modes fixed,real] [--props 1,2,3,4]
+  python benchmarks/bench_netlevel.py acasxu [--modes fixed,real] [--props 1,2,3,4|all] [--jobs 2]
          [--networks 1_1,2_3|all] [--timeout 116] [--limit N]
   python benchmarks/bench_netlevel.py layers [--nets cifar,mnist-max] [--centres 3] [--timeout 60]
   python benchmarks/bench_netlevel.py digits784 [--modes fixed,real] [--timeout 120] [--limit N]
@@ -77,22 +78,23 @@ class Outcome:
     name: str
     mode: str
     status: str
-    seconds: float
+    seconds: float  # wall
     nodes: int
     reason: str
-    cpu: float = 0.0  # CPU seconds of this process (the machine is shared: wall time is not the work)
+    cpu: float = 0.0  # CPU seconds of this process and the search's workers (the machine is shared)
     peak_mb: float = 0.0  # peak resident set of the process so far
 
 
-def acas_instances(props: set[str], networks: set[str] | None) -> list[Instance]:
-    folder = ROOT / "benchmarks" / "acasxu-phi1-4"
+def acas_instances(props: set[str] | None, networks: set[str] | None) -> list[Instance]:
+    """The VNN-COMP ACAS Xu instances (benchmarks/acasxu/instances.csv: 186), filtered."""
+    folder = ROOT / "benchmarks" / "acasxu"
     instances = []
     with open(folder / "instances.csv") as handle:
         for row in csv.reader(handle):
             onnx, vnnlib = folder / row[0], folder / row[1]
             net_id = onnx.stem.removeprefix("ACASXU_run2a_").removesuffix("_batch_2000")
             prop_id = vnnlib.stem.removeprefix("prop_")
-            if prop_id in props and (networks is None or net_id in networks):
+            if (props is None or prop_id in props) and (networks is None or net_id in networks):
                 instances.append(Instance(f"{net_id} φ{prop_id}", onnx, vnnlib))
     return instances
 
@@ -116,12 +118,12 @@ def digits_radii_instances(folder: Path, epsilons: list[str]) -> tuple[list[Inst
     spec = importlib.util.spec_from_file_location("digits784_train", folder / "train.py")
     assert spec is not None and spec.loader is not None
     train = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = train  # (its dataclasses look their module up)
     spec.loader.exec_module(train)
-    net = load_network(folder / train.NETWORK_FILE)
+    net = load_network(folder / train.DESIGN.network_file)
     x, y, _, test_idx = train.dataset()
-    train.EPSILONS = tuple(epsilons)
-    chosen = train.chosen_images(net, x, y, test_idx)
-    instances = [Instance(name, net, prop) for name, prop in train.properties(x, y, chosen)]
+    chosen = train.chosen_images(net, x, y, test_idx, train.DESIGN)
+    instances = [Instance(name, net, prop) for name, prop in train.properties(x, y, chosen, tuple(epsilons))]
     return (
         instances,
         f"{folder} centres at eps {', '.join(epsilons)} ({len(instances)} instances, in process)",
@@ -247,20 +249,26 @@ def build_query(instance: Instance, mode: str) -> NetworkQuery:
     return query_for(quantize_network(net, options), prop, arithmetic)
 
 
-def run(instance: Instance, mode: str, timeout: float) -> Outcome:
-    start, cpu = time.monotonic(), time.process_time()
+def cpu_seconds() -> float:
+    """This process's CPU seconds and those of its children that ended (the search's workers)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def run(instance: Instance, mode: str, timeout: float, jobs: int = 1) -> Outcome:
+    wall, cpu = time.perf_counter(), cpu_seconds()
+    start = time.monotonic()  # (CPU seconds under --cpu-clock)
     query = build_query(instance, mode)
     recorder = Recorder()
-    result = decide(query, EngineOptions(timeout_s=timeout), start + timeout, recorder)
-    seconds = time.monotonic() - start
+    result = decide(query, EngineOptions(timeout_s=timeout, jobs=jobs), start + timeout, recorder)
     return Outcome(
         instance.name,
         mode,
         result.status.value,
-        seconds,
+        time.perf_counter() - wall,
         result.counts.get("netlevel.nodes", 0),
         result.reason,
-        time.process_time() - cpu,
+        cpu_seconds() - cpu,
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     )
 
@@ -317,12 +325,16 @@ def summarise(outcomes: list[Outcome]) -> None:
         mine = [o for o in outcomes if o.mode == mode]
         decided = [o for o in mine if o.status in ("SAFE", "UNSAFE")]
         times = [o.seconds for o in mine]
+        cpu = [o.cpu for o in mine]
+        nodes = sum(o.nodes for o in mine)
         safe = sum(o.status == "SAFE" for o in mine)
         print(
             f"{mode:6s} decided {len(decided)}/{len(mine)} (SAFE {safe}, UNSAFE {len(decided) - safe}); "
-            f"median {statistics.median(times):.2f} s, total {sum(times):.1f} s "
-            f"(CPU {sum(o.cpu for o in mine):.1f} s), peak {max(o.peak_mb for o in mine):.0f} MB, "
-            f"median of decided {statistics.median([o.seconds for o in decided]) if decided else float('nan'):.2f} s"
+            f"wall: median {statistics.median(times):.2f} s, total {sum(times):.1f} s, "
+            f"median of decided {statistics.median([o.seconds for o in decided]) if decided else float('nan'):.2f} s; "
+            f"CPU: median {statistics.median(cpu):.2f} s, total {sum(cpu):.1f} s; "
+            f"{nodes} nodes, {nodes / max(sum(cpu), 1e-9):.1f} nodes per CPU second, "
+            f"peak {max(o.peak_mb for o in mine):.0f} MB"
         )
 
 
@@ -338,7 +350,7 @@ def main() -> None:
     )
     parser.add_argument("--centres", type=int, default=3, help="layers: random centres per network")
     parser.add_argument("--modes", default="fixed,real")
-    parser.add_argument("--props", default="1,2,3,4")
+    parser.add_argument("--props", default="all", help="ACAS Xu properties, e.g. 1,2,3,4 (default all)")
     parser.add_argument("--networks", default="all")
     parser.add_argument("--timeout", type=float, default=None)
     parser.add_argument("--limit", type=int, default=None)
@@ -356,11 +368,23 @@ def main() -> None:
         help="digits784: the suite's centres at these radii (comma-separated, e.g. 0.015,0.02) "
         "instead of its VNN-LIB files",
     )
+    parser.add_argument(
+        "--cpu-clock",
+        action="store_true",
+        help="deadlines in this process's CPU seconds instead of wall seconds (a shared machine: "
+        "what one idle core would decide; the engine's clock is time.monotonic)",
+    )
+    parser.add_argument("--jobs", type=int, default=1, help="processes per search (EngineOptions.jobs)")
     args = parser.parse_args()
+    if args.cpu_clock and args.jobs > 1:
+        parser.error("--cpu-clock counts this process's CPU time only: use it with --jobs 1")
+    if args.cpu_clock:
+        time.monotonic = time.process_time  # every deadline and stage time of the engine
     modes = args.modes.split(",")
     if args.suite == "acasxu":
         networks = None if args.networks == "all" else set(args.networks.split(","))
-        instances = acas_instances(set(args.props.split(",")), networks)
+        props = None if args.props == "all" else set(args.props.split(","))
+        instances = acas_instances(props, networks)
         timeout = args.timeout or 116.0
         print(f"ACAS Xu φ1–φ4: {len(instances)} instances, timeout {timeout:.0f} s")
     elif args.suite == "layers":
@@ -390,11 +414,11 @@ def main() -> None:
     outcomes = []
     for mode in modes:
         for instance in tqdm(instances, desc=mode, leave=False):
-            outcome = run(instance, mode, timeout)
+            outcome = run(instance, mode, timeout, args.jobs)
             outcomes.append(outcome)
             tqdm.write(
                 f"{mode:6s} {outcome.name:24s} {outcome.status:8s} {outcome.seconds:7.2f} s "
-                f"(CPU {outcome.cpu:6.2f} s) {outcome.nodes:6d} nodes {outcome.reason}"
+                f"(CPU {outcome.cpu:7.2f} s) {outcome.nodes:6d} nodes {outcome.reason}"
             )
     summarise(outcomes)
 

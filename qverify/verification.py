@@ -20,6 +20,7 @@ import numpy as np
 
 from qverify import __version__
 from qverify.backends import Backend, HarnessJob, InternalBackend, InternalOptions, Limits, Status, Verdict
+from qverify.backends.internal import core_share
 from qverify.codegen import CompiledNetwork, render_harness
 from qverify.codegen.conditions import box_is_empty
 from qverify.counterexample import (
@@ -73,6 +74,15 @@ class VerifyOptions:
             f"{self.backend}-{solver}-{self.internal.semantics}-intervals={self.intervals.value}"
             f"-timeout={self.limits.timeout_s:g}-mem={self.limits.memory_mb}"
         )
+
+
+def with_core_share(options: VerifyOptions, tasks_in_parallel: int) -> VerifyOptions:
+    """`options` for one of `tasks_in_parallel` tasks run at once on this machine: the engine's
+    search gets its share of the cores (tasks x engine processes within the usable cores) unless
+    a number was given."""
+    if options.internal.jobs:
+        return options
+    return replace(options, internal=replace(options.internal, jobs=core_share(tasks_in_parallel)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -213,3 +213,56 @@ def test_highs_minimize_finds_the_optimum_and_says_when_there_is_none(capfd):
     model.add_row({x: 1.0}, float("-inf"), -11)
     assert HighsSolver().minimize(model, 10).status is OptimumStatus.INFEASIBLE
     assert "HiGHS" not in capfd.readouterr().out
+
+
+def _random_lp(rng: np.random.Generator, n: int, m: int) -> dict[str, np.ndarray]:
+    """A feasible LP in row form: random rows around a known point, boxes around it, a random cost."""
+    point = rng.uniform(-1, 1, n)
+    dense = rng.normal(0, 1, (m, n)) * (rng.random((m, n)) < 0.6)
+    values = dense @ point
+    row_lo = np.where(rng.random(m) < 0.3, -np.inf, values - rng.uniform(0, 1, m))
+    row_hi = np.where(rng.random(m) < 0.3, np.inf, values + rng.uniform(0, 1, m))
+    keep = dense != 0
+    return {
+        "cost": rng.normal(0, 1, n),
+        "col_lo": point - rng.uniform(0.1, 2, n),
+        "col_hi": point + rng.uniform(0.1, 2, n),
+        "integer": np.zeros(n, dtype=bool),
+        "row_lo": row_lo,
+        "row_hi": row_hi,
+        "start": np.concatenate(([0], np.cumsum(keep.sum(axis=1)))).astype(np.int64),
+        "index": np.nonzero(keep)[1].astype(np.int64),
+        "value": dense[keep],
+    }
+
+
+def test_lp_lower_bound_is_safe_for_any_multipliers():
+    """`HighsSolver.lower_bound` matches scipy's optimum (from below, within 1e-7), and the safe
+    bound of any multipliers -- HiGHS's duals perturbed, or random -- is below every feasible
+    point's cost (weak duality with outward rounding)."""
+    from scipy.optimize import linprog
+
+    from qverify.engine.solvers.highs import safe_lower_bound
+
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        arrays = _random_lp(rng, 6, 8)
+        n, m = len(arrays["col_lo"]), len(arrays["row_lo"])
+        dense = np.zeros((m, n))
+        rows = np.repeat(np.arange(m), np.diff(arrays["start"]))
+        dense[rows, arrays["index"]] = arrays["value"]
+        finite_hi, finite_lo = np.isfinite(arrays["row_hi"]), np.isfinite(arrays["row_lo"])
+        exact = linprog(
+            arrays["cost"],
+            A_ub=np.vstack([dense[finite_hi], -dense[finite_lo]]),
+            b_ub=np.concatenate([arrays["row_hi"][finite_hi], -arrays["row_lo"][finite_lo]]),
+            bounds=list(zip(arrays["col_lo"], arrays["col_hi"])),
+            method="highs",
+        )
+        found = HighsSolver().lower_bound(arrays, time.monotonic() + 10)
+        assert found.bound <= exact.fun + 1e-9
+        assert found.bound >= exact.fun - 1e-7 * (1 + abs(exact.fun))
+        for trial in range(5):
+            duals = rng.normal(0, 3, m) if trial else np.zeros(m)
+            bound = safe_lower_bound(arrays, duals)
+            assert bound <= exact.fun + 1e-12 * (1 + abs(exact.fun))

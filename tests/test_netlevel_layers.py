@@ -30,7 +30,8 @@ from scipy.optimize import LinearConstraint, milp
 
 from qverify.codegen import CompiledNetwork, render_network
 from qverify.engine.netlevel.activations import MaxPool
-from qverify.engine.netlevel.bounds import batch_bounds, node_bounds, with_phase
+from qverify.engine.netlevel.beta import optimise_output_bounds
+from qverify.engine.netlevel.bounds import BoundTerms, backsubstitute, batch_bounds, node_bounds, with_phase
 from qverify.engine.netlevel.exact import real_outputs
 from qverify.engine.netlevel.model import build_model, unsupported_reason
 from qverify.engine.netlevel.operations import SparseOperation
@@ -247,7 +248,8 @@ def test_verdicts_agree_with_brute_force(network, options, rng, tmp_path):
 def test_bounds_contain_every_execution(network, options, rng):
     """node_bounds (no phase; a ReLU phase of the first layer fixed either way; a max pool's input
     split at its `split_value` either way) and a batch of three boxes contain every execution of
-    their boxes, layer by layer, before and after the activation."""
+    their boxes, layer by layer, before and after the activation; so do each node's output bounds
+    with its bounds and phases as Lagrangian terms (beta-CROWN's split constraints)."""
     arithmetic = REAL if options == "real" else IMPLEMENTATION
     options = ImplementationOptions(FloatFormat(FloatKind.FLOAT)) if options == "real" else options
     net = network(rng)
@@ -297,7 +299,7 @@ def test_bounds_contain_every_execution(network, options, rng):
                         model, xl[b], xu[b], split, child, k + 1, None, (region.lo, region.hi)
                     )
                 cases.append((split, selected, child))
-        for _, selected, bounds in cases:
+        for split_phases, selected, bounds in cases:
             if bounds is None:
                 assert not selected.any()
                 continue
@@ -307,10 +309,26 @@ def test_bounds_contain_every_execution(network, options, rng):
                 assert np.all(pres[k][selected] <= bounds.pre_hi[k] + tolerance)
                 assert np.all(posts[k][selected] >= post_lo - tolerance)
                 assert np.all(posts[k][selected] <= post_hi + tolerance)
+            _check_split_terms(model, bounds, xl[b], xu[b], split_phases, posts[-1][selected], rng, tolerance)
         assert not batch.empty[b] or not fine.any()
         for k in range(len(model.layers)):
             assert np.all(pres[k][fine] >= batch.pre_lo[k][b] - tolerance)
             assert np.all(pres[k][fine] <= batch.pre_hi[k][b] + tolerance)
+
+
+def _check_split_terms(model, bounds, xl, xu, phases, outputs, rng, tolerance) -> None:
+    """The output bounds with the node's bounds as Lagrangian terms (`BoundTerms`: random
+    multipliers of either sign on every layer -- convolutions, pools' identity layers, dense --,
+    and alpha-beta-CROWN's optimised ones on its ReLU layers) hold at every execution of the node."""
+    last = len(model.layers) - 1
+    n_out = model.layers[-1].n_post
+    rows = np.vstack([np.eye(n_out), -np.eye(n_out)])
+    values = np.hstack([outputs, -outputs])
+    nus = {k: rng.normal(0, 1.0, (len(rows), model.layers[k].n_out)) for k in range(last)}
+    lower = backsubstitute(model, bounds, rows, last, True, xl, xu, terms=BoundTerms(nus)).lower
+    assert np.all(values >= lower - tolerance)
+    best = optimise_output_bounds(model, bounds, rows, xl, xu, phases, 4)
+    assert np.all(values >= best.bound.lower - tolerance)
 
 
 def _executions(model, qnet: QuantizedNetwork, arithmetic: Arithmetic, grid: np.ndarray):

@@ -41,6 +41,24 @@ def test_unknown_on_timeout_exits_20():
     assert result.stdout.startswith("UNKNOWN: ") and "timeout" in result.stdout
 
 
+def test_jobs_reach_the_engines_workers(tmp_path):
+    """`verify --jobs 2` runs the network level's branch and bound in two worker processes forked
+    in the task's process (itself a fork of the warm engine host): the record's stage times show
+    the workers' start and their bounds; --jobs 0 is one error line."""
+    acas = str(ROOT / "benchmarks/acasxu/nnet/ACASXU_run2a_3_3_batch_2000.nnet")
+    prop = str(ROOT / "benchmarks/acasxu/vnnlib/prop_2.vnnlib")
+    out = tmp_path / "r.json"
+    common = ("--property", prop, "--format", "16.16", "--timeout", "10", "--json", str(out))
+    result = qverify("verify", acas, *common, "--jobs", "2")
+    assert result.returncode == 20, result.stdout + result.stderr  # (open after the level's share)
+    times = json.loads(out.read_text())["times_s"]
+    assert "backend.netlevel.workers_start" in times and times["backend.netlevel.bounds"] > 0
+    refused = qverify("verify", RELU2, *SAFE_ARGS, "--jobs", "0")
+    assert (
+        refused.returncode == 2 and refused.stderr.startswith("error: ") and "Traceback" not in refused.stderr
+    )
+
+
 def test_json_record_fields(tmp_path):
     out = tmp_path / "r.json"
     result = qverify("verify", RELU2, *UNSAFE_ARGS, "--format", "6.10", "--json", str(out))

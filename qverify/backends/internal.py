@@ -12,6 +12,7 @@ kept from an earlier task is ready at once); `check` runs the task in it.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,6 +30,21 @@ class InternalOptions:
     semantics: str = "ieee"  # ieee | real (float harnesses)
     certify: bool = False
     seed: int = 0
+    jobs: int = 0  # processes of the network level's search; 0: every core this process may use
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which containers and taskset narrow)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def core_share(tasks_in_parallel: int) -> int:
+    """The engine processes each of `tasks_in_parallel` tasks may use, so that tasks x processes
+    stay within the usable cores (a suite's --jobs 2 on 2 cores: one each)."""
+    return max(1, usable_cores() // max(1, tasks_in_parallel))
 
 
 def engine_arguments(job: HarnessJob, options: InternalOptions, budget_s: float) -> list[str]:
@@ -45,6 +61,8 @@ def engine_arguments(job: HarnessJob, options: InternalOptions, budget_s: float)
         f"{budget_s:.3f}",
         "--seed",
         str(options.seed),
+        "--jobs",
+        str(options.jobs or usable_cores()),
         "--json",
         *(["--certify"] if options.certify else []),
     ]

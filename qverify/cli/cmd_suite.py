@@ -15,7 +15,7 @@ from qverify.errors import EXIT_CODES_HELP
 from qverify.quant import FloatFormat, parse_number_format, word_length
 from qverify.suites import make_executor, run_suite
 from qverify.suites.suite_file import BENCHMARKS, list_suite
-from qverify.verification import check_semantics
+from qverify.verification import check_semantics, with_core_share
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -60,7 +60,9 @@ def run_command(args: argparse.Namespace) -> int:
     formats = (
         tuple(suite.check_format(f, "--format") for f in args.formats) if args.formats else suite.formats
     )
-    options = verify_options_from_args(_with_default_timeout(args, suite.timeout_s))
+    options = with_core_share(
+        verify_options_from_args(_with_default_timeout(args, suite.timeout_s)), args.jobs
+    )
     for label in formats:  # before any task runs, not as one ERROR record per task
         number = suite.number_label(label)
         is_float = word_length(number) is None and isinstance(parse_number_format(number), FloatFormat)

@@ -19,7 +19,7 @@ from qverify.errors import InputError
 from qverify.io import load_network
 from qverify.suites import make_executor
 from qverify.suites.sweep import FRAC_POLICIES, SweepResult, run_sweep, sweep_specs
-from qverify.verification import check_semantics
+from qverify.verification import check_semantics, with_core_share
 
 _RANGE = re.compile(r"^(\d+)\.\.(\d+)(?::(\d+))?$")  # example: "6..32", "8..32:4"
 
@@ -57,7 +57,7 @@ def parse_bits(text: str) -> range:
 
 def _jobs(args: argparse.Namespace, widths: range):
     implementation = implementation_from_args(args)
-    options = verify_options_from_args(args)
+    options = with_core_share(verify_options_from_args(args), args.jobs)
     check_semantics(options, False, "a sweep over fixed-point word lengths")
     if args.suite:
         suite = read_suite_within_limits(args)

@@ -23,6 +23,7 @@ from qverify.cli.options import (
     given_options,
     options_from_args,
     parse_image_shape,
+    positive_int,
     property_from_args,
 )
 from qverify.cli.report import StageTicker, describe_example, say_kernel, warn
@@ -49,6 +50,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--json", metavar="OUT", help="write the full record (and OUT.png for images)")
     parser.add_argument("--keep", metavar="DIR", help="keep the harness and replay files in DIR")
+    parser.add_argument(
+        "--jobs",
+        dest="engine_jobs",
+        type=positive_int,
+        metavar="N",
+        help="processes the internal engine's search may use (default: every core)",
+    )
     parser.add_argument(
         "--no-progress", action="store_true", help="no status line (the default shows one on a terminal)"
     )

@@ -120,6 +120,7 @@ _VERIFY_FLAGS = {
     "semantics": ("semantics", Semantics),
     "certify": ("certify", bool),
     "seed": ("seed", int),
+    "engine_jobs": ("engine_jobs", int),
     "esbmc": ("esbmc", str),
     "esbmc_solver": ("esbmc_solver", EsbmcSolver),
 }

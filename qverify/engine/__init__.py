@@ -16,6 +16,6 @@ procedure interface, HiGHS and its MILP record), `result` (options, results, the
 """
 
 from qverify.engine.api import check_file
-from qverify.engine.result import EngineOptions, EngineResult, EngineStatus
+from qverify.engine.result import EngineOptions, EngineResult, EngineStatus, Recorder
 
-__all__ = ["EngineOptions", "EngineResult", "EngineStatus", "check_file"]
+__all__ = ["EngineOptions", "EngineResult", "EngineStatus", "Recorder", "check_file"]

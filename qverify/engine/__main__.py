@@ -31,6 +31,9 @@ def parser() -> argparse.ArgumentParser:
     command.add_argument("--query-timeout", type=float, default=None, help="per solver query, seconds")
     command.add_argument("--seed", type=int, default=0)
     command.add_argument("--attack-samples", type=int, default=4096)
+    command.add_argument(
+        "--jobs", type=int, default=1, help="processes for the network level's branch and bound (default 1)"
+    )
     command.add_argument("--disable", default="", help=f"comma-separated steps to skip: {','.join(STEPS)}")
     command.add_argument("--json", action="store_true", help="print the result as one JSON line")
     return command
@@ -47,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             query_timeout_s=arguments.query_timeout,
             seed=arguments.seed,
             attack_samples=arguments.attack_samples,
+            jobs=arguments.jobs,
             disable=tuple(step for step in arguments.disable.split(",") if step),
         )
     except InputError as error:

@@ -34,6 +34,7 @@ class EngineOptions:
     timeout_s: the whole run's budget; query_timeout_s: per solver query (default: what remains).
     disable: steps to skip (lift: the array-level front end and network-level strategy, attack,
     bounds, split, milp, smt), for ablations and tests.
+    jobs: processes the network level's branch and bound may use (`netlevel.workers`).
     max_nodes: a budget of work instead of time: at most this many branch-and-bound boxes per
     query (scalar splitting) or nodes (network level), then UNKNOWN. With it, the steps that divide
     their time by the clock use work limits instead (the box MILP a HiGHS node limit, not 0.2 s;
@@ -50,6 +51,7 @@ class EngineOptions:
     seed: int = 0
     attack_samples: int = 4096
     disable: tuple[str, ...] = ()
+    jobs: int = 1
     max_nodes: int | None = None
 
     def __post_init__(self) -> None:
@@ -61,6 +63,8 @@ class EngineOptions:
             raise InputError(f"--timeout {self.timeout_s}: must be a positive number of seconds")
         if self.query_timeout_s is not None and not self.query_timeout_s > 0:
             raise InputError(f"query timeout {self.query_timeout_s}: must be positive")
+        if self.jobs < 1:
+            raise InputError(f"--jobs {self.jobs}: must be at least 1")
         if self.attack_samples < 0:
             raise InputError("attack_samples must be >= 0")
         if self.max_nodes is not None and self.max_nodes < 1:

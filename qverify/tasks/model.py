@@ -103,6 +103,7 @@ class TaskOptions:
     semantics: Semantics = Semantics.IEEE
     certify: bool = False
     seed: int = 0
+    engine_jobs: int = 0  # processes of the internal engine's search (0: every usable core)
     esbmc: str | None = None
     esbmc_solver: EsbmcSolver = EsbmcSolver.AUTO
     esbmc_args: tuple[str, ...] = ()
@@ -112,6 +113,8 @@ class TaskOptions:
 
     def __post_init__(self) -> None:
         check_limits(self.timeout, self.memory_mb)
+        if self.engine_jobs < 0:
+            raise InputError(f"--jobs {self.engine_jobs}: expected an integer >= 1 (0: every core)")
 
     def implementation(self) -> ImplementationOptions:
         """The ImplementationOptions these values describe (InputError on inconsistent values, and
@@ -163,6 +166,7 @@ class TaskOptions:
                 semantics=self.semantics.value,
                 certify=self.certify,
                 seed=self.seed,
+                jobs=self.engine_jobs,
             ),
             esbmc=esbmc,
             workdir=workdir,

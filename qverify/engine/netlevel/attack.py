@@ -222,14 +222,17 @@ def gradient_attack(
 ) -> Counterexample | None:
     """Projected (sign-)gradient descent on the unsafe margin from random starts (the centre first),
     each round's points rounded into the region and confirmed; stops at the deadline. With `start`
-    (e.g. an LP solution: a point of the relaxation), one round from it and points around it."""
+    (a point, e.g. an LP solution, or rows of points, e.g. the inputs that minimise the worst
+    bounds of the branch and bound's open nodes), one round from them and points around them."""
     xl, xu = model.input_reals(region.lo), model.input_reals(region.hi)
     width = xu - xl
-    for round_index in range(1 if start is not None else 64):
-        x = xl + rng.random((batch, len(xl))) * width
-        if start is not None:
-            x = np.clip(start + (x - (xl + xu) / 2) / 16, xl, xu)
-            x[0] = start
+    starts = None if start is None else np.atleast_2d(start)
+    for round_index in range(1 if starts is not None else 64):
+        x = xl + rng.random((max(batch, 0 if starts is None else len(starts)), len(xl))) * width
+        if starts is not None:
+            around = starts[np.arange(len(x)) % len(starts)]
+            x = np.clip(around + (x - (xl + xu) / 2) / 16, xl, xu)
+            x[: len(starts)] = starts
         elif round_index == 0:
             x[0] = (xl + xu) / 2
         step = width / (64 if start is not None else 4)

@@ -140,6 +140,55 @@ def matvec(lam: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 
 @dataclass(slots=True, eq=False)
+class BoundTerms:
+    """The node's own bounds on hidden pre-activation values, z_j in [lo_j, hi_j], as Lagrangian
+    terms of a back-substitution (the dual of the LP that has them as constraints). On the node,
+    nu z <= nu+ hi - nu- lo for any nu (nu+ = max(nu, 0), nu- = max(-nu, 0)), so
+
+        lam . z >= (lam + nu) . z - (nu+ . hi - nu- . lo):
+
+    part of the coefficient on z is read through the bounds rather than substituted further down,
+    where the relaxations below may be looser. A fixed ReLU phase is such a bound (active: lo >= 0,
+    inactive: hi <= 0, settled into the node's bounds), so these terms are beta-CROWN's split
+    constraints (beta = nu- on an active neuron, nu+ on an inactive one) and generalise them to
+    every neuron: the relaxed network's value of a neuron can leave its bounds, and then a
+    multiplier pays. Per layer `nus[k]` (rows, n_k), zero on free neurons (read through their
+    interval anyway) and where nothing was chosen (then the terms change nothing, exactly)."""
+
+    nus: dict[int, np.ndarray]
+
+    @staticmethod
+    def of(
+        layers: list[int], rows: int, widths: list[int], start: dict[int, np.ndarray] | None = None
+    ) -> BoundTerms:
+        """Zero multipliers for `layers` (or `start`'s where it has them: a parent's)."""
+        nus = {}
+        for k in layers:
+            given = None if start is None else start.get(k)
+            nus[k] = np.zeros((rows, widths[k])) if given is None else np.array(given, dtype=np.float64)
+        return BoundTerms(nus)
+
+    def add(self, bounds: Bounds, j: int, lam, const, slack):
+        """(lam + nu, const - (nu+ . hi - nu- . lo), slack): the float64 rounding of the new
+        coefficients (one addition each: |lam' - (lam + nu)| <= u/(1-u) |lam'|, charged as
+        2u |lam'| max |z|) and of the constant (gamma_n of its magnitudes) charged. (Elementwise,
+        so that bounds and multipliers may carry a leading batch axis.)"""
+        nu = np.where(bounds.free[j][..., None, :], 0.0, self.nus[j])
+        moved = nu != 0
+        if not moved.any():
+            return lam, const, slack
+        lo, hi = bounds.pre_lo[j][..., None, :], bounds.pre_hi[j][..., None, :]
+        up, down = np.maximum(nu, 0.0), np.maximum(-nu, 0.0)
+        value = (up * hi - down * lo).sum(axis=-1)
+        magnitude = (up * np.abs(hi) + down * np.abs(lo)).sum(axis=-1)
+        const = const - value - gamma(lo.shape[-1] + 2) * magnitude
+        lam = lam + nu
+        z_max = np.maximum(np.abs(lo), np.abs(hi))
+        slack = slack + 2 * U64 * (np.where(moved, np.abs(lam), 0.0) * z_max).sum(axis=-1) + TINY
+        return lam, const, slack
+
+
+@dataclass(slots=True, eq=False)
 class LinearBound:
     """lower[r] <= C[r] . (layer k's values) for every row r, and how the bound reads the input:
     the input coefficients `lam_input` and per hidden layer the coefficients on its post-activation
@@ -172,11 +221,13 @@ def backsubstitute(
     xu: np.ndarray,
     alphas: dict[int, np.ndarray] | None = None,
     keep: bool = False,
+    terms: BoundTerms | None = None,
 ) -> LinearBound:
     """Sound lower bounds of coefficients @ v over the node, v layer `index`'s pre-activation values
     (or post-activation with `post`), by substitution down to the input box [xl, xu]. A batch: xl
     (B, n), coefficients (R, n_k) shared or (B, R, n_k) per box; `alphas` (lower ReLU slopes per
-    row: (R, n_j), or (B, R, n_j)) replace DeepPoly's."""
+    row: (R, n_j), or (B, R, n_j)) replace DeepPoly's. `terms`: the node's bounds (and so its fixed
+    ReLU phases) as Lagrangian terms (`BoundTerms`, beta-CROWN), at every layer kind."""
     lam = np.array(coefficients, dtype=np.float64, ndmin=2)
     if xl.ndim == 2 and lam.ndim == 2:
         lam = np.broadcast_to(lam, (xl.shape[0], *lam.shape))
@@ -187,6 +238,8 @@ def backsubstitute(
         lam, const, slack = _through_activation(model, bounds, index, lam, const, slack, alphas)
     for j in range(index, -1, -1):
         layer = model.layers[j]
+        if terms is not None and j in terms.nus:
+            lam, const, slack = terms.add(bounds, j, lam, const, slack)
         free = bounds.free[j]
         if free.any():
             lam, const, slack = _free_terms(bounds, j, lam, const, slack)
@@ -600,12 +653,29 @@ def alpha_gradients(model, bounds, linear, alphas, xl, xu, stop: int | None = No
     """d (row bound) / d alpha per hidden layer below `stop` (default: every one), with the
     relaxation choices of `linear` held (per box with a leading batch axis on the bounds,
     `linear`'s arrays, the alphas and the box)."""
+    return relaxed_gradients(model, bounds, linear, alphas, xl, xu, stop)[0]
+
+
+def relaxed_gradients(model, bounds, linear, alphas, xl, xu, stop: int | None = None, terms=None):
+    """(d bound / d alpha, d bound / d nu) per layer below `stop`, the relaxation choices of
+    `linear` held: the relaxed network (each open ReLU replaced by the side of its relaxation the
+    row's coefficient chose) evaluated at the input vertex that minimises the row's bound. A
+    row's bound moves by coefficient x z per unit of an open neuron's lower slope, and by z - hi
+    (nu > 0) or z - lo (nu < 0) per unit of a bound multiplier (`BoundTerms`; at nu = 0 the side
+    that pays, if z lies outside [lo, hi]). These only steer the optimisation; every bound is
+    recomputed."""
     x = np.where(linear.lam_input > 0, xl[..., None, :], xu[..., None, :])
     values = x
-    gradients = {}
+    gradients, split_gradients = {}, {}
     for k in range(min(len(model.layers) - 1, len(model.layers) if stop is None else stop)):
         layer = model.layers[k]
         z = layer.op.forward(values) + layer.bias
+        if terms is not None and k in terms.nus:
+            lo_k, hi_k, nu = bounds.pre_lo[k][..., None, :], bounds.pre_hi[k][..., None, :], terms.nus[k]
+            above, below = z - hi_k, z - lo_k
+            split_gradients[k] = np.where(
+                nu > 0, above, np.where(nu < 0, below, np.where(above > 0, above, np.minimum(below, 0.0)))
+            )
         if not layer.relu:
             values = layer.activation.forward(z)
             continue
@@ -622,7 +692,7 @@ def alpha_gradients(model, bounds, linear, alphas, xl, xu, stop: int | None = No
         values = np.where(unstable, relaxed, np.where(lo >= 0, z, 0.0))
         if k in alphas:
             gradients[k] = np.where(unstable & lower_used, lam * z, 0.0)
-    return gradients
+    return gradients, split_gradients
 
 
 def with_phase(

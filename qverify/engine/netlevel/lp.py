@@ -45,7 +45,7 @@ from qverify.engine.netlevel.roundoff import U64
 from qverify.engine.solvers.base import CheckStatus
 from qverify.engine.solvers.highs import HighsSolver
 
-ATOM_SLACK = 1e-7
+ATOM_SLACK = 1e-7  # (the MILP's feasibility rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +139,8 @@ def solve_node(
         weights, inputs = layer.op.rows()[:, live], previous[live]
         related = ~bounds.free[k]
         base_lo, base_hi = layer.bias + bounds.err_lo[k], layer.bias + bounds.err_hi[k]
+        rounding = 2 * U64 * (np.abs(base_lo) + np.abs(base_hi))  # (the two sums, outward)
+        base_lo, base_hi = base_lo - rounding, base_hi + rounding
         relu = layer.relu
         inactive = relu & (hi <= 0) & (lo < 0)
         unstable = relu & (lo < 0) & (hi > 0)
@@ -198,6 +200,8 @@ def solve_node(
                 rows.add(pair, np.column_stack([np.ones(len(z)), -s]), -np.inf, t)
         previous = post
     live = previous >= 0
+    if not integer:
+        return _worst_atom_bound(model, bounds, xl, xu, clause_forms, columns, rows, previous, deadline)
     for form in clause_forms:
         magnitude = 1.0 + abs(form.constant) + np.abs(form.coefficients).sum()
         rows.add(
@@ -219,6 +223,42 @@ def solve_node(
         x = np.array([result.inputs[i] for i in range(len(xl))], dtype=np.float64)
         return NodeSolution(CheckStatus.SAT, np.clip(x, xl, xu))
     return NodeSolution(result.status, None, result.reason)
+
+
+def _worst_atom_bound(model, bounds, xl, xu, clause_forms, columns, rows, outputs, deadline) -> NodeSolution:
+    """The LP: min t subject to the node's relaxation and t >= g_i for every atom of the clause, so
+    min t = min over the relaxation of max_i g_i; the clause is refuted when a rigorous lower bound
+    of it (`HighsSolver.lower_bound`: from HiGHS's duals, with outward rounding) is positive, and
+    the solution's input is a candidate when HiGHS's minimum is <= 0. t lives in [-T, T], T twice
+    the largest |g_i| the output columns' bounds allow (the optimum lies well inside)."""
+    live = outputs >= 0
+    last = len(model.layers) - 1
+    y_max = np.maximum(np.abs(bounds.pre_lo[last]), np.abs(bounds.pre_hi[last]))
+    reach = max(float(np.abs(f.coefficients) @ y_max + abs(f.constant)) for f in clause_forms)
+    t = columns.add(np.array([-2 * reach - 1.0]), np.array([2 * reach + 1.0]))[0]
+    for form in clause_forms:  # g_i - t = coefficients . y + constant - t <= 0
+        rows.add(
+            np.append(outputs[live], t)[None, :],
+            np.append(form.coefficients[live], -1.0)[None, :],
+            -np.inf,
+            -form.constant,
+        )
+    cost = np.zeros(columns.count)
+    cost[t] = 1.0
+    arrays = {
+        "cost": cost,
+        "col_lo": np.concatenate(columns.lo),
+        "col_hi": np.concatenate(columns.hi),
+        "integer": np.zeros(columns.count, dtype=bool),
+        **rows.arrays(),
+    }
+    found = HighsSolver().lower_bound(arrays, deadline)
+    strict = all(form.strict for form in clause_forms)
+    if found.bound > 0 or (strict and found.bound >= 0):
+        return NodeSolution(CheckStatus.UNSAT, None, f"LP bound {found.bound:.6g}")
+    if len(found.values) and found.objective <= 0:
+        return NodeSolution(CheckStatus.SAT, np.clip(found.values[: len(xl)], xl, xu))
+    return NodeSolution(CheckStatus.UNKNOWN, None, f"LP: {found.highs_status}, bound {found.bound:.6g}")
 
 
 def _max_pool(

@@ -24,10 +24,9 @@ graph, cheapest step first:
    enumerated through `simulate` (implementation arithmetic: exact, words or float values one by
    one; REAL: `REAL_ENUMERATION_LIMIT` points in exact rationals); LP then MILP over HiGHS per open
    clause (low dimensions: nodes with at most `LP_OPEN_RELUS` open ReLUs, in REAL arithmetic the
-   MILP alone up to `REAL_MILP_OPEN_RELUS`; high dimensions: the LP at the root and then while the
-   LPs take at most `HIGH_LP_TIME_SHARE` of the time, the MILP for the last open clause up to
-   `MILP_OPEN_RELUS`); see `lp` for the tolerances. A node nothing above
-   can close is abandoned and the answer is UNKNOWN.
+   MILP alone up to `REAL_MILP_OPEN_RELUS`; high dimensions: up to `LP_HIGH_INPUTS` inputs only,
+   see `lp_affordable`); see `lp` for the tolerances. A node nothing above can close is abandoned
+   and the answer is UNKNOWN.
 
 SAFE needs every node closed; UNSAFE needs one confirmed point. Scope: dense ReLU/identity networks
 in fixed point, float, double, half and int8 (requantization staircases: bounds, input splitting
@@ -39,7 +38,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -55,6 +54,7 @@ from qverify.engine.netlevel.attack import (
     sample_attack,
     to_implementation,
 )
+from qverify.engine.netlevel.beta import optimise_output_bounds
 from qverify.engine.netlevel.bounds import (
     Bounds,
     Undecidable,
@@ -67,11 +67,13 @@ from qverify.engine.netlevel.bounds import (
     tighten_intermediate,
     with_phase,
 )
+from qverify.engine.netlevel.branching import choose_relu
 from qverify.engine.netlevel.lp import NodeSolution, solve_node
 from qverify.engine.netlevel.model import NetModel, build_model, unsupported_reason
 from qverify.engine.netlevel.query import Arithmetic, NetworkQuery
 from qverify.engine.netlevel.roundoff import U64, gamma
 from qverify.engine.netlevel.splitting import input_split_scores
+from qverify.engine.netlevel.workers import Workers
 from qverify.engine.result import EngineOptions, EngineResult, EngineStatus, Recorder
 from qverify.engine.solvers.base import CheckStatus
 
@@ -82,14 +84,27 @@ LP_OPEN_RELUS = 12  # low dimensions: a node with at most this many open ReLUs i
 # REAL arithmetic, low dimensions: the MILP straight away, up to this many open ReLUs (the
 # implementation's MILP, with rounding intervals on every row, took 5-10 times as long on ACAS Xu)
 REAL_MILP_OPEN_RELUS = 24
-MILP_OPEN_RELUS = 400  # high dimensions: the MILP's binaries at most (every node tries the LP)
+MILP_OPEN_RELUS = 400  # high dimensions: the MILP's binaries at most (`lp_affordable` nodes try the LP)
 MILP_SHARE = 0.3  # of the remaining time for one MILP
-LP_SHARE = 0.05  # of the remaining time for one LP (a 784-256x6 network's LP: 1-30 s)
+LP_SHARE = 0.05  # of the remaining time for one LP
 HIGH_LP_TIME_SHARE = 0.5  # high dimensions: the LPs' share of the search time, at most (`lp_affordable`)
+LP_HIGH_INPUTS = 256  # high dimensions: no LP/MILP beyond this many inputs (`lp_affordable`)
 ATTACK_SHARE = 0.1  # of the budget for the gradient attack before branch and bound
-ATTACK_SECONDS = 0.2  # at most (the nodes of the branch and bound try points too)
+ATTACK_SECONDS = 0.2  # high dimensions, before the root's bounds (at most)
+# low dimensions: before the root's bounds, at most (ACAS Xu: one round of PGD, ~0.02 s, finds the
+# counterexamples it finds at all; 0.2 s up front was most of the time of the median SAFE query)
+ATTACK_SECONDS_LOW = 0.03
 ATTACK_SECONDS_HIGH = 6.0  # high dimensions: branch and bound nodes are few and dear
+# during the branch and bound: slices of gradient attack, from the open nodes' leads (the inputs
+# that minimise their worst bounds) and from random points, while the attack has had at most this
+# share of the search's time
+ATTACK_RUNNING_SHARE = 0.1
+ATTACK_SLICE_SECONDS = 0.05
+LEADS = 8  # the open nodes' leads kept for the next slice
 ALPHA_STEPS = 6  # alpha-CROWN steps on the atoms' bounds of a node they do not already refute
+# ReLU splitting: alpha-beta-CROWN steps on a node's open atoms (`beta.optimise_output_bounds`,
+# warm-started from the parent's slopes and multipliers)
+BETA_STEPS = 8
 ALPHA_REACH = 0.25
 # high dimensions: alpha-CROWN steps on the hidden layers' own bounds at the root (`tighten_intermediate`;
 # digits784 img09 eps 0.015: 4 steps reach nearly all of 20 steps' gain, -6.91 vs -6.86, in a fourth
@@ -102,6 +117,9 @@ TABLE_SPLIT_MIN_POINTS = 1 << 20  # boxes with fewer inputs split the box, not a
 # alpha-CROWN steps on a batch's atom bounds: off, 6 steps cost more than they saved (ACAS Xu phi2
 # in real arithmetic, CPU seconds to decide: 3_3 61.0 -> 71.6, 4_2 74.9 -> 86.9)
 BATCH_ALPHA_STEPS = 0
+# with more than one job, worker processes take over the branch and bound once the search has run
+# this long (an easy query never pays for the forks and the pipes)
+PARALLEL_AFTER_S = 0.5
 
 
 @dataclass(slots=True, eq=False)
@@ -120,6 +138,38 @@ class Node:
     # child's own bounds (DeepPoly slopes below the split) can be looser than its parent's
     inherited_lower: np.ndarray | None = None
     inherited_refuted: np.ndarray | None = None
+    # ReLU splitting: the parent's optimised lower slopes and split multipliers per atom row
+    # (`beta.optimise_output_bounds`' warm start; float32: only a starting point)
+    alphas: dict[int, np.ndarray] | None = None
+    betas: dict[int, np.ndarray] | None = None
+
+
+@dataclass(slots=True)
+class Frontier:
+    """The open nodes, best first (the most negative priority first: the node whose bottleneck atom
+    is furthest from refuted), how many were processed, and why one was abandoned (if one was)."""
+
+    heap: list[tuple[float, int, Node]] = field(default_factory=list)
+    counter: itertools.count = field(default_factory=itertools.count)
+    nodes: int = 0
+    abandoned: str = ""
+    leads: list[tuple[float, int, int, np.ndarray]] = field(default_factory=list)  # (-priority, ., region, x)
+
+    def push(self, priority: float, node: Node) -> None:
+        heapq.heappush(self.heap, (priority, next(self.counter), node))
+
+    def keep_lead(self, verdict: NodeVerdict) -> None:
+        """Keep the LEADS leads of the open nodes furthest from closed (the heap's order)."""
+        if verdict.lead is None:
+            return
+        entry = (verdict.priority, next(self.counter), verdict.region, verdict.lead)
+        if len(self.leads) < LEADS:
+            heapq.heappush(self.leads, entry)
+        elif entry[0] > self.leads[0][0]:
+            heapq.heapreplace(self.leads, entry)
+
+    def take(self, count: int) -> list[Node]:
+        return [heapq.heappop(self.heap)[2] for _ in range(min(len(self.heap), count))]
 
 
 @dataclass(slots=True)
@@ -131,6 +181,8 @@ class NodeVerdict:
     children: tuple[Node, ...] = ()
     priority: float = 0.0
     abandoned: str = ""
+    lead: np.ndarray | None = None  # open: the input (reals) minimising its worst open clause's bound
+    region: int = 0
 
 
 class Search:
@@ -161,8 +213,11 @@ class Search:
             0 if self.model.n_inputs <= INPUT_SPLIT_DIMENSIONS else INTERMEDIATE_ALPHA_STEPS
         )
         self.batch_alpha_steps = BATCH_ALPHA_STEPS
+        self.beta_steps = BETA_STEPS if self.high_dimensional and not self.model.stepped else 0
         self.milp_open_relus = REAL_MILP_OPEN_RELUS if self.real else LP_OPEN_RELUS
+        self.jobs = max(1, options.jobs)
         self.started = time.monotonic()
+        self.attack_before = recorder.times.get("netlevel.attack", 0.0)
         self.lp_seconds_before = recorder.times.get("netlevel.lp", 0.0)  # (a recorder may be shared)
 
     # ------------------------------------------------------------------ results
@@ -194,19 +249,48 @@ class Search:
                 )
                 if found is not None:
                     return found
-        return self.gradient(ATTACK_SECONDS)
+        return self.gradient(ATTACK_SECONDS if self.high_dimensional else ATTACK_SECONDS_LOW)
+
+    def running_attack(self, frontier: Frontier) -> Counterexample | None:
+        """During the branch and bound, while the attack has had at most ATTACK_RUNNING_SHARE of the
+        search's time: a slice of gradient attack, first from the leads of the open nodes furthest
+        from closed (their worst bounds' minimising inputs: where the relaxation says a
+        counterexample would be), then from random points."""
+        if not self.options.enabled("attack") or not self.forms:
+            return None
+        spent = self.rec.times.get("netlevel.attack", 0.0) - self.attack_before
+        if spent > ATTACK_RUNNING_SHARE * (time.monotonic() - self.started):
+            return None
+        stop = min(self.deadline, time.monotonic() + ATTACK_SLICE_SECONDS)
+        leads, frontier.leads = frontier.leads, []
+        with self.rec.timer("netlevel.attack"):
+            for index, region in enumerate(self.query.regions):
+                starts = [x for _, _, owner, x in leads if owner == index]
+                if starts:
+                    self.rec.add("netlevel.lead_attacks", 1)
+                    found = gradient_attack(
+                        self.model, self.confirmer, region, self.forms, self.rng, stop, start=np.array(starts)
+                    )
+                    if found is not None:
+                        return found
+            return self.random_starts(stop)
 
     def gradient(self, seconds: float) -> Counterexample | None:
         """The gradient attack for at most `seconds` (and ATTACK_SHARE of what remains)."""
         if not self.options.enabled("attack") or not self.forms:
             return None
         with self.rec.timer("netlevel.attack"):
-            stop = time.monotonic() + min(ATTACK_SHARE * (self.deadline - time.monotonic()), seconds)
-            for region in self.query.regions:
-                if time.monotonic() < stop:
-                    found = gradient_attack(self.model, self.confirmer, region, self.forms, self.rng, stop)
-                    if found is not None:
-                        return found
+            return self.random_starts(
+                time.monotonic() + min(ATTACK_SHARE * (self.deadline - time.monotonic()), seconds)
+            )
+
+    def random_starts(self, stop: float) -> Counterexample | None:
+        """The gradient attack from random points of each region until `stop`."""
+        for region in self.query.regions:
+            if time.monotonic() < stop:
+                found = gradient_attack(self.model, self.confirmer, region, self.forms, self.rng, stop)
+                if found is not None:
+                    return found
         return None
 
     def run(self) -> EngineResult:
@@ -215,57 +299,156 @@ class Search:
             return self.unsafe(found, "netlevel attack")
         if not self.options.enabled("bounds"):
             return self.result(EngineStatus.UNKNOWN, reason="netlevel: bounds disabled")
-        heap: list[tuple[float, int, Node]] = []
-        counter = itertools.count()
+        frontier = Frontier()
         empty_phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in self.model.layers]
         for index, region in enumerate(self.query.regions):
-            node = Node(index, region.lo.copy(), region.hi.copy(), empty_phases, None, 0, 0)
-            heapq.heappush(heap, (0.0, next(counter), node))
-        abandoned = ""
-        nodes = 0
-        # input splitting: the best BATCH_NODES open nodes are bounded together (`bounds.batch_bounds`)
-        batched = self.model.n_inputs <= INPUT_SPLIT_DIMENSIONS and bool(self.forms)
-        budget = self.options.max_nodes
-        while heap:
-            if time.monotonic() > self.deadline:
-                self.rec.add("netlevel.nodes", nodes)
-                return self.result(
-                    EngineStatus.UNKNOWN,
-                    reason=f"netlevel: timeout in branch and bound ({nodes} nodes, {len(heap)} open)",
-                )
-            if budget is not None and nodes >= budget:
-                self.rec.add("netlevel.nodes", nodes)
-                return self.result(
-                    EngineStatus.UNKNOWN,
-                    reason=f"netlevel: node budget of {budget} spent in branch and bound ({len(heap)} open)",
-                )
-            taken = [heapq.heappop(heap)[2] for _ in range(min(len(heap), BATCH_NODES if batched else 1))]
-            nodes += len(taken)
-            try:
-                verdicts = self.process_many(taken) if batched else [self.process(taken[0])]
-            except Undecidable as error:
-                self.rec.add("netlevel.nodes", nodes)
-                return self.result(EngineStatus.UNKNOWN, reason=str(error))
-            for verdict in verdicts:
-                if verdict.counterexample is not None:
-                    self.rec.add("netlevel.nodes", nodes)
-                    return self.unsafe(verdict.counterexample, "netlevel branch and bound")
-                if verdict.abandoned:
-                    abandoned = verdict.abandoned
-                    continue
-                if nodes == 1 and verdict.children and self.model.n_inputs > INPUT_SPLIT_DIMENSIONS:
-                    # the root stays open and its children are dear: attack longer first
-                    found = self.gradient(ATTACK_SECONDS_HIGH)
-                    if found is not None:
-                        self.rec.add("netlevel.nodes", nodes)
-                        return self.unsafe(found, "netlevel attack")
-                for child in verdict.children:
-                    heapq.heappush(heap, (-verdict.priority, next(counter), child))
-        self.rec.add("netlevel.nodes", nodes)
+            frontier.push(0.0, Node(index, region.lo.copy(), region.hi.copy(), empty_phases, None, 0, 0))
+        try:
+            while frontier.heap:
+                if time.monotonic() > self.deadline:
+                    return self.timed_out(frontier)
+                if self.budget_spent(frontier):
+                    return self.out_of_budget(frontier)
+                if self.jobs > 1 and time.monotonic() - self.started > PARALLEL_AFTER_S:
+                    return self.run_parallel(frontier)
+                taken = frontier.take(self.batch_size)
+                decided = self.absorb(frontier, self.process_batch(taken))
+                if decided is not None:
+                    return decided
+                found = self.running_attack(frontier)
+                if found is not None:
+                    return self.closing(frontier, EngineStatus.UNSAFE, found=found)
+        except Undecidable as error:
+            return self.closing(frontier, EngineStatus.UNKNOWN, reason=str(error))
+        return self.finished(frontier)
+
+    def run_parallel(self, frontier: Frontier) -> EngineResult:
+        """The rest of the branch and bound with `jobs` worker processes (`workers.py`): the best
+        open nodes go to idle workers, their verdicts come back to the frontier here."""
+        tasks = itertools.count()
+
+        def work(task: tuple[int, list[Node]]) -> list[NodeVerdict]:
+            self.rng = np.random.default_rng((self.options.seed, task[0]))  # (per task: reproducible)
+            return self.process_batch(task[1])
+
+        def snapshot() -> tuple[dict, dict]:
+            counts = dict(self.rec.counts)
+            counts["netlevel.exact_checks"] = counts.get("netlevel.exact_checks", 0) + self.confirmer.checked
+            return dict(self.rec.times), counts
+
+        self.rec.add("netlevel.workers", self.jobs)
+        with self.rec.timer("netlevel.workers_start"):
+            pool = Workers(self.jobs, work, snapshot)
+        with pool:
+            while frontier.heap or pool.busy:
+                if time.monotonic() > self.deadline:
+                    return self.timed_out(frontier)
+                if self.budget_spent(frontier):
+                    return self.out_of_budget(frontier)
+                idle = pool.idle
+                for position, worker in enumerate(idle):
+                    if not frontier.heap:
+                        break
+                    # the open nodes shared among the idle workers, at most a batch each
+                    share = -(-len(frontier.heap) // (len(idle) - position))
+                    pool.submit(worker, (next(tasks), frontier.take(min(self.batch_size, share))))
+                for _, result in pool.results(max(0.0, self.deadline - time.monotonic()) + 0.05):
+                    for stage, seconds in result.times.items():
+                        self.rec.add_time(stage, seconds)
+                    for name, value in result.counts.items():
+                        self.rec.add(name, value)
+                    if isinstance(result.exception, Undecidable):
+                        return self.closing(frontier, EngineStatus.UNKNOWN, reason=str(result.exception))
+                    if result.error:
+                        raise RuntimeError(f"netlevel worker failed: {result.error}")
+                    decided = self.absorb(frontier, result.value)
+                    if decided is not None:
+                        return decided
+                found = self.running_attack(frontier)  # (this process would wait for the workers)
+                if found is not None:
+                    return self.closing(frontier, EngineStatus.UNSAFE, found=found)
+        return self.finished(frontier)
+
+    @property
+    def high_dimensional(self) -> bool:
+        return self.model.n_inputs > INPUT_SPLIT_DIMENSIONS
+
+    @property
+    def relu_only(self) -> bool:
+        """Are ReLUs the only relaxed activations (no max pool, no lookup table)? FSB's estimates
+        (`branching`) and its candidates read ReLU relaxations only; other networks split by
+        `relu_to_split`'s scores, which also choose pool windows and table neurons."""
+        return all(layer.relu or not layer.relaxed for layer in self.model.layers)
+
+    @property
+    def batch_size(self) -> int:
+        """Nodes per call of `process_batch`: input splitting bounds the best BATCH_NODES together
+        (`bounds.batch_bounds`); ReLU splitting one node at a time."""
+        return BATCH_NODES if self.model.n_inputs <= INPUT_SPLIT_DIMENSIONS and self.forms else 1
+
+    def process_batch(self, nodes: list[Node]) -> list[NodeVerdict]:
+        return self.process_many(nodes) if self.batch_size > 1 else [self.process(node) for node in nodes]
+
+    def absorb(self, frontier: Frontier, verdicts: list[NodeVerdict]) -> EngineResult | None:
+        """Take processed nodes' verdicts into the frontier: a result when one decides the query."""
+        for verdict in verdicts:
+            frontier.nodes += 1
+            if verdict.counterexample is not None:
+                self.rec.add("netlevel.nodes", frontier.nodes)
+                return self.unsafe(verdict.counterexample, "netlevel branch and bound")
+            if verdict.abandoned:
+                frontier.abandoned = verdict.abandoned
+                continue
+            frontier.keep_lead(verdict)
+            if frontier.nodes == 1 and verdict.children and self.high_dimensional:
+                # the root stays open and its children are dear: attack longer first
+                found = self.gradient(ATTACK_SECONDS_HIGH)
+                if found is not None:
+                    self.rec.add("netlevel.nodes", frontier.nodes)
+                    return self.unsafe(found, "netlevel attack")
+            for child in verdict.children:
+                frontier.push(-verdict.priority, child)
+        return None
+
+    def timed_out(self, frontier: Frontier) -> EngineResult:
+        return self.closing(
+            frontier,
+            EngineStatus.UNKNOWN,
+            reason=(
+                f"netlevel: timeout in branch and bound ({frontier.nodes} nodes, {len(frontier.heap)} open"
+                + (f", the worst open bound {frontier.heap[0][0]:.4g})" if frontier.heap else ")")
+            ),
+        )
+
+    def budget_spent(self, frontier: Frontier) -> bool:
+        """Has the search processed its budget of nodes (`EngineOptions.max_nodes`)? (With workers,
+        nodes already handed out still come back: a budget may be overrun by a batch per worker.)"""
+        return self.options.max_nodes is not None and frontier.nodes >= self.options.max_nodes
+
+    def out_of_budget(self, frontier: Frontier) -> EngineResult:
+        return self.closing(
+            frontier,
+            EngineStatus.UNKNOWN,
+            reason=(
+                f"netlevel: node budget of {self.options.max_nodes} spent in branch and bound"
+                f" ({len(frontier.heap)} open)"
+            ),
+        )
+
+    def finished(self, frontier: Frontier) -> EngineResult:
+        """Every node processed: SAFE unless one was abandoned."""
+        if frontier.abandoned:
+            return self.closing(frontier, EngineStatus.UNKNOWN, reason=frontier.abandoned)
+        return self.closing(frontier, EngineStatus.SAFE, decided_by="netlevel bounds")
+
+    def closing(
+        self, frontier: Frontier, status: EngineStatus, found: Counterexample | None = None, **kwargs
+    ) -> EngineResult:
+        self.rec.add("netlevel.nodes", frontier.nodes)
+        if found is not None:  # (`unsafe` counts the exact checks)
+            return self.unsafe(found, "netlevel attack")
         self.rec.add("netlevel.exact_checks", self.confirmer.checked)
-        if abandoned:
-            return self.result(EngineStatus.UNKNOWN, reason=abandoned)
-        return self.result(EngineStatus.SAFE, decided_by="netlevel bounds")
+        return self.result(status, **kwargs)
 
     # ------------------------------------------------------------------ one node
 
@@ -314,12 +497,16 @@ class Search:
         verdict = self.conclude(node, bounds, xl, xu, lower, lam_input, lam_post, refuted)
         for child in verdict.children:
             child.inherited_lower, child.inherited_refuted = lower, refuted
+            child.alphas, child.betas = node.alphas, node.betas
         return verdict
 
     def node_atoms(self, node: Node, bounds: Bounds, xl: np.ndarray, xu: np.ndarray):
         """(lower, lam_input, lam_post, refuted) of one node: its atoms' bounds (`atom_bounds`, no
         lower than its parent's) and the clauses they refute, with its parent's refuted ones."""
-        lower, lam_input, lam_post, offset = self.atom_bounds(bounds, xl, xu)
+        if self.beta_steps and self.forms:
+            lower, lam_input, lam_post, offset = self.split_atom_bounds(node, bounds, xl, xu)
+        else:
+            lower, lam_input, lam_post, offset = self.atom_bounds(bounds, xl, xu)
         if node.inherited_lower is not None:
             lower = np.maximum(lower, node.inherited_lower)
         refuted = self.refuted_clauses(lower[None], lam_input[None], offset[None], xl[None], xu[None])[0]
@@ -460,29 +647,35 @@ class Search:
             for k, layer in enumerate(model.layers)
             if layer.relu
         )
-        high_dimensional = model.n_inputs > INPUT_SPLIT_DIMENSIONS
+        high = self.high_dimensional
         if (
             open_clauses
             and not bounds.overflow_possible
-            and ((high_dimensional and self.lp_affordable(node)) or open_relus <= self.milp_open_relus)
+            and ((high and self.lp_affordable(node)) or (not high and open_relus <= self.milp_open_relus))
             and self.options.enabled("milp")
             and not model.stepped  # (int8's staircases have no LP encoding here)
         ):
             # low dimensions: nodes are cheap, the LP and MILP pay only with few open ReLUs; high
-            # dimensions: the root and then nodes while the LPs' share of the time allows (see
-            # `lp_affordable`), and the MILP while its binaries are affordable
-            milp = open_relus <= (MILP_OPEN_RELUS if high_dimensional else self.milp_open_relus)
+            # dimensions: small networks only (`lp_affordable`), the MILP while its binaries are few
+            milp = open_relus <= (MILP_OPEN_RELUS if high else self.milp_open_relus)
             verdict, open_clauses = self.by_lp(bounds, xl, xu, open_clauses, region, open_relus, milp)
             if verdict is not None:
                 return verdict
-        return self.branch(node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority, scores)
+        verdict = self.branch(node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority, scores)
+        worst = max((a for _, a in open_clauses if a is not None), key=lambda a: -lower[a], default=None)
+        if worst is not None and verdict.children:
+            verdict.lead, verdict.region = np.where(lam_input[worst] > 0, xl, xu), node.region
+        return verdict
 
     def lp_affordable(self, node: Node) -> bool:
-        """High dimensions: the LP at the root, then at a node only while the LPs have taken at most
-        `HIGH_LP_TIME_SHARE` of the time since the search started. A small network's LP costs
-        milliseconds and runs at every node; a 784-256x6 network's costs seconds against ~10 ms of
-        bounds per node (digits784 img09, eps 0.015, real, 60 s: 56 nodes with the LP at every node,
-        2,342 this way)."""
+        """High dimensions: never beyond `LP_HIGH_INPUTS` inputs (digits784: HiGHS's presolve called
+        every node LP tried infeasible, feasible as they were, and the LP's rigorous dual bound is
+        then nothing, at seconds a call; alpha-beta-CROWN optimises the same relaxation's dual
+        without a solver); below it the LP at the root, then at a node while the LPs have taken at
+        most `HIGH_LP_TIME_SHARE` of the search's time (under a work budget: at every node). A
+        16-input convolutional network's MILP decides what its branch and bound takes minutes for."""
+        if self.model.n_inputs > LP_HIGH_INPUTS:
+            return False
         if node.parent is None or self.options.max_nodes is not None:  # (a work budget: no clock rules)
             return True
         spent = self.rec.times.get("netlevel.lp", 0.0) - self.lp_seconds_before
@@ -533,6 +726,47 @@ class Search:
                 linear = optimised_bound(model, bounds, matrix, xl, xu, self.alpha_steps, linear)
         shift = self.atom_shift(*bounds.post(model, last))
         return linear.lower + shift, linear.lam_input, linear.lam_post, linear.offset + shift
+
+    def split_atom_bounds(self, node: Node, bounds: Bounds, xl: np.ndarray, xu: np.ndarray):
+        """`atom_bounds` of a ReLU-splitting node: alpha-beta-CROWN on the atoms of the clauses its
+        parent left open (`beta.optimise_output_bounds`, from the parent's slopes and multipliers);
+        the optimised parameters are kept on the node for its children (`node.alphas`/`betas`).
+        Rows not optimised read -inf (their clauses are refuted by inheritance)."""
+        model, count = self.model, len(self.forms)
+        rows = np.arange(count)
+        if node.inherited_refuted is not None:
+            rows = np.array(
+                [i for i, f in enumerate(self.forms) if not node.inherited_refuted[f.clause]], dtype=int
+            )
+        n_inputs = model.n_inputs
+        lower, offset = np.full(count, -np.inf), np.full(count, -np.inf)
+        lam_input = np.zeros((count, n_inputs))
+        lam_post = {k: np.zeros((count, layer.n_post)) for k, layer in enumerate(model.layers[:-1])}
+        if not len(rows):
+            return lower, lam_input, lam_post, offset
+        warm_alphas = None if node.alphas is None else {k: v[rows] for k, v in node.alphas.items()}
+        warm_betas = None if node.betas is None else {k: v[rows] for k, v in node.betas.items()}
+        with self.rec.timer("netlevel.beta"):
+            found = optimise_output_bounds(
+                model,
+                bounds,
+                self.atom_matrix[rows],
+                xl,
+                xu,
+                node.phases,
+                self.beta_steps,
+                warm_alphas,
+                warm_betas,
+            )
+        node.alphas = _scatter(node.alphas, found.alphas, rows, count)
+        node.betas = _scatter(node.betas, found.betas, rows, count)
+        shift = self.atom_shift(*bounds.post(model, len(model.layers) - 1))[rows]
+        lower[rows] = found.bound.lower + shift
+        offset[rows] = found.bound.offset + shift
+        lam_input[rows] = found.bound.lam_input
+        for k, values in found.bound.lam_post.items():
+            lam_post[k][rows] = values
+        return lower, lam_input, lam_post, offset
 
     def batch_atom_bounds(self, bounds: Bounds, xl: np.ndarray, xu: np.ndarray):
         """`atom_bounds` of a batch of boxes (DeepPoly slopes: input splitting runs no alpha steps)."""
@@ -625,7 +859,24 @@ class Search:
             # a table neuron can be split again and again: on a box enumeration can soon finish,
             # split the box instead
             tables = points.count(qnet, node.lo, node.hi) > TABLE_SPLIT_MIN_POINTS
-            best = self.relu_to_split(node, bounds, lam_post, atoms, tables)
+            with self.rec.timer("netlevel.branching"):
+                if self.relu_only:  # FSB (`branching`): its estimates read ReLU relaxations only
+                    chosen = choose_relu(
+                        model,
+                        bounds,
+                        node.phases,
+                        lam_post,
+                        atoms,
+                        self.atom_matrix,
+                        self.atom_constants,
+                        xl,
+                        xu,
+                        node.alphas,
+                        node.betas,
+                    )
+                    best = None if chosen is None else (*chosen, None)
+                else:
+                    best = self.relu_to_split(node, bounds, lam_post, atoms, tables)
             if best is not None:
                 k, j, at = best
                 children = []
@@ -724,6 +975,20 @@ class Search:
         if score[j] <= 0:
             return None
         return float(score[j]), j, float(at[j])
+
+
+def _scatter(
+    previous: dict[int, np.ndarray] | None, found: dict[int, np.ndarray], rows: np.ndarray, count: int
+) -> dict[int, np.ndarray]:
+    """Per layer, `found`'s rows written into a copy of `previous` (count rows, zeros where
+    nothing was given), as float32: a warm start needs no more."""
+    result = {}
+    for k, values in found.items():
+        given = None if previous is None else previous.get(k)
+        full = np.zeros((count, values.shape[1]), dtype=np.float32) if given is None else given.copy()
+        full[rows] = values
+        result[k] = full
+    return result
 
 
 def combination_refutes(lam: np.ndarray, offset: np.ndarray, xl: np.ndarray, xu: np.ndarray) -> np.ndarray:
