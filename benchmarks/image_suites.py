@@ -24,6 +24,7 @@ Used by benchmarks/digits28-maxpool, digits28-avgpool, digits32rgb-conv and digi
 from __future__ import annotations
 
 import importlib.util
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,7 @@ def _script(folder: str, name: str):
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # (a script's dataclasses look their module up)
     spec.loader.exec_module(module)
     return module
 
