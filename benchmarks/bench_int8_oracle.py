@@ -36,6 +36,7 @@ from qverify.io import load_network, save_network
 from qverify.network import Activation, Dense, Network
 from qverify.quant import ImplementationOptions, Int8Format, Int8Kernel, quantize_network, simulate
 from qverify.quant.calibrate import QuantizeSettings, quantize_with_onnxruntime
+from qverify.quant.x86 import cpu_has_vnni
 
 SIZES = (2, 8, 8, 3)
 BOX_WIDTH = 0.3
@@ -87,14 +88,6 @@ def make_models(directory: Path, seeds) -> list[Models]:
         quantize_with_onnxruntime(net, calibration, QuantizeSettings(reduce_range=True), paths.reduced_path)
         made.append(paths)
     return made
-
-
-def cpu_has_vnni() -> bool:
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_vnni" in flags or "avx_vnni" in flags
 
 
 def non_vnni_runner() -> tuple[list[str] | None, str]:

@@ -28,18 +28,11 @@ from qverify.network import Activation, Conv2D, Dense, MaxPool2D, Network
 from qverify.quant import ImplementationOptions, Int8Format, quantize_network, simulate
 from qverify.quant.affine import apply_thresholds
 from qverify.quant.calibrate import QuantFormat, QuantizeSettings, quantize_with_onnxruntime
+from qverify.quant.x86 import cpu_has_vnni
 
 ROOT = Path(__file__).resolve().parents[1]
 CNN = ROOT / "benchmarks" / "digits-cnn" / "digits_cnn.onnx"
 N_INPUTS = 10_000
-
-
-def cpu_has_vnni() -> bool:
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_vnni" in flags or "avx_vnni" in flags
 
 
 def onnxruntime_outputs(path: Path, x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -29,6 +29,7 @@ its kernel) is refused under `int8-x86`; one whose weights cannot is exact in bo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -38,6 +39,17 @@ from qverify.quant.affine import Int8Format, Int8Kernel, RequantMode
 
 INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
 U8_MAX = 255
+
+
+def cpu_has_vnni() -> bool:
+    """Does this machine's CPU have AVX-VNNI (or AVX-512 VNNI)? Then its onnxruntime computes the
+    exact ONNX semantics, not the pair-saturating kernels above (False where /proc/cpuinfo is not
+    readable: not Linux, or no x86 flags)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_vnni" in flags or "avx_vnni" in flags
 
 
 def operand_offset(quant: MacQuant) -> int | None:
