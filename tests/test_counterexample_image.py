@@ -163,7 +163,11 @@ def test_open_image_starts_the_viewer(tmp_path, monkeypatch):
     monkeypatch.setenv("DISPLAY", ":0")
     monkeypatch.setenv("PATH", str(tmp_path))
     assert open_image(tmp_path / "a.png") is True
-    deadline = time.monotonic() + 60  # the viewer is a process: far above its start on a busy machine
-    while not marker.exists() and time.monotonic() < deadline:
+    # The viewer is a process: wait far above its start on a busy machine. The shell creates the
+    # file before echo writes the line, so wait for the whole line, not for the file.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if marker.exists() and marker.read_text().endswith("\n"):
+            break
         time.sleep(0.02)
     assert marker.read_text().strip() == str(tmp_path / "a.png")
