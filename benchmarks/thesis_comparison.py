@@ -45,7 +45,7 @@ import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from qverify.backends import (
@@ -59,7 +59,7 @@ from qverify.backends import (
     engine_host,
 )
 from qverify.backends.esbmc import EsbmcBackend, EsbmcOptions
-from qverify.backends.internal import HARD_GRACE_S, STARTUP_MARGIN_S, engine_arguments
+from qverify.backends.internal import STARTUP_MARGIN_S, engine_arguments
 from qverify.backends.process import run_limited
 from qverify.codegen import render_harness
 from qverify.counterexample import replay_candidate
@@ -166,9 +166,8 @@ def _cold(job: HarnessJob, limits: Limits, qnet: QuantizedNetwork, prop: Propert
     harness (interpreter, imports, engine), under the same limits as InternalBackend gives it."""
     budget = max(1.0, limits.timeout_s - STARTUP_MARGIN_S)
     command = [sys.executable, "-m", "qverify.engine", *engine_arguments(job, InternalOptions(), budget)]
-    hard = replace(limits, timeout_s=limits.timeout_s + HARD_GRACE_S)
     start = time.perf_counter()
-    outcome = run_limited(command, hard)
+    outcome = run_limited(command, limits)  # killed at the task's timeout, as the warm engine's task is
     elapsed = time.perf_counter() - start
     try:
         data = json.loads(outcome.stdout.strip().splitlines()[-1])
