@@ -9,6 +9,8 @@ to its output's codes. What is understood, in graph order along the one dynamic 
     QDQ:  DequantizeLinear -> (Conv | Gemm | MatMul) [Relu] -> QuantizeLinear
           with weights and bias given as DequantizeLinear of int8 / int32 initializers
     QOp:  QLinearConv | QGemm (com.microsoft) | QLinearMatMul
+    after a MAC layer's codes, a table on codes (`CodeLookup`): QLinearSigmoid (com.microsoft), or
+          DequantizeLinear -> Sigmoid -> QuantizeLinear (which onnxruntime fuses into it)
     either: MaxPool, Flatten, Reshape, Identity on codes (QDQ: between DequantizeLinear and
           QuantizeLinear with the same parameters), AveragePool likewise (read, then refused by the
           int8 format: its rounding is not modelled)
@@ -25,7 +27,7 @@ range, NaN or non-positive scale, shape mismatch) are `InputError`s naming the n
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +38,8 @@ from qverify.network import (
     Activation,
     AffineQuantization,
     AveragePool2D,
+    CodeFunction,
+    CodeLookup,
     CodeType,
     Conv2D,
     Dense,
@@ -93,7 +97,7 @@ class _Pending:
 
     node: onnx.NodeProto
     label: str
-    kind: str  # "mac" or "pool"
+    kind: str  # "mac", "pool" or "lookup"
     layer: object = None
     int_weights: np.ndarray | None = None
     weight_scales: np.ndarray | None = None
@@ -259,6 +263,8 @@ class _Reader:
             "Gemm": self.float_gemm,
             "MatMul": self.float_matmul,
             "Relu": self.relu,
+            "QLinearSigmoid": self.qlinear_sigmoid,
+            "Sigmoid": self.float_sigmoid,
             "MaxPool": self.pool,
             "AveragePool": self.pool,
             "GlobalAveragePool": self.pool,
@@ -375,6 +381,41 @@ class _Reader:
         )
         self.origin.add("QOperator")
 
+    def lookup_target(self, node: onnx.NodeProto, label: str) -> MacQuant:
+        """The MAC layer whose codes a table reads: the last layer, a MAC without a table yet."""
+        last = self.quants[-1] if self.quants else None
+        if not isinstance(last, MacQuant) or last.lookup is not None:
+            raise self.unsupported(
+                node, label, "is supported only on the codes of a dense or convolution layer"
+            )
+        return last
+
+    def qlinear_sigmoid(self, node: onnx.NodeProto, label: str) -> None:
+        input_quant = self.need_codes(node, label)
+        self.lookup_target(node, label)
+        stated = self.tensor_quant(node, label, 1, 2, "input")
+        if not stated.same_as(input_quant):
+            raise self.fail(node, label, "input quantization differs from the codes it reads")
+        self.add_lookup(CodeFunction.SIGMOID, self.tensor_quant(node, label, 3, 4, "output"), label)
+        self.origin.add("QOperator")
+
+    def float_sigmoid(self, node: onnx.NodeProto, label: str) -> None:
+        self.need_float_view(node, label)
+        self.lookup_target(node, label)
+        self.pending = _Pending(node, label, "lookup")
+        self.origin.add("QDQ")
+
+    def add_lookup(self, function: CodeFunction, output: TensorQuant, label: str) -> None:
+        """The last MAC layer followed by a table on its codes: its float view gets the function."""
+        quant = self.quants[-1]
+        lookup = CodeLookup(function, quant.output, label)
+        try:
+            self.quants[-1] = replace(quant, output=output, lookup=lookup)
+        except InputError as error:
+            raise InputError(f"{self.where}: ONNX node '{label}': {error}") from None
+        self.layers[-1] = _with_activation(self.layers[-1], implied_activation(self.quants[-1]))
+        self.codes = output
+
     # QDQ layers
 
     def dq_constant(self, node: onnx.NodeProto, label: str, index: int, what: str) -> _Constant:
@@ -467,6 +508,9 @@ class _Reader:
         assert pending is not None and input_quant is not None
         if pending.kind == "pool":
             self.add_pool(pending.layer, input_quant, output, pending.label)
+            return
+        if pending.kind == "lookup":
+            self.add_lookup(CodeFunction.SIGMOID, output, pending.label)
             return
         quant = MacQuant(
             input_quant,

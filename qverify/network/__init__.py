@@ -10,6 +10,8 @@ from qverify.network.model import (
 )
 from qverify.network.qparams import (
     AffineQuantization,
+    CodeFunction,
+    CodeLookup,
     CodeType,
     MacQuant,
     PoolQuant,
@@ -26,6 +28,8 @@ __all__ = [
     "Activation",
     "AffineQuantization",
     "AveragePool2D",
+    "CodeFunction",
+    "CodeLookup",
     "CodeType",
     "Conv2D",
     "Dense",

@@ -16,8 +16,10 @@ operators of the file:
 - any other clamp of the code range (a lower clamp below 0, an upper clamp elsewhere) is the
   saturation of the calibrated range: quantization error, like rounding, not an activation.
 
+- a table after the requantization (QLinearSigmoid) is its function (sigmoid).
+
 Activation operators that the int8 readers do not understand (Clip with other bounds, LeakyRelu,
-Sigmoid, ...) are refused by the readers naming the node, never dropped: a float view always means
+Tanh, ...) are refused by the readers naming the node, never dropped: a float view always means
 what the int8 model computes up to rounding and range saturation.
 """
 
@@ -28,20 +30,22 @@ from dataclasses import replace
 import numpy as np
 
 from qverify.network.model import Activation, Network
-from qverify.network.qparams import MacQuant
+from qverify.network.qparams import CodeFunction, MacQuant
 
 RELU6_TOP = 6.0
+_LOOKUP_ACTIVATIONS = {CodeFunction.SIGMOID: Activation.SIGMOID}
 
 
 def lower_clamp_code(quant: MacQuant) -> int:
-    """The smallest output code the layer can write: the output zero point under an explicit ReLU,
+    """The smallest code the requantization can write: its zero point under an explicit ReLU,
     else the code range's minimum."""
-    return quant.output.zero_point if quant.relu else quant.output.code.qmin
+    out = quant.requantized
+    return out.zero_point if quant.relu else out.code.qmin
 
 
 def clamps(quant: MacQuant) -> tuple[float, float]:
-    """The real values of the layer's lowest and highest output codes (DequantizeLinear, float32)."""
-    out = quant.output
+    """The real values of the requantization's lowest and highest codes (DequantizeLinear, float32)."""
+    out = quant.requantized
     low, high = out.dequantize(np.array([lower_clamp_code(quant), out.code.qmax]))
     return float(low), float(high)
 
@@ -53,7 +57,11 @@ def is_relu6_top(high: float) -> bool:
 
 
 def implied_activation(quant: MacQuant) -> Activation:
-    """The activation a MAC layer's requantization implies in the float view (module docstring)."""
+    """The activation a MAC layer's requantization implies in the float view (module docstring); a
+    layer with a lookup has the lookup's function (sigmoid), which any clamp before it leaves as it is
+    up to saturation."""
+    if quant.lookup is not None:
+        return _LOOKUP_ACTIVATIONS[quant.lookup.function]
     low, high = clamps(quant)
     if low != 0.0:
         return Activation.IDENTITY
@@ -63,6 +71,8 @@ def implied_activation(quant: MacQuant) -> Activation:
 def describe_implied(quant: MacQuant) -> str:
     """Why the float view has this activation (for `qverify info`)."""
     activation = implied_activation(quant)
+    if quant.lookup is not None:
+        return f"{activation.value}: the model's table after the requantization"
     low, high = clamps(quant)
     if activation is Activation.IDENTITY:
         return f"codes clamp to [{low:.6g}, {high:.6g}]: range saturation, no activation"

@@ -104,6 +104,24 @@ class QuantForm(enum.Enum):
     QOPERATOR = "QOperator"
 
 
+class CodeFunction(enum.Enum):
+    """An elementwise function a quantized model applies to a MAC layer's codes through a 256-entry
+    table (onnxruntime's QLinearSigmoid, or DequantizeLinear -> Sigmoid -> QuantizeLinear, which it
+    fuses into one): the table itself is the runtime's business (`qverify.quant.code_tables`)."""
+
+    SIGMOID = "sigmoid"
+
+
+@dataclass(frozen=True, slots=True)
+class CodeLookup:
+    """A code-to-code table after a MAC layer's requantization: `input` is the quantization of the
+    requantized codes the table reads (the layer's `output` is the table's)."""
+
+    function: CodeFunction
+    input: TensorQuant
+    what: str = "lookup"
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class MacQuant:
     """The integers of one dense or convolution layer and the quantization of its input and output.
@@ -121,8 +139,14 @@ class MacQuant:
     relu: bool
     what: str = "layer"
     form: QuantForm = QuantForm.QDQ
+    lookup: CodeLookup | None = None
 
     def __post_init__(self) -> None:
+        if self.lookup is not None and self.lookup.input.code is not self.output.code:
+            raise InputError(
+                f"{self.lookup.what}: reads {self.lookup.input.code.value} codes and writes "
+                f"{self.output.code.value} codes (a table maps codes of one type)"
+            )
         weights = np.array(self.weights, dtype=np.int64, copy=True)
         if weights.size and (weights.min() < -128 or weights.max() > 127):
             raise InputError(f"{self.what}: weights must be int8 values")
@@ -149,6 +173,12 @@ class MacQuant:
     @property
     def per_channel(self) -> bool:
         return self.weight_scales.size > 1
+
+    @property
+    def requantized(self) -> TensorQuant:
+        """The quantization of the codes the requantization writes: the lookup's input, else the
+        layer's output."""
+        return self.output if self.lookup is None else self.lookup.input
 
     def channel_scales(self) -> np.ndarray:
         """One weight scale per output channel (a per-tensor scale repeated)."""
@@ -221,6 +251,8 @@ class AffineQuantization:
             sha.update(quant.output.describe().encode())
             if isinstance(quant, MacQuant):
                 sha.update(b"relu" if quant.relu else b"-")
+                if quant.lookup is not None:
+                    sha.update(f"{quant.lookup.function.value} {quant.lookup.input.describe()}".encode())
                 sha.update(b"" if quant.form is QuantForm.QDQ else quant.form.value.encode())
                 for array in (quant.weights, quant.weight_scales, quant.bias):
                     sha.update(np.ascontiguousarray(array).tobytes())

@@ -12,6 +12,9 @@ two ways (both offered, as `RequantMode`):
   RoundingDivideByPOT(SaturatingRoundingDoublingHighMul(acc * 2^left, m), right), lo, hi).
 
 lo is the code range's minimum, or the output zero point when a ReLU is fused (the runtimes' clamp).
+A layer followed by a table on its codes (`MacQuant.lookup`: QLinearSigmoid) maps the code through
+onnxruntime's table (`qverify.quant.code_tables`) after the clamp; a monotone table keeps the whole
+map monotone, and the thresholds below are those of the composition.
 Both functions are monotone (non-decreasing) in acc, so each is exactly a step function with at most
 255 steps: `thresholds` gives, per output channel, t[k] = the smallest acc with code >= qmin + k + 1,
 found by binary search over every accumulator the layer can produce. The generated C (integer only)
@@ -29,6 +32,7 @@ import numpy as np
 
 from qverify.errors import RangeError
 from qverify.network.qparams import MacQuant, TensorQuant
+from qverify.quant.code_tables import apply_lookup
 
 INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1
@@ -133,7 +137,7 @@ def requantize(acc: np.ndarray, quant: MacQuant, mode: RequantMode, channel: np.
     """
     acc = np.asarray(acc, dtype=np.int64)
     channels = np.broadcast_to(np.asarray(channel), acc.shape)
-    out = quant.output
+    out = quant.requantized
     low = out.zero_point if quant.relu else out.code.qmin
     if mode is RequantMode.ONNXRUNTIME:
         multipliers = ort_multiplier(quant.input.scale, quant.channel_scales(), out.scale)
@@ -154,7 +158,10 @@ def requantize(acc: np.ndarray, quant: MacQuant, mode: RequantMode, channel: np.
             if np.any(np.abs(shifted) > INT32_MAX):
                 raise RangeError(f"{quant.what}: acc * 2^{left} leaves int32 in TFLite requantization")
             codes[where] = _rounding_divide_by_pot(_srdhm(shifted, multiplier), right) + out.zero_point
-    return np.clip(codes, low, out.code.qmax)
+    codes = np.clip(codes, low, out.code.qmax)
+    if quant.lookup is not None:  # a table on the requantized codes (sigmoid): still monotone in acc
+        codes = apply_lookup(codes, quant.lookup, quant.output)
+    return codes
 
 
 def accumulator_bounds(quant: MacQuant, taps_abs_weight_sum: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

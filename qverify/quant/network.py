@@ -25,8 +25,9 @@ from qverify.network import (
     PoolQuant,
     TensorQuant,
 )
-from qverify.network.qparams import LayerQuant
+from qverify.network.qparams import LayerQuant, MacQuant
 from qverify.quant.affine import Int8Format, Int8Kernel, RequantMode, accumulator_bounds, thresholds
+from qverify.quant.code_tables import lookup_table
 from qverify.quant.fixed import FixedFormat, quantize_constants
 from qverify.quant.floatfmt import FloatFormat
 from qverify.quant.lut import LIPSCHITZ, Lut, LutDesign, design_lut
@@ -278,6 +279,24 @@ def check_wide_accumulator(layers: tuple[QuantizedLayer, ...], number: FixedForm
             )
 
 
+def check_lookup(index: int, quant: MacQuant, mode: RequantMode) -> None:
+    """A table after the requantization (QLinearSigmoid) is onnxruntime's, and must be monotone for
+    the layer to stay one threshold table (it is for a monotone function: rounding is monotone)."""
+    assert quant.lookup is not None
+    if mode is not RequantMode.ONNXRUNTIME:
+        raise UnsupportedError(
+            f"layer {index}: the {quant.lookup.function.value} table ({quant.lookup.what}) is onnxruntime's "
+            f"QLinearSigmoid; it is not modelled with {mode.value} requantization (use --format int8)"
+        )
+    table = lookup_table(quant.lookup, quant.output)
+    if np.any(np.diff(table) < 0):
+        code = int(np.argmax(np.diff(table) < 0)) + quant.lookup.input.code.qmin
+        raise UnsupportedError(
+            f"layer {index}: the {quant.lookup.function.value} table ({quant.lookup.what}) decreases after "
+            f"code {code}; only monotone tables are supported"
+        )
+
+
 def _int8_layer(
     index: int, layer: Layer, quant: LayerQuant, mode: RequantMode, kernel: Int8Kernel
 ) -> QuantizedLayer:
@@ -295,7 +314,9 @@ def _int8_layer(
                 f"({quant.input.describe()} -> {quant.output.describe()}) is not supported"
             )
         return QuantizedLayer(empty, empty, Activation.IDENTITY, layer, Int8Tables(quant, None, None, None))
-    if layer.activation not in (Activation.IDENTITY, Activation.RELU, Activation.RELU6):
+    if quant.lookup is not None:
+        check_lookup(index, quant, mode)
+    elif layer.activation not in (Activation.IDENTITY, Activation.RELU, Activation.RELU6):
         raise UnsupportedError(
             f"layer {index}: {layer.activation.value} activation is not supported in int8 (ReLU, fused as "
             "the requantization clamp, and identity are)"
