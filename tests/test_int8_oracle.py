@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -104,11 +105,19 @@ def random_int8_network(rng: np.random.Generator, sizes: tuple[int, ...] | None 
     )
 
 
-def make_instance(seed: int, directory: Path) -> Instance:
+def make_instance(
+    seed: int,
+    directory: Path,
+    build: Callable[[np.random.Generator], Network] = random_int8_network,
+    tflite_share: float = 0.3,
+) -> Instance:
+    """A random network from `build` and a property over a box of its input codes, with its truth
+    by running the compiled harness on every point (`tflite_share`: how many use TFLite's
+    requantization)."""
     rng = np.random.default_rng(7000 + seed)
     for _ in range(20):
-        net = random_int8_network(rng)
-        mode = RequantMode.TFLITE if rng.random() < 0.3 else RequantMode.ONNXRUNTIME
+        net = build(rng)
+        mode = RequantMode.TFLITE if rng.random() < tflite_share else RequantMode.ONNXRUNTIME
         try:
             qnet = quantize_network(net, ImplementationOptions(Int8Format(mode)))
         except RangeError:

@@ -396,7 +396,7 @@ class _Reader:
         stated = self.tensor_quant(node, label, 1, 2, "input")
         if not stated.same_as(input_quant):
             raise self.fail(node, label, "input quantization differs from the codes it reads")
-        self.add_lookup(CodeFunction.SIGMOID, self.tensor_quant(node, label, 3, 4, "output"), label)
+        self.add_lookup(node, label, CodeFunction.SIGMOID, self.tensor_quant(node, label, 3, 4, "output"))
         self.origin.add("QOperator")
 
     def float_sigmoid(self, node: onnx.NodeProto, label: str) -> None:
@@ -405,14 +405,19 @@ class _Reader:
         self.pending = _Pending(node, label, "lookup")
         self.origin.add("QDQ")
 
-    def add_lookup(self, function: CodeFunction, output: TensorQuant, label: str) -> None:
+    def add_lookup(
+        self, node: onnx.NodeProto, label: str, function: CodeFunction, output: TensorQuant
+    ) -> None:
         """The last MAC layer followed by a table on its codes: its float view gets the function."""
         quant = self.quants[-1]
-        lookup = CodeLookup(function, quant.output, label)
-        try:
-            self.quants[-1] = replace(quant, output=output, lookup=lookup)
-        except InputError as error:
-            raise InputError(f"{self.where}: ONNX node '{label}': {error}") from None
+        if output.code is not quant.output.code:
+            raise self.fail(
+                node,
+                label,
+                f"reads {quant.output.code.value} codes and writes {output.code.value} codes; a table maps "
+                "codes of one type",
+            )
+        self.quants[-1] = replace(quant, output=output, lookup=CodeLookup(function, quant.output, label))
         self.layers[-1] = _with_activation(self.layers[-1], implied_activation(self.quants[-1]))
         self.codes = output
 
@@ -510,7 +515,7 @@ class _Reader:
             self.add_pool(pending.layer, input_quant, output, pending.label)
             return
         if pending.kind == "lookup":
-            self.add_lookup(CodeFunction.SIGMOID, output, pending.label)
+            self.add_lookup(pending.node, pending.label, CodeFunction.SIGMOID, output)
             return
         quant = MacQuant(
             input_quant,
