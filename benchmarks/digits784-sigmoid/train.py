@@ -13,9 +13,13 @@ suites share):
    activation, Adam, fixed seed, one BLAS thread); the softmax is dropped (the outputs are logits).
 3. Writes it as torch.onnx.export writes `nn.Sequential(Linear, Sigmoid, ..., Linear)` for a
    [1, 784] input (Gemm transB = 1, Sigmoid; opset 13, float32; qverify's writer).
-4. Writes the instances: 8 test images, 4 radii each, two certified by DeepPoly's bounds and two
+4. Quantizes it to int8 as `qverify quantize --format qop` does (onnxruntime, QOperator: QGemm
+   and QLinearSigmoid; per-tensor weights; calibrated on the training images) ->
+   `digits784_sigmoid.int8.onnx`.
+5. Writes the instances: 8 test images, 4 radii each, two certified by DeepPoly's bounds and two
    falsified by a float attack (`../image_suites.py`) -> `vnnlib/`, `instances.csv`, `suite.toml`
-   (format <16,16>: the sigmoid as qverify's lookup table; qverify has no int8 sigmoid).
+   (formats <16,16>: the sigmoid as qverify's lookup table, and int8: onnxruntime's QLinearSigmoid
+   table on codes).
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ from sklearn.neural_network import MLPClassifier
 from threadpoolctl import threadpool_limits
 
 from qverify.io import load_network, write_onnx
-from qverify.network import Activation
+from qverify.network import Activation, CodeType
+from qverify.quant import ImplementationOptions, Int8Format, quantize_network, simulate
+from qverify.quant.calibrate import QuantFormat, QuantizeSettings, quantize_with_onnxruntime
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # the shared tools in benchmarks/
@@ -37,6 +43,7 @@ from training_tools import attack, centre_and_random, sklearn_network
 
 NAME = "digits784-sigmoid"
 NETWORK_FILE = "digits784_sigmoid.onnx"
+INT8_FILE = "digits784_sigmoid.int8.onnx"
 HIDDEN = (200,) * 3
 SEED = 0
 ALPHA = 1e-4
@@ -66,12 +73,22 @@ def train(x: np.ndarray, y: np.ndarray) -> MLPClassifier:
 
 
 def suite_file_text() -> str:
-    return suite_text(f"{NAME}/train.py", NAME, DESCRIPTION, ("16.16",), TIMEOUT_S, (28, 28), {})
+    variants = {"int8": ("int8", NETWORK_FILE, INT8_FILE)}
+    return suite_text(f"{NAME}/train.py", NAME, DESCRIPTION, ("16.16", "int8"), TIMEOUT_S, (28, 28), variants)
+
+
+def quantize(net, x_train: np.ndarray, x_test: np.ndarray, y_test: np.ndarray) -> None:
+    """The int8 model (QOperator, per-tensor weights, int8 codes) and its simulated test accuracy."""
+    settings = QuantizeSettings(QuantFormat.QOP, per_channel=False, activations=CodeType.INT8)
+    model = quantize_with_onnxruntime(net, x_train, settings, HERE / INT8_FILE)
+    qnet = quantize_network(model, ImplementationOptions(Int8Format()))
+    predicted = simulate(qnet, qnet.input_quant.quantize(x_test)).outputs.argmax(axis=1)
+    print(f"int8 test accuracy (simulator): {int(np.sum(predicted == y_test))}/{len(y_test)}")
 
 
 def main() -> int:
     data = digits28()
-    x, y, train_idx, _ = data
+    x, y, train_idx, test_idx = data
     with threadpool_limits(limits=1):
         model = train(x[train_idx], y[train_idx])
         print(f"adam epochs: {model.n_iter_}; final training loss {model.loss_:.4f}")
@@ -80,6 +97,7 @@ def main() -> int:
             sklearn_network(model, Activation.SIGMOID, "digits784_sigmoid"), path, float32=True, gemm=True
         )
         net = load_network(path)
+        quantize(net, x[train_idx], x[test_idx], y[test_idx])
 
         def falsify(lo: np.ndarray, hi: np.ndarray, label: int, seed: int) -> float:
             return attack(net, lo, hi, label, seed=seed, starts=ATTACK_STARTS)

@@ -12,8 +12,9 @@ to its output's codes. What is understood, in graph order along the one dynamic 
     after a MAC layer's codes, a table on codes (`CodeLookup`): QLinearSigmoid (com.microsoft), or
           DequantizeLinear -> Sigmoid -> QuantizeLinear (which onnxruntime fuses into it)
     either: MaxPool, Flatten, Reshape, Identity on codes (QDQ: between DequantizeLinear and
-          QuantizeLinear with the same parameters), AveragePool likewise (read, then refused by the
-          int8 format: its rounding is not modelled)
+          QuantizeLinear with the same parameters); AveragePool between DequantizeLinear and
+          QuantizeLinear, or QLinearAveragePool (com.microsoft), with quantizations of its own
+          (`qverify.quant.pool8` says when its rounding is a function of the window's sum)
     DequantizeLinear                                the graph output (codes -> float output)
 
 Activations must be quantized per tensor; weights symmetric (zero point 0), per tensor or per output
@@ -266,6 +267,7 @@ class _Reader:
             "QLinearSigmoid": self.qlinear_sigmoid,
             "Sigmoid": self.float_sigmoid,
             "MaxPool": self.pool,
+            "QLinearAveragePool": self.qlinear_average_pool,
             "AveragePool": self.pool,
             "GlobalAveragePool": self.pool,
             "Flatten": self.flatten,
@@ -597,9 +599,29 @@ class _Reader:
         self.quants.append(PoolQuant(input_quant, output, label))
         self.codes = output
 
+    def qlinear_average_pool(self, node: onnx.NodeProto, label: str) -> None:
+        input_quant = self.need_codes(node, label)
+        stated = self.tensor_quant(node, label, 1, 2, "input")
+        if not stated.same_as(input_quant):
+            raise self.fail(node, label, "input quantization differs from the codes it reads")
+        if self.attribute(node, "channels_last", 0):
+            raise self.unsupported(node, label, "with channels_last=1 is not supported")
+        output = self.tensor_quant(node, label, 3, 4, "output")
+        layer = self.pool_layer(node, label)
+        self.add_pool(layer, input_quant, output, label)
+        self.origin.add("QOperator")
+
     def pool(self, node: onnx.NodeProto, label: str) -> None:
         qdq = self.float_view
         quant = self.need_float_view(node, label) if qdq else self.need_codes(node, label)
+        layer = self.pool_layer(node, label)
+        if qdq:
+            self.pending = _Pending(node, label, "pool", layer)
+        else:
+            self.add_pool(layer, quant, quant, label)
+
+    def pool_layer(self, node: onnx.NodeProto, label: str) -> MaxPool2D | AveragePool2D:
+        """The pooling layer a MaxPool, AveragePool, GlobalAveragePool or QLinearAveragePool states."""
         image = self.image(node, label)
         if node.op_type == "GlobalAveragePool":
             kernel, geometry = (image[1], image[2]), {"strides": (1, 1), "pads": (0, 0, 0, 0)}
@@ -623,10 +645,7 @@ class _Reader:
         except InputError as error:
             raise self.fail(node, label, f"has invalid parameters: {error}") from None
         self.shape = (1, *layer.output_shape)
-        if qdq:
-            self.pending = _Pending(node, label, "pool", layer)
-        else:
-            self.add_pool(layer, quant, quant, label)
+        return layer
 
     def flatten(self, node: onnx.NodeProto, label: str) -> None:
         axis = int(self.attribute(node, "axis", 1))

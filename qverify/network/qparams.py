@@ -140,6 +140,7 @@ class MacQuant:
     what: str = "layer"
     form: QuantForm = QuantForm.QDQ
     lookup: CodeLookup | None = None
+    pool_divisor: int = 0  # > 0: an int8 average pool as a MAC of ones (`qverify.quant.pool8`)
 
     def __post_init__(self) -> None:
         if self.lookup is not None and self.lookup.input.code is not self.output.code:

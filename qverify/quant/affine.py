@@ -33,6 +33,7 @@ import numpy as np
 from qverify.errors import RangeError
 from qverify.network.qparams import MacQuant, TensorQuant
 from qverify.quant.code_tables import apply_lookup
+from qverify.quant.pool8 import pool_codes
 
 INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1
@@ -136,6 +137,8 @@ def requantize(acc: np.ndarray, quant: MacQuant, mode: RequantMode, channel: np.
     The runtime's formula itself (not the tables): the reference the tables are checked against.
     """
     acc = np.asarray(acc, dtype=np.int64)
+    if quant.pool_divisor:  # an int8 average pool: the code of the window's mean
+        return pool_codes(acc, quant)
     channels = np.broadcast_to(np.asarray(channel), acc.shape)
     out = quant.requantized
     low = out.zero_point if quant.relu else out.code.qmin

@@ -31,6 +31,7 @@ from qverify.quant.code_tables import lookup_table
 from qverify.quant.fixed import FixedFormat, quantize_constants
 from qverify.quant.floatfmt import FloatFormat
 from qverify.quant.lut import LIPSCHITZ, Lut, LutDesign, design_lut
+from qverify.quant.pool8 import ambiguous_sums, exact_means
 from qverify.quant.x86 import PairedSums, paired_sums
 
 NumberFormat = FixedFormat | FloatFormat | Int8Format
@@ -297,6 +298,68 @@ def check_lookup(index: int, quant: MacQuant, mode: RequantMode) -> None:
         )
 
 
+def _int8_average_pool(
+    index: int, layer: AveragePool2D, quant: PoolQuant, mode: RequantMode
+) -> QuantizedLayer:
+    """An int8 average pool as a depthwise convolution of ones whose threshold table is the code of
+    the window's mean (`qverify.quant.pool8`), when that is a function of the window's sum."""
+    where = f"layer {index} ({layer.describe()})"
+    divisors = np.unique(layer.divisors())
+    if divisors.size != 1:
+        raise UnsupportedError(
+            f"{where}: int8 average pooling whose windows have different divisors (padding not counted) "
+            "is not supported; count_include_pad=1 or no padding is"
+        )
+    if mode is not RequantMode.ONNXRUNTIME:
+        raise UnsupportedError(
+            f"{where}: int8 average pooling is modelled as onnxruntime's QLinearAveragePool; not with "
+            f"{mode.value} requantization (use --format int8)"
+        )
+    channels, (kh, kw) = layer.input_shape[0], layer.kernel
+    ones = np.ones((channels, 1, kh, kw), dtype=np.int64)
+    divisor = int(divisors[0])
+    conv = Conv2D(
+        np.full(ones.shape, 1.0 / divisor),
+        np.zeros(channels),
+        Activation.IDENTITY,
+        layer.input_shape,
+        layer.strides,
+        layer.pads,
+        groups=channels,
+    )
+    mac = MacQuant(
+        quant.input,
+        ones,
+        np.ones(1),
+        np.zeros(channels),
+        quant.output,
+        False,
+        quant.what,
+        pool_divisor=divisor,
+    )
+    taps = int(conv.taps().count.max())
+    acc_lo, acc_hi = accumulator_bounds(mac, np.full(channels, taps))
+    ambiguous = ambiguous_sums(mac, int(acc_lo.min()), int(acc_hi.max()), taps)
+    if ambiguous.size:
+        sum_ = int(ambiguous[0])
+        raise UnsupportedError(
+            f"{where}: int8 average pooling ({quant.what}): the code of a window whose codes sum to "
+            f"{sum_} above the zero point depends on the float rounding of its values (its exact mean, "
+            f"{float(exact_means(np.array([sum_]), mac)[0]):.6f} in output codes, lies within float32 rounding "
+            f"of a rounding boundary; {ambiguous.size} such sums); not supported"
+        )
+    lo, hi = np.array([acc_lo.min()]), np.array([acc_hi.max()])
+    table = thresholds(mac, mode, np.broadcast_to(lo, acc_lo.shape), np.broadcast_to(hi, acc_hi.shape))[:1]
+    table.flags.writeable = False
+    return QuantizedLayer(
+        ones,
+        np.zeros(channels, dtype=np.int64),
+        Activation.IDENTITY,
+        conv,
+        Int8Tables(mac, table, acc_lo, acc_hi),
+    )
+
+
 def _int8_layer(
     index: int, layer: Layer, quant: LayerQuant, mode: RequantMode, kernel: Int8Kernel
 ) -> QuantizedLayer:
@@ -304,10 +367,7 @@ def _int8_layer(
     empty = np.zeros(0, dtype=np.int64)
     if isinstance(quant, PoolQuant):
         if isinstance(layer, AveragePool2D):
-            raise UnsupportedError(
-                f"layer {index} ({layer.describe()}): int8 average pooling is not supported (onnxruntime's "
-                "QLinearAveragePool rounding is not modelled); use max pooling or a float/fixed format"
-            )
+            return _int8_average_pool(index, layer, quant, mode)
         if not quant.input.same_as(quant.output):
             raise UnsupportedError(
                 f"layer {index} ({layer.describe()}): max pooling that changes the quantization "
