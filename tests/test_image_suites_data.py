@@ -79,7 +79,7 @@ SUITES = {
         ((Dense, (200,), Activation.SIGMOID),) * 3 + ((Dense, (10,), Activation.IDENTITY),),
         ("Gemm", "Sigmoid") * 3 + ("Gemm",),
         784 * 200 + 200 + 2 * (200 * 200 + 200) + 200 * 10 + 10,
-        None,
+        "digits784_sigmoid.int8.onnx",
     ),
 }  # fmt: skip
 

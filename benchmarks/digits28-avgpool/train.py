@@ -18,7 +18,8 @@ the steps the convolutional suites share):
    qverify's reading.
 4. Writes the instances: 8 test images, 4 radii each, two certified by DeepPoly's bounds and two
    falsified by a float attack (`../image_suites.py`) -> `vnnlib/`, `instances.csv`, `suite.toml`
-   (format <16,16>; no int8 model: qverify does not model onnxruntime's int8 average pooling).
+   (format <16,16>; no int8 model: onnxruntime's quantizer gives the pool its input's scale, whose
+   half-code ties its float32 sums round per window, which qverify refuses; README.md says more).
 """
 
 from __future__ import annotations
