@@ -192,7 +192,7 @@ def _conv_pool_net(seed: int, count_include_pad: bool) -> Network:
 def test_conv_pool_networks_are_bit_exact_against_onnxruntime(tmp_path, quant_format, activations):
     """Conv + ReLU + average pool (padded, counted) + dense, quantized by onnxruntime's quantizer:
     where qverify accepts the pool (QOp: its own output scale), C, simulator and onnxruntime agree on
-    3,000 inputs; where it refuses (QDQ: the pool shares its input's scale, so exact ties), the
+    1,500 inputs; where it refuses (QDQ: the pool shares its input's scale, so exact ties), the
     refusal names the float rounding."""
     accepted = 0
     for seed in range(4):
@@ -207,7 +207,7 @@ def test_conv_pool_networks_are_bit_exact_against_onnxruntime(tmp_path, quant_fo
             assert "float rounding" in str(error)
             continue
         accepted += 1
-        x = rng.uniform(-0.2, 1.2, (3000, 81))
+        x = rng.uniform(-0.2, 1.2, (1500, 81))
         codes = qnet.input_quant.quantize(x)
         simulated = simulate(qnet, codes).outputs
         compiled = CompiledNetwork(render_network(qnet), tmp_path / f"c{seed}", True)
@@ -261,7 +261,8 @@ def random_pool_network(rng: np.random.Generator) -> Network:
         return net
 
 
-FAST_SEEDS = range(20)
+FAST_SEEDS = range(12)
+SLOW_SEEDS = range(12, 40)
 
 
 @pytest.fixture(scope="module")
@@ -278,9 +279,15 @@ def test_int8_pool_oracle(cases, seed):
     check_instance(cases(seed), budgeted())
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SLOW_SEEDS)
+def test_int8_pool_oracle_slow(cases, seed):
+    check_instance(cases(seed), budgeted())
+
+
 def test_pool_oracle_cases_cover_both_verdicts(cases):
     truths = [cases(seed).truth for seed in FAST_SEEDS]
-    assert truths.count("SAFE") >= 4 and truths.count("UNSAFE") >= 4
+    assert truths.count("SAFE") >= 3 and truths.count("UNSAFE") >= 3
 
 
 # -- hostile models -------------------------------------------------------------------------------

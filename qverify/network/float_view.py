@@ -14,8 +14,7 @@ operators of the file:
 - a ReLU clamp whose upper clamp is the real value 6 (within the float32 rounding of the scale) is
   a ReLU6 (a folded `Clip(0, 6)`);
 - any other clamp of the code range (a lower clamp below 0, an upper clamp elsewhere) is the
-  saturation of the calibrated range: quantization error, like rounding, not an activation.
-
+  saturation of the calibrated range: quantization error, like rounding, not an activation;
 - a table after the requantization (QLinearSigmoid) is its function (sigmoid).
 
 Activation operators that the int8 readers do not understand (Clip with other bounds, LeakyRelu,
@@ -72,7 +71,8 @@ def describe_implied(quant: MacQuant) -> str:
     """Why the float view has this activation (for `qverify info`)."""
     activation = implied_activation(quant)
     if quant.lookup is not None:
-        return f"{activation.value}: the model's table after the requantization"
+        lookup = quant.lookup
+        return f"{activation.value}: the model's table '{lookup.what}' on the requantized codes ({lookup.input.describe()})"
     low, high = clamps(quant)
     if activation is Activation.IDENTITY:
         return f"codes clamp to [{low:.6g}, {high:.6g}]: range saturation, no activation"

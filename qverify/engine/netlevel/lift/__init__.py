@@ -26,7 +26,8 @@ C in the same style):
   `qv_network(x, y)`, one `__ESBMC_assert(!(clause), ...)` per unsafe clause (`lift.harness`; the
   run of one-line input assumes of an image-size harness is read as text, `lift.inputs`).
 Not recognised (falls back, with the reason): an int8 average pool's loop over codes (codegen writes
-int8 average pools as depthwise convolutions of ones, `qverify.quant.pool8`), and any other statement, macro, header or helper function.
+int8 average pools as depthwise convolutions of ones, `qverify.quant.pool8`), and any other
+statement, macro, header or helper function.
 
 Why the lifted query is the C: every helper's semantics comes from a header that must be byte for
 byte one of qverify's C models (`models_c/*.h`, whose semantics the bit-exact simulator implements
