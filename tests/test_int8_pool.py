@@ -48,10 +48,17 @@ _ONNX_TYPES = {CodeType.INT8: TensorProto.INT8, CodeType.UINT8: TensorProto.UINT
 
 
 def qlinear_average_pool(
-    windows: np.ndarray, source: TensorQuant, target: TensorQuant, kernel: tuple[int, int]
+    windows: np.ndarray,
+    source: TensorQuant,
+    target: TensorQuant,
+    kernel: tuple[int, int],
+    global_path: bool = False,
 ) -> np.ndarray:
     """onnxruntime's QLinearAveragePool of each window (rows of kernel-sized code blocks, no
-    padding: one output per window, the windows side by side as channels)."""
+    padding: one output per window, the windows side by side as channels). The image is twice the
+    window's width (so that onnxruntime does not take its global-average path), or with
+    `global_path` the window itself (so that it does: an integer sum times a rounded scale)."""
+    width = 1 if global_path else 2
     code = source.code
     dtype = _NP_TYPES[code]
     count = len(windows)
@@ -70,12 +77,12 @@ def qlinear_average_pool(
         kernel_shape=list(kernel),
         strides=list(kernel),
     )
-    shape = [1, count, kernel[0], 2 * kernel[1]]
+    shape = [1, count, kernel[0], width * kernel[1]]
     graph = helper.make_graph(
         [node],
         "pool",
         [helper.make_tensor_value_info("x", _ONNX_TYPES[code], shape)],
-        [helper.make_tensor_value_info("y", _ONNX_TYPES[code], [1, count, 1, 2])],
+        [helper.make_tensor_value_info("y", _ONNX_TYPES[code], [1, count, 1, width])],
         inits,
     )
     model = helper.make_model(
@@ -84,7 +91,10 @@ def qlinear_average_pool(
     model.ir_version = 8
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     blocks = windows.reshape(count, kernel[0], kernel[1])
-    image = np.concatenate([blocks, np.full_like(blocks, source.zero_point)], axis=2)[None]
+    image = (
+        blocks if global_path else np.concatenate([blocks, np.full_like(blocks, source.zero_point)], axis=2)
+    )
+    image = image[None]
     return session.run(None, {"x": image.astype(dtype)})[0][0, :, 0, 0].astype(np.int64)
 
 
@@ -147,6 +157,24 @@ def test_the_code_of_a_window_is_the_rounded_mean_of_its_sum_wherever_unambiguou
         assert np.array_equal(pool_codes(sums[clear], quant), expected[clear]), (case, source, target)
         checked += int(clear.sum())
     assert checked > 30_000 and ambiguous_total < checked / 100
+
+
+@pytest.mark.parametrize("code", [CodeType.INT8, CodeType.UINT8])
+def test_onnxruntimes_global_average_path_has_the_same_codes(code):
+    """A kernel over the whole unpadded image sends onnxruntime to its global-average kernel (an
+    integer sum, a rounded scale): the same codes at every unambiguous sum."""
+    rng = np.random.default_rng(21 if code is CodeType.INT8 else 22)
+    for case, kernel in enumerate(((3, 3), (4, 4), (2, 5))):
+        size = kernel[0] * kernel[1]
+        source = _tensor(rng, code, "input", relu_range=case % 2 == 0)
+        target = TensorQuant(float(np.float32(source.scale * rng.uniform(0.4, 1.1))), source.zero_point, code)
+        quant = _pool_quant(source, target, size)
+        low, high = size * (code.qmin - source.zero_point), size * (code.qmax - source.zero_point)
+        sums = np.arange(low, high + 1)
+        clear = ~np.isin(sums, ambiguous_sums(quant, low, high, size))
+        windows = windows_with_sums(rng, sums, size, source)
+        expected = qlinear_average_pool(windows, source, target, kernel, global_path=True)
+        assert np.array_equal(pool_codes(sums[clear], quant), expected[clear]), (case, source, target)
 
 
 def test_a_pool_with_equal_scales_is_refused_and_onnxruntime_shows_why():
