@@ -339,7 +339,8 @@ def _int8_average_pool(
     )
     taps = int(conv.taps().count.max())
     acc_lo, acc_hi = accumulator_bounds(mac, np.full(channels, taps))
-    ambiguous = ambiguous_sums(mac, int(acc_lo.min()), int(acc_hi.max()), taps)
+    whole_image = tuple(layer.kernel) == tuple(layer.input_shape[1:]) and not any(layer.pads)
+    ambiguous = ambiguous_sums(mac, int(acc_lo.min()), int(acc_hi.max()), taps, whole_image)
     if ambiguous.size:
         sum_ = int(ambiguous[0])
         raise UnsupportedError(

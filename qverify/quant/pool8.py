@@ -13,8 +13,8 @@ v(S) = s_in * S / (n * s_out) + z_out; the float32 roundings move the computed v
 E(S) (below: half an ulp per rounding, of the largest magnitude each can reach), and which of its
 summands come first (the order of the window, or another runtime's) changes only that error. So
 wherever [v(S) - E(S), v(S) + E(S)] holds no rounding boundary (a half-integer inside the code range),
-every implementation of the formula above (any summation order; y / n and y / s_out divisions or
-multiplications by rounded reciprocals; rounding before or after adding z_out; onnxruntime's global
+every implementation of the formula above (any summation order; y / n a division or a
+multiplication by a rounded reciprocal; rounding before or after adding z_out; onnxruntime's global
 average path, taken when the kernel covers the unpadded image: the integer sum times a rounded scale) gives code(S) = clamp(round(v(S))) for
 every window with that sum. qverify then states the pool as a depthwise convolution with weights 1
 and this staircase as its threshold table (`thresholds`), an int8 layer like any other: the C, the
@@ -58,8 +58,9 @@ def pool_codes(acc: np.ndarray, quant: MacQuant) -> np.ndarray:
     return np.clip(np.rint(exact_means(acc, quant)), out.code.qmin, out.code.qmax).astype(np.int64)
 
 
-def rounding_error(acc: np.ndarray, quant: MacQuant, taps: int) -> np.ndarray:
-    """E(S) in code units: a bound on |computed - v(S)| for a window of at most `taps` positions."""
+def rounding_error(acc: np.ndarray, quant: MacQuant, taps: int, whole_image: bool) -> np.ndarray:
+    """E(S) in code units: a bound on |computed - v(S)| for a window of at most `taps` positions
+    (`whole_image`: the kernel covers the unpadded image, onnxruntime's global-average path)."""
     acc = np.asarray(acc, dtype=np.float64)
     inp, out, n = quant.input, quant.output, quant.pool_divisor
     k_max = max(inp.zero_point - inp.code.qmin, inp.code.qmax - inp.zero_point)
@@ -78,18 +79,21 @@ def rounding_error(acc: np.ndarray, quant: MacQuant, taps: int) -> np.ndarray:
     exact_division = n & (n - 1) == 0
     division = 0.0 if exact_division else 3 * half_ulp(mean) / out.scale  # y / n, or y * (1 / n)
     quotient = np.abs(exact_means(acc, quant) - out.zero_point) * grow + summed + division
-    # y / s_out, or y times a rounded 1 / s_out, or onnxruntime's global-average path (the exact
-    # integer sum times f32(s_in / f32(s_out * n)), rounded): at most 3 u of the quotient, 6 half-ulps
-    scaled = 6 * half_ulp(quotient)
+    # y / s_out (onnxruntime's pool kernels and MlasQuantizeLinear divide); onnxruntime's
+    # global-average path (an exact integer sum times f32(s_in / f32(s_out * n)), rounded): at most
+    # 3 u of the quotient, 6 half-ulps
+    scaled = (6 if whole_image else 1) * half_ulp(quotient)
     shifted = half_ulp(quotient + abs(out.zero_point) + 1)  # + z_out before the rounding
     slack = 1e-9 * (quotient + abs(out.zero_point) + 1)  # float64 evaluation of v(S)
     return summed + division + scaled + shifted + slack
 
 
-def ambiguous_sums(quant: MacQuant, acc_lo: int, acc_hi: int, taps: int) -> np.ndarray:
+def ambiguous_sums(
+    quant: MacQuant, acc_lo: int, acc_hi: int, taps: int, whole_image: bool = False
+) -> np.ndarray:
     """The sums S in [acc_lo, acc_hi] whose code the float32 rounding of a window can change."""
     acc = np.arange(acc_lo, acc_hi + 1, dtype=np.int64)
-    v, error = exact_means(acc, quant), rounding_error(acc, quant, taps)
+    v, error = exact_means(acc, quant), rounding_error(acc, quant, taps, whole_image)
     code = quant.output.code
     low = np.clip(np.rint(v - error), code.qmin, code.qmax)
     high = np.clip(np.rint(v + error), code.qmin, code.qmax)
