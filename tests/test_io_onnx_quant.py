@@ -102,11 +102,11 @@ def _weight_zero_point(model):
 
 def _unsupported_op(model):
     node = _node(model, "MaxPool")
-    qsig = helper.make_node(
-        "QLinearSigmoid",
+    qsig = helper.make_node(  # (QLinearSigmoid is read since issue 29; LeakyRelu's table is not)
+        "QLinearLeakyRelu",
         [node.input[0], "s", "z", "s", "z"],
         list(node.output),
-        name="qsig",
+        name="qleaky",
         domain="com.microsoft",
     )
     model.graph.initializer.extend(
@@ -138,7 +138,7 @@ BROKEN = [
     ("negative scale", _negative_scale, InputError, "QLinearConv", "positive and finite"),
     ("zero point of a wide type", _wide_zero_point, UnsupportedError, "QuantizeLinear", "int8 and uint8"),
     ("weight zero point", _weight_zero_point, UnsupportedError, "QGemm", "symmetric weights"),
-    ("unsupported Q-op", _unsupported_op, UnsupportedError, "qsig", "not supported"),
+    ("unsupported Q-op", _unsupported_op, UnsupportedError, "qleaky", "not supported"),
     ("shape mismatch", _shape_mismatch, InputError, "QGemm", "shape mismatch"),
     ("float bias", _bias_of_wrong_type, UnsupportedError, "QLinearConv", "int32 biases"),
 ]
