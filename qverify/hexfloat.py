@@ -40,16 +40,15 @@ def _exponent_table() -> np.ndarray:
 _EXPONENTS = _exponent_table()
 _EXPONENT_ROWS = _EXPONENTS.view(np.uint64).ravel()  # gathered one word per value, not byte by byte
 _EXPONENT_LENGTHS = np.count_nonzero(_EXPONENTS, axis=1)
-# byte -> its two lower-case hex digits as one uint16; hex digit -> its value (any other byte -> 0)
+# byte -> its two lower-case hex digits, as one uint16 (native order, as the text is read back)
 _BYTE_HEX = np.frombuffer(b"".join(f"{byte:02x}".encode("ascii") for byte in range(256)), np.uint16)
-_NIBBLE = np.zeros(256, dtype=np.uint8)
-_NIBBLE[np.frombuffer(b"0123456789abcdef", dtype=np.uint8)] = np.arange(16, dtype=np.uint8)
-# two bytes (read as one native uint16) -> the byte their hex digits spell ('.' spelling a 0 digit)
+# two bytes (one native uint16) -> the byte their hex digits spell ('.' spelling a 0 digit; any
+# other pair -> 0: the check by writing again refuses what was read wrong)
 _PAIR = np.zeros(1 << 16, dtype=np.uint8)
 _PAIR[_BYTE_HEX] = np.arange(256, dtype=np.uint8)
 _DOT_DIGITS = b"".join(f".{digit:x}".encode("ascii") for digit in range(16))
 _PAIR[np.frombuffer(_DOT_DIGITS, np.uint16)] = np.arange(16)
-_DECIMAL = np.zeros(256, dtype=np.int64)
+_DECIMAL = np.zeros(256, dtype=np.int64)  # decimal digit -> its value, any other byte -> 0
 _DECIMAL[np.frombuffer(b"0123456789", dtype=np.uint8)] = np.arange(10, dtype=np.int64)
 
 

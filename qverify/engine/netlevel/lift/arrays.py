@@ -126,7 +126,7 @@ def _parse_values(body: str, shape: tuple[int, ...], where: str) -> tuple[np.nda
     """The literals of a braced initialiser body (outer braces included) as a flat array. The text
     is handled as bytes (bytes.translate deletes through a table, faster than str.translate's
     mapping on the megabytes of a float harness). Hexadecimal floats in the form the codegen writes
-    (`float.hex`) are read by numpy (`read_canonical_hex`, ~5x faster); any other form by the
+    (`float.hex`) are read by numpy (`read_canonical_hex`, 2-5x faster); any other form by the
     regular expression and `float.fromhex`."""
     try:
         data = body.encode("ascii")
