@@ -137,7 +137,7 @@ def _parse_values(body: str, shape: tuple[int, ...], where: str) -> tuple[np.nda
         raise NotRecognised(f"{where}: initialiser braces do not nest as the shape {list(shape)}")
     literals = compact.translate(None, b"{}")
     count = math.prod(shape)
-    if not literals.translate(None, _INTEGER_CHARACTERS):
+    if b"x" not in literals and not literals.translate(None, _INTEGER_CHARACTERS):  # x: no copy of floats
         return _integers(literals.decode("ascii"), count, where), True, False
     suffixed = literals.endswith(b"f")
     canonical = read_canonical_hex(literals, count, b"f" if suffixed else b"")
