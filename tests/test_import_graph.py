@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     (
         "qverify",
         "qverify.errors",
+        "qverify.hexfloat",
         "qverify.resources",
         "qverify.input_limits",
         "qverify.interrupts",
