@@ -33,9 +33,9 @@ HiGHS's arithmetic; `--certify` re-checks SAFE verdicts with exact SMT on the sc
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import sparse
 
 from qverify.engine.netlevel.activations import MaxPool, relu_relaxation
 from qverify.engine.netlevel.attack import AtomForm
@@ -44,6 +44,9 @@ from qverify.engine.netlevel.model import NetModel
 from qverify.engine.netlevel.roundoff import U64
 from qverify.engine.solvers.base import CheckStatus
 from qverify.engine.solvers.highs import HighsSolver
+
+if TYPE_CHECKING:  # scipy.sparse is imported where the rows are built: a node that the bounds
+    from scipy import sparse  # decide needs no LP (~0.1 s of a small query's start)
 
 ATOM_SLACK = 1e-7  # (the MILP's feasibility rows)
 
@@ -77,6 +80,8 @@ class _Rows:
 
     def add_sparse(self, block: sparse.csr_array, columns: np.ndarray, lo, hi) -> None:
         """Rows of a CSR block whose column c is the model's column columns[c], in [lo, hi]."""
+        from scipy import sparse
+
         block = sparse.csr_array(block)
         block.eliminate_zeros()
         block.sort_indices()
@@ -125,6 +130,8 @@ def solve_node(
     deadline: float,
 ) -> NodeSolution:
     """Is some execution of the node in the clause? (LP relaxation, or exact MILP with `integer`)."""
+    from scipy import sparse
+
     if model.stepped:  # int8 staircases are not encoded (input splitting decides int8 nodes)
         return NodeSolution(CheckStatus.UNKNOWN, None)
     columns = _Columns()
@@ -276,6 +283,8 @@ def _max_pool(
     relaxation's upper side: LP) or, with binaries d_i (one per input, sum 1), y <= x_i + (U -
     l_i) (1 - d_i), U the window's largest upper bound (MILP: exact). An input whose column is -1
     (the value 0) enters as the constant 0."""
+    from scipy import sparse
+
     inputs_live = previous >= 0
     if inputs_live.any():  # the node's bounds on the pool's inputs (a split may have narrowed them)
         live = np.flatnonzero(inputs_live)
