@@ -248,6 +248,8 @@ class Search:
             return None
         with self.rec.timer("netlevel.attack"):
             for region in self.query.regions:
+                if self.enumerated(region):
+                    continue  # its root tries every input of it (`process`): samples add nothing
                 found = sample_attack(
                     self.model, self.confirmer, region, self.rng, min(self.options.attack_samples, 1024)
                 )
@@ -257,6 +259,12 @@ class Search:
             self.attack_deferred = True  # to the first open root (`absorb`)
             return None
         return self.gradient(ATTACK_SECONDS)
+
+    def enumerated(self, region) -> bool:
+        """Will the branch and bound's root of `region` try each of its inputs (`process`)? (A small
+        box: an iris box at `<8,8>`, where 1,024 random samples were most of the engine's task.)"""
+        limit = REAL_ENUMERATION_LIMIT if self.real else ENUMERATION_LIMIT
+        return self.options.enabled("bounds") and points.count(self.query.qnet, region.lo, region.hi) <= limit
 
     def running_attack(self, frontier: Frontier) -> Counterexample | None:
         """During the branch and bound, while the attack has had at most ATTACK_RUNNING_SHARE of the
@@ -322,6 +330,8 @@ class Search:
                 decided = self.absorb(frontier, self.process_batch(taken))
                 if decided is not None:
                     return decided
+                if not frontier.heap:  # every node closed: SAFE, no slice of attack to run first
+                    break
                 found = self.running_attack(frontier)
                 if found is not None:
                     return self.closing(frontier, EngineStatus.UNSAFE, found=found)
