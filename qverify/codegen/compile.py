@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,8 @@ _compiled: dict[tuple[Path, Path, str], str] = {}
 # compiler, flags, source and headers: the same program; ~0.1 s of gcc per UNSAFE of a suite)
 _by_content: dict[tuple[str, str], Path] = {}
 _content_folder: list[Path] = []  # the private folder, made at the first compile, removed at exit
+KEPT_EXECUTABLES = 32  # the most recent ones (a long session compiles many programs once each)
+_kept_lock = threading.Lock()  # (a replay's compilations start in a thread of their own)
 
 
 def find_gcc() -> str:
@@ -110,16 +113,17 @@ def _finish(compilation: _Compilation) -> Path:
 
 def _copied(content: tuple[str, str], output: Path) -> bool:
     """Copy the executable compiled from `content` to `output`, if there is one (else False)."""
-    kept = _by_content.get(content)
-    if kept is None:
-        return False
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(kept, output)  # (with its mode: executable)
-    except OSError:
-        _by_content.pop(content, None)
-        return False
-    return True
+    with _kept_lock:
+        kept = _by_content.get(content)
+        if kept is None:
+            return False
+        try:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(kept, output)  # (with its mode: executable)
+        except OSError:
+            _by_content.pop(content, None)
+            return False
+        return True
 
 
 def _remove_folder(folder: Path, owner: int) -> None:
@@ -129,15 +133,19 @@ def _remove_folder(folder: Path, owner: int) -> None:
 
 def _keep(content: tuple[str, str], executable: Path) -> None:
     """Keep a copy of a fresh executable for `_copied` (nothing when it cannot be: gcc runs again)."""
-    try:
-        if not _content_folder:
-            _content_folder.append(Path(tempfile.mkdtemp(prefix="qverify-replays-")))
-            atexit.register(_remove_folder, _content_folder[0], os.getpid())
-        kept = _content_folder[0] / f"{content[0]}{content[1]}"
-        shutil.copy2(executable, kept)
-    except OSError:
-        return
-    _by_content[content] = kept
+    with _kept_lock:
+        try:
+            if not _content_folder:
+                _content_folder.append(Path(tempfile.mkdtemp(prefix="qverify-replays-")))
+                atexit.register(_remove_folder, _content_folder[0], os.getpid())
+            kept = _content_folder[0] / f"{content[0]}{content[1]}"
+            shutil.copy2(executable, kept)
+        except OSError:
+            return
+        _by_content[content] = kept
+        while len(_by_content) > KEPT_EXECUTABLES:  # the oldest first (dicts keep insertion order)
+            oldest = next(iter(_by_content))
+            _by_content.pop(oldest).unlink(missing_ok=True)
 
 
 class Compilations:
