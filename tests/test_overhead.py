@@ -86,13 +86,3 @@ def test_the_engine_host_is_ready_without_what_only_some_tasks_need():
         [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
     )
     assert done.stdout.splitlines()[-1] == "[] []", done.stdout + done.stderr
-
-
-def test_a_suite_starts_its_engine_host_first_thing_only_when_its_tasks_run_in_its_process():
-    from qverify.cli import _runs_tasks_here
-
-    assert _runs_tasks_here(["suite", "run", "iris", "--format", "8.8", "--jobs", "1"])
-    assert _runs_tasks_here(["suite", "run", "iris", "--jobs=1"])
-    assert not _runs_tasks_here(["suite", "run", "iris"])  # --jobs 2: worker processes
-    assert not _runs_tasks_here(["suite", "run", "iris", "--jobs", "1", "--executor", "dask"])
-    assert not _runs_tasks_here(["suite", "run", "iris", "--jobs", "12"])

@@ -62,27 +62,14 @@ def _named_command(argv: Sequence[str]) -> str | None:
     return None
 
 
-def _runs_tasks_here(argv: Sequence[str]) -> bool:
-    """`qverify suite run ... --jobs 1`: the tasks run in this process (no worker processes)."""
-    words = list(argv)
-    jobs_one = any(
-        word == "--jobs=1" or (word == "--jobs" and words[index + 1 : index + 2] == ["1"])
-        for index, word in enumerate(words)
-    )
-    return "run" in words and jobs_one and not any(word.startswith("--executor") for word in words)
-
-
 def _start_engine_early(argv: Sequence[str]) -> None:
-    """`qverify verify`, `qverify vnncomp run` and `qverify suite run --jobs 1` start their engine
-    host first thing: it imports the engine (~0.3 s of CPU) while this process imports the command
-    and reads the inputs, on the other core (benchmarks/bench_overhead.py). Not when the command
-    will not run the engine in this process."""
+    """`qverify verify` and `qverify vnncomp run` start their engine host first thing: it imports
+    the engine (~0.5 s of CPU) while this process imports the command and reads the inputs, on the
+    other core (benchmarks/bench_overhead.py). Not when the command will not run the engine."""
     named = _named_command(argv)
     if named == "vnncomp" and "run" not in argv:
         return
-    if named == "suite" and not _runs_tasks_here(argv):
-        return
-    if named not in ("verify", "vnncomp", "suite") or any(
+    if named not in ("verify", "vnncomp") or any(
         word in ("-h", "--help") or "esbmc" in word for word in argv
     ):
         return
