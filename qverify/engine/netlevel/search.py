@@ -70,7 +70,7 @@ from qverify.engine.netlevel.bounds import (
 from qverify.engine.netlevel.branching import choose_relu
 from qverify.engine.netlevel.lp import NodeSolution, solve_node
 from qverify.engine.netlevel.model import NetModel, build_model, unsupported_reason
-from qverify.engine.netlevel.query import Arithmetic, NetworkQuery
+from qverify.engine.netlevel.query import Arithmetic, InputRegion, NetworkQuery
 from qverify.engine.netlevel.roundoff import U64, gamma
 from qverify.engine.netlevel.splitting import input_split_scores
 from qverify.engine.netlevel.workers import Workers
@@ -260,7 +260,7 @@ class Search:
             return None
         return self.gradient(ATTACK_SECONDS)
 
-    def enumerated(self, region) -> bool:
+    def enumerated(self, region: InputRegion) -> bool:
         """Will the branch and bound's root of `region` try each of its inputs (`process`)? (A small
         box: an iris box at `<8,8>`, where 1,024 random samples were most of the engine's task.)"""
         limit = REAL_ENUMERATION_LIMIT if self.real else ENUMERATION_LIMIT
