@@ -53,8 +53,8 @@ def import_engine() -> None:
 
 # What only some tasks need, in the order to import them while the host waits (Jinja: the lifter
 # renders the C of a lookup table, for tanh and sigmoid networks; the scalar path: a harness the
-# lifter declines or the network level leaves open; scipy.sparse: convolutions and the LP, in
-# pieces of at most ~30 ms so that a task arriving meanwhile waits little). A task that starts
+# lifter declines or the network level leaves open; scipy.sparse and HiGHS: convolutions and the
+# LP, in pieces of at most ~30 ms so that a task arriving meanwhile waits little). A task that starts
 # before they are all in imports what it needs itself: the host says ready ~0.2 s of CPU earlier,
 # and a small query decided by the network level no longer waits for them (docs/ARCHITECTURE.md,
 # "Stage times").
@@ -68,6 +68,7 @@ IDLE_IMPORTS = (
     "pydoc",
     "scipy._lib._util",
     "scipy.sparse",
+    "qverify.engine.solvers.highs",
 )
 
 

@@ -43,10 +43,9 @@ from qverify.engine.netlevel.bounds import Bounds
 from qverify.engine.netlevel.model import NetModel
 from qverify.engine.netlevel.roundoff import U64
 from qverify.engine.solvers.base import CheckStatus
-from qverify.engine.solvers.highs import HighsSolver
 
-if TYPE_CHECKING:  # scipy.sparse is imported where the rows are built: a node that the bounds
-    from scipy import sparse  # decide needs no LP (~0.1 s of a small query's start)
+if TYPE_CHECKING:  # scipy.sparse and HiGHS are imported where the LP runs: a node that the bounds
+    from scipy import sparse  # decide needs neither (~0.1 s of a small query's start)
 
 ATOM_SLACK = 1e-7  # (the MILP's feasibility rows)
 
@@ -225,6 +224,8 @@ def solve_node(
         **rows.arrays(),
     }
     inputs = {i: i for i in range(len(xl))}
+    from qverify.engine.solvers.highs import HighsSolver
+
     result = HighsSolver().solve(arrays, inputs, True, deadline)
     if result.status is CheckStatus.SAT:
         x = np.array([result.inputs[i] for i in range(len(xl))], dtype=np.float64)
@@ -259,6 +260,8 @@ def _worst_atom_bound(model, bounds, xl, xu, clause_forms, columns, rows, output
         "integer": np.zeros(columns.count, dtype=bool),
         **rows.arrays(),
     }
+    from qverify.engine.solvers.highs import HighsSolver
+
     found = HighsSolver().lower_bound(arrays, deadline)
     strict = all(form.strict for form in clause_forms)
     if found.bound > 0 or (strict and found.bound >= 0):
