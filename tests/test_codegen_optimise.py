@@ -100,3 +100,14 @@ def test_a_harness_is_compiled_once_per_content(tmp_path):
     assert np.array_equal(
         CompiledNetwork.from_executable(changed, True).run(x).outputs, simulate(other, x).outputs
     )
+
+
+def test_the_same_content_in_another_folder_is_copied_not_compiled(tmp_path):
+    """A suite writes the network's replay program anew in each task's folder: compiled once."""
+    qnet = quantize_network(_network(3, Activation.RELU), ImplementationOptions(FixedFormat(8, 8)))
+    (first,) = compile_replays([(render_network(qnet).write(tmp_path / "a"), None)], REPLAY_OPTIMISE)
+    (second,) = compile_replays([(render_network(qnet).write(tmp_path / "b"), None)], REPLAY_OPTIMISE)
+    assert second.parent == tmp_path / "b"
+    assert second.stat().st_mtime_ns == first.stat().st_mtime_ns  # a copy (gcc would write anew)
+    x = np.array([[100, -200, 300, -400]])
+    assert np.array_equal(CompiledNetwork.from_executable(second, True).run(x).outputs, simulate(qnet, x).outputs)

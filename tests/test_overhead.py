@@ -69,3 +69,20 @@ def test_exact_dot_by_int64_limbs_equals_the_big_integer_product():
         assert (_exact_dot(a, b) == a.dot(b)).all()
         vector = integers((inner,), b_bits)
         assert (_exact_dot(a, vector) == a.dot(vector)).all()
+
+
+def test_the_engine_host_is_ready_without_what_only_some_tasks_need():
+    """The host says ready after the lifter and the network level: the scalar path, scipy.sparse
+    and Jinja are imported while it waits (`engine_process.IDLE_IMPORTS`), or by a task that needs
+    them; and each of those is a module that exists."""
+    script = (
+        "import importlib.util, sys\n"
+        "from qverify.backends.engine_process import IDLE_IMPORTS, import_engine\n"
+        "import_engine()\n"
+        "print(sorted(m for m in IDLE_IMPORTS if m in sys.modules),"
+        " [m for m in IDLE_IMPORTS if importlib.util.find_spec(m) is None])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.stdout.splitlines()[-1] == "[] []", done.stdout + done.stderr

@@ -9,8 +9,9 @@ JSON line per task on stdin:
 
     {"argv": [...], "cwd": ..., "env": {...}, "address_space": BYTES, "out": PATH, "err": PATH}
 
-and the host says `ready` on stdout once it has imported the engine; then it answers each task
-with `started PID` once the task's process exists, and
+and the host says `ready` on stdout once it has imported what every task needs (the lifter, the
+network level), then imports what only some tasks need while no task waits (`IDLE_IMPORTS`). It
+answers each task with `started PID` once the task's process exists, and
 `ended PID RETURNCODE CPU_SECONDS` once it has reaped it. The task's process leads a session of its
 own (the parent watches its resident set and kills its whole group at a limit, as for any verifier
 child), runs under RLIMIT_AS, in the parent's folder and environment of the moment, with stdout and
@@ -25,6 +26,7 @@ whoever looks for a run's processes, as tests do.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import resource
@@ -37,17 +39,48 @@ from qverify.interrupts import die_with_parent
 
 
 def import_engine() -> None:
-    """The modules a task imports (qverify.engine.api imports its stages in `check_file`, so that
-    `qverify verify`'s own process, which only needs the engine's option names, never pays for
-    them); imported here once for every task the host will run."""
+    """The modules every task imports (qverify.engine.api imports its stages in `check_file`, so
+    that `qverify verify`'s own process, which only needs the engine's option names, never pays for
+    them): the lifter and the network level, imported once for every task the host will run."""
+    import numpy.ma  # np.unique imports it at its first call
+    import numpy.random  # noqa: F401 - the attack's generator
+
     import qverify.engine.__main__
-    import qverify.engine.cfront
     import qverify.engine.netlevel.lift
     import qverify.engine.netlevel.model
-    import qverify.engine.netlevel.search
-    import qverify.engine.scalar.passes.simplify
-    import qverify.engine.scalar.strategy
-    import qverify.engine.scalar.symex  # noqa: F401 - imported for its cost, now
+    import qverify.engine.netlevel.search  # noqa: F401 - imported for its cost, now
+
+
+# What only some tasks need, in the order to import them while the host waits (Jinja: the lifter
+# renders the C of a lookup table, for tanh and sigmoid networks; the scalar path: a harness the
+# lifter declines or the network level leaves open; scipy.sparse and HiGHS: convolutions and the
+# LP, in pieces of at most ~30 ms so that a task arriving meanwhile waits little). A task that starts
+# before they are all in imports what it needs itself: the host says ready ~0.2 s of CPU earlier,
+# and a small query decided by the network level no longer waits for them (docs/ARCHITECTURE.md,
+# "Stage times").
+IDLE_IMPORTS = (
+    "qverify.codegen.render",
+    "qverify.engine.scalar.symex",
+    "qverify.engine.scalar.passes.simplify",
+    "qverify.engine.scalar.strategy",
+    "numpy.f2py",
+    "numpy.testing",
+    "pydoc",
+    "scipy._lib._util",
+    "scipy.sparse",
+    "qverify.engine.solvers.highs",
+)
+
+
+def import_while_idle(requests: _Requests) -> None:
+    """Import `IDLE_IMPORTS` one by one while no task is waiting on stdin (a task comes first)."""
+    for name in IDLE_IMPORTS:
+        if name in sys.modules:
+            continue
+        if requests.waiting():
+            return
+        with contextlib.suppress(ImportError):  # a task that needs it says why it is missing
+            importlib.import_module(name)
 
 
 def _run_task(request: dict, host: int) -> None:
@@ -98,6 +131,13 @@ class _Requests:
         self.pending += chunk
         self.ended = not chunk
 
+    def waiting(self) -> bool:
+        """Is a task's line (or the end of stdin) there to read, now?"""
+        if b"\n" in self.pending or self.ended:
+            return True
+        ready, _, _ = select.select([0], [], [], 0)
+        return bool(ready)
+
     def next(self) -> dict | None:
         """The next task, or None when stdin ended."""
         while b"\n" not in self.pending:
@@ -139,6 +179,7 @@ def serve() -> int:
     """Run the tasks of stdin until it ends; one forked process per task, one at a time."""
     host = os.getpid()
     requests = _Requests()
+    import_while_idle(requests)
     while (request := requests.next()) is not None:
         pid = os.fork()
         if pid == 0:
@@ -148,6 +189,7 @@ def serve() -> int:
         if ended is None:
             return 0
         _say(f"ended {pid} {ended[0]} {ended[1]:.6f}")
+        import_while_idle(requests)  # what the first tasks found missing, before the next one
     return 0
 
 

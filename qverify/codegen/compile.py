@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import os
 import shutil
 import signal
 import subprocess
+import tempfile
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +29,14 @@ REPLAY_OPTIMISE = "-O0"
 # (source, output, flag) -> digest of the source compiled there: a harness replayed again in the
 # same process (a test replaying several candidates, a suite) is not compiled again
 _compiled: dict[tuple[Path, Path, str], str] = {}
+# (digest, flag) -> a copy of an executable compiled from that content, in a private folder of this
+# process: the same C compiled elsewhere (the network's replay program, which every task of a suite
+# on one network and format writes anew in its own folder) is copied, not compiled again (the same
+# compiler, flags, source and headers: the same program; ~0.1 s of gcc per UNSAFE of a suite)
+_by_content: dict[tuple[str, str], Path] = {}
+_content_folder: list[Path] = []  # the private folder, made at the first compile, removed at exit
+KEPT_EXECUTABLES = 32  # the most recent ones (a long session compiles many programs once each)
+_kept_lock = threading.Lock()  # (a replay's compilations start in a thread of their own)
 
 
 def find_gcc() -> str:
@@ -70,6 +81,9 @@ def _start(compiler: str, source: Path, output: Path | None, optimise: str) -> _
     if digest is not None and _compiled.get(key) == digest and output.is_file():
         return _Compilation(source, output, key, digest, None)
     _compiled.pop(key, None)
+    if digest is not None and _copied((digest, optimise), output):
+        _compiled[key] = digest
+        return _Compilation(source, output, key, digest, None)
     command = [compiler, *STRICT_FLAGS, optimise, "-DQV_REPLAY", f"-I{source.parent}", str(source)]
     command += ["-lm", "-o", str(output)]
     # a session of its own: `cancel` kills gcc's whole group (killing the driver alone left cc1
@@ -93,7 +107,45 @@ def _finish(compilation: _Compilation) -> Path:
         raise ToolFailedError(f"gcc failed on {compilation.source}:\n{stderr.strip()[:4000]}")
     if compilation.digest is not None:
         _compiled[compilation.key] = compilation.digest
+        _keep((compilation.digest, compilation.key[2]), compilation.output)
     return compilation.output
+
+
+def _copied(content: tuple[str, str], output: Path) -> bool:
+    """Copy the executable compiled from `content` to `output`, if there is one (else False)."""
+    with _kept_lock:
+        kept = _by_content.get(content)
+        if kept is None:
+            return False
+        try:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(kept, output)  # (with its mode: executable)
+        except OSError:
+            _by_content.pop(content, None)
+            return False
+        return True
+
+
+def _remove_folder(folder: Path, owner: int) -> None:
+    if os.getpid() == owner:  # (not in a child forked from the owner, which exits first)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _keep(content: tuple[str, str], executable: Path) -> None:
+    """Keep a copy of a fresh executable for `_copied` (nothing when it cannot be: gcc runs again)."""
+    with _kept_lock:
+        try:
+            if not _content_folder:
+                _content_folder.append(Path(tempfile.mkdtemp(prefix="qverify-replays-")))
+                atexit.register(_remove_folder, _content_folder[0], os.getpid())
+            kept = _content_folder[0] / f"{content[0]}{content[1]}"
+            shutil.copy2(executable, kept)
+        except OSError:
+            return
+        _by_content[content] = kept
+        while len(_by_content) > KEPT_EXECUTABLES:  # the oldest first (dicts keep insertion order)
+            oldest = next(iter(_by_content))
+            _by_content.pop(oldest).unlink(missing_ok=True)
 
 
 class Compilations:

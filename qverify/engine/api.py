@@ -133,13 +133,6 @@ def check_file(
 
     Never raises for a verdict-worthy failure; stops itself within `options.timeout_s`.
     """
-    # the engine's stages are imported here, not with the package: `qverify verify` imports
-    # qverify.engine.result for its option names and runs the engine in a child process, so the
-    # parent never needs them (pycparser, the SSA and every strategy module: ~0.15 s)
-    from qverify.engine.scalar import ssa, symex
-    from qverify.engine.scalar.passes.simplify import simplify
-    from qverify.engine.scalar.strategy import Strategy
-
     options = options or EngineOptions()
     start = time.monotonic()
     # stop early enough to report: solver time limits and the last evaluation overrun a little
@@ -160,6 +153,14 @@ def check_file(
                 result = _network_level(query, options, deadline, recorder)
                 if result is not None:
                     return _with_record(result, recorder, start)
+        # the engine's stages are imported where they run, not with the package: `qverify verify`
+        # imports qverify.engine.result for its option names only, and a harness the network level
+        # decides never needs the scalar path's modules (the engine host imports them after it
+        # said ready, qverify.backends.engine_process: ~70 ms of a small query's start otherwise)
+        from qverify.engine.scalar import ssa, symex
+        from qverify.engine.scalar.passes.simplify import simplify
+        from qverify.engine.scalar.strategy import Strategy
+
         with recorder.timer("parse"):
             unit = _scalar_unit(Path(path), include_dirs, parsed)
         with recorder.timer("symex"):

@@ -264,9 +264,12 @@ def _seconds_axis(axes) -> None:
 
 
 def _png(figure) -> bytes:
-    """A matplotlib figure as PNG bytes, then freed (pyplot keeps every open figure alive)."""
+    """A matplotlib figure as PNG bytes, then freed (pyplot keeps every open figure alive). Fixed
+    margins, room for the labels of these plots: `tight_layout` measured every tick label, drawing
+    the figure once more (~45 % of a plot's ~0.5 s, two plots per suite run)."""
     buffer = io.BytesIO()
-    figure.tight_layout()
+    width, height = figure.get_size_inches()
+    figure.subplots_adjust(left=0.7 / width, right=1 - 0.15 / width, bottom=0.55 / height, top=1 - 0.35 / height)
     figure.savefig(buffer, format="png", dpi=120)
     pyplot().close(figure)
     return buffer.getvalue()

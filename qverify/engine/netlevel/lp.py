@@ -33,9 +33,9 @@ HiGHS's arithmetic; `--certify` re-checks SAFE verdicts with exact SMT on the sc
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import sparse
 
 from qverify.engine.netlevel.activations import MaxPool, relu_relaxation
 from qverify.engine.netlevel.attack import AtomForm
@@ -43,7 +43,9 @@ from qverify.engine.netlevel.bounds import Bounds
 from qverify.engine.netlevel.model import NetModel
 from qverify.engine.netlevel.roundoff import U64
 from qverify.engine.solvers.base import CheckStatus
-from qverify.engine.solvers.highs import HighsSolver
+
+if TYPE_CHECKING:  # scipy.sparse and HiGHS are imported where the LP runs: a node that the bounds
+    from scipy import sparse  # decide needs neither (~0.1 s of a small query's start)
 
 ATOM_SLACK = 1e-7  # (the MILP's feasibility rows)
 
@@ -77,6 +79,8 @@ class _Rows:
 
     def add_sparse(self, block: sparse.csr_array, columns: np.ndarray, lo, hi) -> None:
         """Rows of a CSR block whose column c is the model's column columns[c], in [lo, hi]."""
+        from scipy import sparse
+
         block = sparse.csr_array(block)
         block.eliminate_zeros()
         block.sort_indices()
@@ -125,6 +129,8 @@ def solve_node(
     deadline: float,
 ) -> NodeSolution:
     """Is some execution of the node in the clause? (LP relaxation, or exact MILP with `integer`)."""
+    from scipy import sparse
+
     if model.stepped:  # int8 staircases are not encoded (input splitting decides int8 nodes)
         return NodeSolution(CheckStatus.UNKNOWN, None)
     columns = _Columns()
@@ -218,6 +224,8 @@ def solve_node(
         **rows.arrays(),
     }
     inputs = {i: i for i in range(len(xl))}
+    from qverify.engine.solvers.highs import HighsSolver
+
     result = HighsSolver().solve(arrays, inputs, True, deadline)
     if result.status is CheckStatus.SAT:
         x = np.array([result.inputs[i] for i in range(len(xl))], dtype=np.float64)
@@ -252,6 +260,8 @@ def _worst_atom_bound(model, bounds, xl, xu, clause_forms, columns, rows, output
         "integer": np.zeros(columns.count, dtype=bool),
         **rows.arrays(),
     }
+    from qverify.engine.solvers.highs import HighsSolver
+
     found = HighsSolver().lower_bound(arrays, deadline)
     strict = all(form.strict for form in clause_forms)
     if found.bound > 0 or (strict and found.bound >= 0):
@@ -276,6 +286,8 @@ def _max_pool(
     relaxation's upper side: LP) or, with binaries d_i (one per input, sum 1), y <= x_i + (U -
     l_i) (1 - d_i), U the window's largest upper bound (MILP: exact). An input whose column is -1
     (the value 0) enters as the constant 0."""
+    from scipy import sparse
+
     inputs_live = previous >= 0
     if inputs_live.any():  # the node's bounds on the pool's inputs (a split may have narrowed them)
         live = np.flatnonzero(inputs_live)

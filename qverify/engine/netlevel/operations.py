@@ -27,9 +27,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import sparse
+
+if TYPE_CHECKING:  # scipy.sparse is imported where it is used: a dense network never needs it
+    from scipy import sparse  # (~0.1 s of a small query's start: it imports numpy.testing)
 
 
 class LinearOperation(ABC):
@@ -143,6 +146,8 @@ class DenseOperation(LinearOperation):
         return self.weights
 
     def rows(self) -> sparse.csr_array:
+        from scipy import sparse
+
         return sparse.csr_array(self.weights)
 
 
@@ -169,6 +174,8 @@ class SparseOperation(LinearOperation):
     column_terms: int = field(init=False)
 
     def __post_init__(self) -> None:
+        from scipy import sparse
+
         matrix = sparse.csr_array(self.sparse, dtype=np.float64)
         matrix.eliminate_zeros()
         matrix.sort_indices()
@@ -189,6 +196,8 @@ class SparseOperation(LinearOperation):
     @classmethod
     def of_taps(cls, rows: np.ndarray, columns: np.ndarray, values: np.ndarray, n_out: int, n_in: int):
         """W with W[rows[i], columns[i]] = values[i] (each pair once)."""
+        from scipy import sparse
+
         return cls(sparse.csr_array((values, (rows, columns)), shape=(n_out, n_in)))
 
     @property
@@ -295,4 +304,6 @@ class IdentityOperation(LinearOperation):
         return np.eye(self.n_in)
 
     def rows(self) -> sparse.csr_array:
+        from scipy import sparse
+
         return sparse.csr_array(sparse.identity(self.n_in, format="csr"))

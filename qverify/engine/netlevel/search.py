@@ -70,7 +70,7 @@ from qverify.engine.netlevel.bounds import (
 from qverify.engine.netlevel.branching import choose_relu
 from qverify.engine.netlevel.lp import NodeSolution, solve_node
 from qverify.engine.netlevel.model import NetModel, build_model, unsupported_reason
-from qverify.engine.netlevel.query import Arithmetic, NetworkQuery
+from qverify.engine.netlevel.query import Arithmetic, InputRegion, NetworkQuery
 from qverify.engine.netlevel.roundoff import U64, gamma
 from qverify.engine.netlevel.splitting import input_split_scores
 from qverify.engine.netlevel.workers import Workers
@@ -91,8 +91,10 @@ HIGH_LP_TIME_SHARE = 0.5  # high dimensions: the LPs' share of the search time, 
 LP_HIGH_INPUTS = 256  # high dimensions: no LP/MILP beyond this many inputs (`lp_affordable`)
 ATTACK_SHARE = 0.1  # of the budget for the gradient attack before branch and bound
 ATTACK_SECONDS = 0.2  # high dimensions, before the root's bounds (at most)
-# low dimensions: before the root's bounds, at most (ACAS Xu: one round of PGD, ~0.02 s, finds the
-# counterexamples it finds at all; 0.2 s up front was most of the time of the median SAFE query)
+# low dimensions: once a root's bounds leave it open, at most (ACAS Xu: one round of PGD, ~0.02 s,
+# finds the counterexamples it finds at all; 0.2 s up front was most of the time of the median SAFE
+# query); not before the roots' bounds, which cost a few ms there and decide small SAFE boxes alone
+# (an iris box: 0.03 s of attack was a fifth of the engine's task)
 ATTACK_SECONDS_LOW = 0.03
 ATTACK_SECONDS_HIGH = 6.0  # high dimensions: branch and bound nodes are few and dear
 # during the branch and bound: slices of gradient attack, from the open nodes' leads (the inputs
@@ -216,6 +218,7 @@ class Search:
         self.beta_steps = BETA_STEPS if self.high_dimensional and not self.model.stepped else 0
         self.milp_open_relus = REAL_MILP_OPEN_RELUS if self.real else LP_OPEN_RELUS
         self.jobs = max(1, options.jobs)
+        self.attack_deferred = False  # the gradient attack waits for an open root (low dimensions)
         self.started = time.monotonic()
         self.attack_before = recorder.times.get("netlevel.attack", 0.0)
         self.lp_seconds_before = recorder.times.get("netlevel.lp", 0.0)  # (a recorder may be shared)
@@ -239,17 +242,29 @@ class Search:
     # ------------------------------------------------------------------ stages
 
     def attack(self) -> Counterexample | None:
-        """Corners and random points, then a short gradient attack."""
+        """Corners and random points, then a short gradient attack (in low dimensions, once the
+        roots' bounds left one open: `absorb`)."""
         if not self.options.enabled("attack"):
             return None
         with self.rec.timer("netlevel.attack"):
             for region in self.query.regions:
+                if self.enumerated(region):
+                    continue  # its root tries every input of it (`process`): samples add nothing
                 found = sample_attack(
                     self.model, self.confirmer, region, self.rng, min(self.options.attack_samples, 1024)
                 )
                 if found is not None:
                     return found
-        return self.gradient(ATTACK_SECONDS if self.high_dimensional else ATTACK_SECONDS_LOW)
+        if not self.high_dimensional and self.options.enabled("bounds"):
+            self.attack_deferred = True  # to the first open root (`absorb`)
+            return None
+        return self.gradient(ATTACK_SECONDS)
+
+    def enumerated(self, region: InputRegion) -> bool:
+        """Will the branch and bound's root of `region` try each of its inputs (`process`)? (A small
+        box: an iris box at `<8,8>`, where 1,024 random samples were most of the engine's task.)"""
+        limit = REAL_ENUMERATION_LIMIT if self.real else ENUMERATION_LIMIT
+        return self.options.enabled("bounds") and points.count(self.query.qnet, region.lo, region.hi) <= limit
 
     def running_attack(self, frontier: Frontier) -> Counterexample | None:
         """During the branch and bound, while the attack has had at most ATTACK_RUNNING_SHARE of the
@@ -315,6 +330,8 @@ class Search:
                 decided = self.absorb(frontier, self.process_batch(taken))
                 if decided is not None:
                     return decided
+                if not frontier.heap:  # every node closed: SAFE, no slice of attack to run first
+                    break
                 found = self.running_attack(frontier)
                 if found is not None:
                     return self.closing(frontier, EngineStatus.UNSAFE, found=found)
@@ -400,6 +417,12 @@ class Search:
                 frontier.abandoned = verdict.abandoned
                 continue
             frontier.keep_lead(verdict)
+            if verdict.children and self.attack_deferred:
+                self.attack_deferred = False
+                found = self.gradient(ATTACK_SECONDS_LOW)
+                if found is not None:
+                    self.rec.add("netlevel.nodes", frontier.nodes)
+                    return self.unsafe(found, "netlevel attack")
             if frontier.nodes == 1 and verdict.children and self.high_dimensional:
                 # the root stays open and its children are dear: attack longer first
                 found = self.gradient(ATTACK_SECONDS_HIGH)
