@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from qverify.engine.netlevel.bounds import Bounds, relu_relaxation
+from qverify.engine.netlevel.activations import relu_relaxation
+from qverify.engine.netlevel.bounds import Bounds
 from qverify.engine.netlevel.model import NetModel
 
 CANDIDATES = 12  # neurons by BaBSR's score whose children are bounded
