@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qverify.engine.netlevel.activations import Relaxation, relu_relaxation, scatter
+from qverify.engine.netlevel.activations import Relaxation, relu_lower_slopes, scatter
 from qverify.engine.netlevel.model import NetLayer, NetModel
 from qverify.engine.netlevel.roundoff import TINY, U64, gamma
 from qverify.quant import LayerBounds, implementation_bounds
@@ -290,7 +290,7 @@ def _through_activation(model: NetModel, bounds: Bounds, j: int, lam, const, sla
     a = relaxation.a[..., None, :]
     alpha = None if alphas is None or not layer.relu else alphas.get(j)
     if alpha is not None:
-        a = relu_relaxation(bounds.pre_lo[j][..., None, :], bounds.pre_hi[j][..., None, :], alpha)[0]
+        a = relu_lower_slopes(bounds.pre_lo[j][..., None, :], bounds.pre_hi[j][..., None, :], a, alpha)
     positive, negative = np.maximum(lam, 0.0), np.minimum(lam, 0.0)
     const = const + relaxed_constant(positive, negative, relaxation.c, relaxation.t)
     if relaxation.lower_index is None:
@@ -686,7 +686,10 @@ def relaxed_gradients(model, bounds, linear, alphas, xl, xu, stop: int | None = 
             continue
         unstable = (lo < 0) & (hi > 0)
         alpha = alphas.get(k)
-        a, s, t = relu_relaxation(lo, hi, alpha)
+        relaxation = bounds.relaxation(model, k)
+        a, s, t = relaxation.a[..., None, :], relaxation.s[..., None, :], relaxation.t[..., None, :]
+        if alpha is not None:
+            a = relu_lower_slopes(lo, hi, a, alpha)
         lower_used = lam >= 0
         relaxed = np.where(lower_used, a * z, s * z + t)
         values = np.where(unstable, relaxed, np.where(lo >= 0, z, 0.0))

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from qverify.engine.netlevel.bounds import Bounds, relu_relaxation
+from qverify.engine.netlevel.activations import relu_relaxation
+from qverify.engine.netlevel.bounds import Bounds
 from qverify.engine.netlevel.model import NetModel
 
-CANDIDATES = 12  # neurons by BaBSR's score whose children are bounded
+CANDIDATES = 6  # neurons by BaBSR's score whose children are bounded
 PER_LAYER = 2  # and the best of each layer by that score
 
 
