@@ -110,4 +110,6 @@ def test_the_same_content_in_another_folder_is_copied_not_compiled(tmp_path):
     assert second.parent == tmp_path / "b"
     assert second.stat().st_mtime_ns == first.stat().st_mtime_ns  # a copy (gcc would write anew)
     x = np.array([[100, -200, 300, -400]])
-    assert np.array_equal(CompiledNetwork.from_executable(second, True).run(x).outputs, simulate(qnet, x).outputs)
+    assert np.array_equal(
+        CompiledNetwork.from_executable(second, True).run(x).outputs, simulate(qnet, x).outputs
+    )

@@ -269,7 +269,9 @@ def _png(figure) -> bytes:
     the figure once more (~45 % of a plot's ~0.5 s, two plots per suite run)."""
     buffer = io.BytesIO()
     width, height = figure.get_size_inches()
-    figure.subplots_adjust(left=0.7 / width, right=1 - 0.15 / width, bottom=0.55 / height, top=1 - 0.35 / height)
+    figure.subplots_adjust(
+        left=0.7 / width, right=1 - 0.15 / width, bottom=0.55 / height, top=1 - 0.35 / height
+    )
     figure.savefig(buffer, format="png", dpi=120)
     pyplot().close(figure)
     return buffer.getvalue()
