@@ -206,6 +206,7 @@ class Search:
             [i for i, f in enumerate(self.forms) if f.clause == c] for c in range(len(query.unsafe.clauses))
         ]
         self.real = query.arithmetic is Arithmetic.REAL
+        self.enumeration_limit = REAL_ENUMERATION_LIMIT if self.real else ENUMERATION_LIMIT
         n_outputs = self.model.layers[-1].n_post
         self.atom_matrix = np.array([f.coefficients for f in self.forms]).reshape(len(self.forms), n_outputs)
         self.atom_constants = np.array([f.constant for f in self.forms])
@@ -265,8 +266,13 @@ class Search:
     def enumerated(self, region: InputRegion) -> bool:
         """Will the branch and bound's root of `region` try each of its inputs (`process`)? (A small
         box: an iris box at `<8,8>`, where 1,024 random samples were most of the engine's task.)"""
-        limit = REAL_ENUMERATION_LIMIT if self.real else ENUMERATION_LIMIT
-        return self.options.enabled("bounds") and points.count(self.query.qnet, region.lo, region.hi) <= limit
+        return self.options.enabled("bounds") and self.small_box(region.lo, region.hi) is not None
+
+    def small_box(self, lo: np.ndarray, hi: np.ndarray) -> int | None:
+        """How many inputs [lo, hi] holds, when few enough to try each of them
+        (`enumeration_limit`); None for a larger box."""
+        size = points.count(self.query.qnet, lo, hi)
+        return size if size <= self.enumeration_limit else None
 
     def running_attack(self, frontier: Frontier) -> Counterexample | None:
         """During the branch and bound, while the attack has had at most ATTACK_RUNNING_SHARE of the
@@ -478,12 +484,11 @@ class Search:
     # ------------------------------------------------------------------ one node
 
     def process(self, node: Node) -> NodeVerdict:
-        model, qnet = self.model, self.query.qnet
-        limit = REAL_ENUMERATION_LIMIT if self.real else ENUMERATION_LIMIT
+        model = self.model
         # (a split child has its parent's box, which was not enumerated: no count; 2.7 ms a node
         # at 784 inputs)
-        size = limit + 1 if node.split is not None else points.count(qnet, node.lo, node.hi)
-        if size <= limit:  # the whole box: a superset of the node's executions
+        size = None if node.split is not None else self.small_box(node.lo, node.hi)
+        if size is not None:  # the whole box: a superset of the node's executions
             with self.rec.timer("netlevel.enumerate"):
                 self.rec.add("netlevel.enumerated", size)
                 return NodeVerdict(closed=True, counterexample=self.confirmer_all(node))
@@ -545,12 +550,11 @@ class Search:
         """Input splitting: the nodes' bounds in one batch (`bounds.batch_bounds`), then each node's
         conclusion; nodes the batch does not cover (small boxes to enumerate, ReLU splits) go
         through `process`."""
-        model, qnet = self.model, self.query.qnet
-        limit = REAL_ENUMERATION_LIMIT if self.real else ENUMERATION_LIMIT
+        model = self.model
         verdicts: dict[int, NodeVerdict] = {}
         batched = []
         for position, node in enumerate(nodes):
-            if node.split is not None or node.start > 0 or points.count(qnet, node.lo, node.hi) <= limit:
+            if node.split is not None or node.start > 0 or self.small_box(node.lo, node.hi) is not None:
                 verdicts[position] = self.process(node)
             else:
                 batched.append(position)
