@@ -41,7 +41,14 @@ from qverify.quant.calibrate import QuantFormat, QuantizeSettings, quantize_with
 from qverify.quant.code_tables import all_codes, lookup_table
 from tests.conftest import budgeted
 from tests.test_engine_oracle import seeded_instances
-from tests.test_int8_oracle import _scale, _tensor, check_instance, make_instance
+from tests.test_int8_oracle import (
+    _scale,
+    _tensor,
+    check_instance,
+    dequantized_dense,
+    make_instance,
+    random_mac_integers,
+)
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
 
@@ -144,17 +151,12 @@ def random_sigmoid_network(rng: np.random.Generator) -> Network:
     layers, quants, current = [], [], quant_in
     for index, (n_in, n_out) in enumerate(itertools.pairwise(sizes)):
         last = index == len(sizes) - 2
-        weights = rng.integers(-127, 128, size=(n_out, n_in))
-        scales = np.array([_scale(rng, 0.002, 0.05) for _ in range(n_out if per_channel else 1)])
-        bias = rng.integers(-3000, 3000, size=n_out)
+        weights, scales, bias = random_mac_integers(rng, n_in, n_out, per_channel)
         lookup = None if last else CodeLookup(CodeFunction.SIGMOID, requantized, f"sigmoid {index + 1}")
         target = output if last else table_out
-        quants.append(
-            MacQuant(current, weights, scales, bias, target, False, f"layer {index + 1}", lookup=lookup)
-        )
-        float_weights = weights * np.broadcast_to(scales, (n_out,))[:, None]
-        float_bias = bias * current.scale * np.broadcast_to(scales, (n_out,))
-        layers.append(Dense(float_weights, float_bias, Activation.IDENTITY if last else Activation.SIGMOID))
+        quant = MacQuant(current, weights, scales, bias, target, False, f"layer {index + 1}", lookup=lookup)
+        quants.append(quant)
+        layers.append(dequantized_dense(quant, Activation.IDENTITY if last else Activation.SIGMOID))
         current = target
     return Network(
         tuple(layers), name="int8-sigmoid-oracle", quantization=AffineQuantization(quant_in, tuple(quants))

@@ -77,6 +77,23 @@ def _tensor(rng: np.random.Generator, code: CodeType, what: str, relu_range: boo
     return TensorQuant(_scale(rng, 0.005, 0.1), zero, code, what)
 
 
+def random_mac_integers(
+    rng: np.random.Generator, n_in: int, n_out: int, per_channel: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A random dense layer's int8 weights, float32 weight scales (one per output, or one) and
+    int32 biases."""
+    weights = rng.integers(-127, 128, size=(n_out, n_in))
+    scales = np.array([_scale(rng, 0.002, 0.05) for _ in range(n_out if per_channel else 1)])
+    bias = rng.integers(-3000, 3000, size=n_out)
+    return weights, scales, bias
+
+
+def dequantized_dense(quant: MacQuant, activation: Activation) -> Dense:
+    """The float layer a dense `quant` stands for: its weights and biases dequantized."""
+    scales = quant.channel_scales()
+    return Dense(quant.weights * scales[:, None], quant.bias * quant.input.scale * scales, activation)
+
+
 def random_int8_network(rng: np.random.Generator, sizes: tuple[int, ...] | None = None) -> Network:
     """A random int8 model (sizes default: 2 inputs, 2..5 hidden, 2..3 outputs)."""
     code = CodeType.INT8 if rng.random() < 0.5 else CodeType.UINT8
@@ -89,15 +106,11 @@ def random_int8_network(rng: np.random.Generator, sizes: tuple[int, ...] | None 
     layers, quants, current = [], [], quant_in
     for index, (n_in, n_out) in enumerate(itertools.pairwise(sizes)):
         last = index == len(sizes) - 2
-        weights = rng.integers(-127, 128, size=(n_out, n_in))
-        scales = np.array([_scale(rng, 0.002, 0.05) for _ in range(n_out if per_channel else 1)])
-        bias = rng.integers(-3000, 3000, size=n_out)
+        weights, scales, bias = random_mac_integers(rng, n_in, n_out, per_channel)
         target = output if last else hidden
         relu = not last and rng.random() < 0.8
         quant = MacQuant(current, weights, scales, bias, target, relu, f"layer {index + 1}")
-        float_weights = weights * np.broadcast_to(scales, (n_out,))[:, None]
-        float_bias = bias * current.scale * np.broadcast_to(scales, (n_out,))
-        layers.append(Dense(float_weights, float_bias, Activation.RELU if relu else Activation.IDENTITY))
+        layers.append(dequantized_dense(quant, Activation.RELU if relu else Activation.IDENTITY))
         quants.append(quant)
         current = target
     return Network(
