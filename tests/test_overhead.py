@@ -49,7 +49,7 @@ def test_exact_dot_by_int64_limbs_equals_the_big_integer_product():
 
     import numpy as np
 
-    from qverify.invariants.symbolic import _exact_dot
+    from qverify.invariants.symbolic_exact import _exact_dot
 
     rng = random.Random(16)
 
