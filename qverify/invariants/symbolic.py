@@ -131,7 +131,6 @@ class _Relaxation:
     lo_add: np.ndarray
     hi_mul: np.ndarray
     hi_add: np.ndarray
-    magnitude: np.ndarray  # max |h|
 
 
 def _weights_and_bias(layer: QuantizedLayer, qnet: QuantizedNetwork) -> tuple[np.ndarray, np.ndarray]:
@@ -186,11 +185,10 @@ def _relaxation(activation: Activation, pre_lo, pre_hi, post_lo, post_hi) -> _Re
     lo, hi = _outward(pre_lo, pre_hi)
     h_lo, h_hi = _outward(post_lo, post_hi)
     zero, one = np.zeros(len(lo)), np.ones(len(lo))
-    magnitude = np.maximum(np.abs(h_lo), np.abs(h_hi))
     if activation is Activation.IDENTITY:
-        return _Relaxation(one, zero, one, zero, magnitude)
+        return _Relaxation(one, zero, one, zero)
     if activation is not Activation.RELU:  # tables: a free value in [post_lo, post_hi]
-        return _Relaxation(zero, h_lo, zero, h_hi, magnitude)
+        return _Relaxation(zero, h_lo, zero, h_hi)
     active, unstable = lo >= 0, (lo < 0) & (hi > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         slope = _up(hi / _down(hi - lo))  # >= hi / (hi - lo)
@@ -199,7 +197,7 @@ def _relaxation(activation: Activation, pre_lo, pre_hi, post_lo, post_hi) -> _Re
     hi_mul = np.where(active, 1.0, np.where(unstable, slope, 0.0))
     hi_add = np.where(unstable, _up(-slope * lo), 0.0)  # >= -s lo
     lo_mul = np.where(active | (unstable & (hi >= -lo)), 1.0, 0.0)
-    return _Relaxation(lo_mul, zero, hi_mul, hi_add, magnitude)
+    return _Relaxation(lo_mul, zero, hi_mul, hi_add)
 
 
 def _charged(const, slack, value, charge):
