@@ -63,6 +63,11 @@ def _acas(net: str, prop: int, *implementation: str) -> tuple[str, ...]:
     )
 
 
+def _acas_onnx(net: str, prop: int, *implementation: str) -> tuple[str, ...]:
+    network = f"{ACAS}/onnx/ACASXU_run2a_{net}_batch_2000.onnx"
+    return (network, "--property", f"{ACAS}/vnnlib/prop_{prop}.vnnlib", *implementation)
+
+
 def _iris(percent: int) -> tuple[str, ...]:
     center = ("--center", "5.0,3.4,1.5,0.2", "--label", "0", "--units", "raw")
     return ("benchmarks/iris/iris.onnx", *center, "--rect", str(percent), "--format", "8.8")
@@ -74,6 +79,10 @@ QUERIES = (
     Query("1_9 phi3 float real", _acas("1_9", 3, "--float", "--semantics", "real")),
     Query("iris setosa R10 <8,8>", _iris(10)),  # SAFE (issue 33: one iris box under 0.6 s)
     Query("iris setosa R50 <8,8>", _iris(50)),  # UNSAFE
+    # issue 32's ACAS Xu suite (ONNX, as bench_marabou runs it): median <= 0.6 s a query
+    Query("2_3 phi4 onnx <16,16>", _acas_onnx("2_3", 4, "--format", "16.16")),  # SAFE
+    Query("2_3 phi2 onnx <16,16>", _acas_onnx("2_3", 2, "--format", "16.16")),  # UNSAFE
+    Query("2_3 phi4 onnx float real", _acas_onnx("2_3", 4, "--format", "float", "--semantics", "real")),
 )
 
 STAGES = (

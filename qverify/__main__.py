@@ -1,5 +1,5 @@
 """`python -m qverify` is the `qverify` command."""
 
-from qverify.cli import main
+from qverify.cli import console
 
-raise SystemExit(main())
+console()

@@ -17,6 +17,8 @@ from qverify.errors import InputError, RangeError
 from qverify.invariants import IntervalMethod, compute_bounds, input_boxes
 from qverify.invariants.builtin import box_bounds, builtin_bounds
 from qverify.invariants.region import InputBox, mean_width, stable_relus
+from qverify.invariants.symbolic import symbolic_bounds
+from qverify.invariants.symbolic_exact import exact_symbolic_bounds
 from qverify.io import load_network
 from qverify.network import Activation, Dense, Network
 from qverify.properties import Box, Property, Units, read_vnnlib, robustness
@@ -216,6 +218,53 @@ def test_bounds_hold_on_boxes_so_small_that_rounding_dominates(rng, number, acti
         prop = robustness(list(center), 3 * step, label=0, n_outputs=3)
         layers = builtin_bounds(qnet, input_boxes(qnet, prop), symbolic=True)
         assert_sound(qnet, prop, layers, rng, 2000)
+
+
+EXACT_ORACLE_CHOICES = [
+    (number, accumulation)
+    for number in (
+        FixedFormat(8, 8),
+        FixedFormat(8, 8, Rounding.FLOOR, Overflow.WRAP),
+        FixedFormat(16, 16),
+        FixedFormat(16, 16, Rounding.FLOOR),
+        FixedFormat(4, 4, overflow=Overflow.SATURATE),
+        FloatFormat(),
+        FloatFormat(FloatKind.DOUBLE),
+    )
+    for accumulation in (Accumulation.PER_OP, Accumulation.WIDE)
+    if isinstance(number, FixedFormat) or accumulation is Accumulation.PER_OP
+]
+
+
+@pytest.mark.parametrize(
+    "number, accumulation",
+    EXACT_ORACLE_CHOICES,
+    ids=[f"{format_id(n)}-{a.value}" for n, a in EXACT_ORACLE_CHOICES],
+)
+@pytest.mark.parametrize("activation", [Activation.RELU, Activation.TANH])
+def test_float64_symbolic_bounds_contain_the_exact_ones_and_stay_within_rounding(
+    rng, number, accumulation, activation
+):
+    """The float64 back-substitution (every rounding charged) against the same relations in exact
+    rational arithmetic: never tighter (a tighter bound would be unsound), looser by at most a few
+    units of the C's last place, and every simulated execution inside."""
+    for trial in range(4):
+        net = random_network(rng, (3, 12, 10, 8, 2), activation, scale=1.0 + trial)
+        qnet = quantize_network(net, ImplementationOptions(number, accumulation))
+        prop = small_prop(3, 2, radius=0.25 * (trial + 1))
+        (box,) = input_boxes(qnet, prop)
+        fast, exact = symbolic_bounds(qnet, box.lo, box.hi), exact_symbolic_bounds(qnet, box.lo, box.hi)
+        for ours, oracle in zip(fast, exact):
+            assert np.all(ours.pre_lo <= oracle.pre_lo) and np.all(ours.pre_hi >= oracle.pre_hi)
+            assert np.all(ours.may_overflow == oracle.may_overflow)
+            for a, b in ((ours.pre_lo, oracle.pre_lo), (oracle.pre_hi, ours.pre_hi)):
+                gap = b.astype(np.float64) - a.astype(np.float64)
+                if isinstance(number, FixedFormat):
+                    assert np.all(gap <= 1)  # a word: outward rounding of a bound a rounding apart
+                else:
+                    ulp = np.spacing(np.abs(b)).astype(np.float64)
+                    assert np.all(gap <= 4 * ulp + 1e-9 * (1 + np.abs(b.astype(np.float64))))
+        assert not violations(qnet, fast, sample_box(qnet, box, rng, 300))
 
 
 def test_symbolic_is_never_looser_and_pays_off_on_acas():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 
@@ -27,6 +29,7 @@ NOT_FOR_VERIFY = (
     "qverify.engine.scalar.strategy",
     "qverify.assurance",
     "qverify.suites",
+    "qverify.invariants.symbolic_exact",  # the tests' oracle of the float64 symbolic bounds
 )
 
 
@@ -44,12 +47,36 @@ def test_verify_on_an_nnet_file_imports_nothing_it_does_not_use():
     assert done.stdout.splitlines()[-1] == "10 []", done.stdout + done.stderr
 
 
+def test_verify_ends_at_once_with_its_answer_written_and_nothing_left_behind(tmp_path):
+    """`python -m qverify verify` ends by os._exit after its answer (`qverify.cli.console`): the
+    exit code, the summary line, the JSON record and the engine host's folder removed, as a normal
+    interpreter exit leaves them."""
+    record = tmp_path / "out" / "record.json"
+    engine_tmp = tmp_path / "tmp"
+    engine_tmp.mkdir()
+    arguments = [RELU2, "--center", "0.6,0.45", "--eps", "0.15", "--label", "0", "--format", "8.8"]
+    done = subprocess.run(
+        [sys.executable, "-m", "qverify", "verify", *arguments, "--json", str(record)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "TMPDIR": str(engine_tmp)},
+    )
+    status = json.loads(record.read_text())["status"]
+    assert done.stdout.splitlines()[0] == status, done.stdout + done.stderr
+    assert done.returncode == {"SAFE": 0, "UNSAFE": 10}[status]
+    left = [path.name for path in engine_tmp.iterdir() if path.name.startswith("qverify-")]
+    assert left == []  # the engine host's and the run's folders are gone (jinja2's cache stays)
+
+
 def test_exact_dot_by_int64_limbs_equals_the_big_integer_product():
     import random
 
     import numpy as np
 
-    from qverify.invariants.symbolic import _exact_dot
+    from qverify.invariants.symbolic_exact import _exact_dot
 
     rng = random.Random(16)
 

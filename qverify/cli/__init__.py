@@ -8,11 +8,15 @@ code; anything else is a bug: one line asking for a report (a traceback with `--
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
+import gc
 import importlib
 import os
 import sys
+import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NoReturn
 
 from qverify import __version__
@@ -117,6 +121,20 @@ def build_parser(argv: Sequence[str] | None = None, every_command: bool = False)
     return parser
 
 
+@contextlib.contextmanager
+def _imports_uncollected() -> Iterator[None]:
+    """The cyclic garbage collector off while the command's modules are imported: every object of a
+    module lives as long as the process, so the collections the imports would trigger find nothing
+    to free (a few per cent of `qverify verify`'s imports, benchmarks/bench_overhead.py)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def main(argv: list[str] | None = None) -> int:
     mark_main()
     argv = sys.argv[1:] if argv is None else argv
@@ -124,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"qverify {__version__}")
         return 0
     _start_engine_early(argv)
-    parser = build_parser(argv)
+    with _imports_uncollected():
+        parser = build_parser(argv)  # imports the command's modules
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
@@ -155,3 +174,34 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERNAL
+
+
+SINGLE_TASK_COMMANDS = ("verify", "vnncomp")  # one query, then the process ends: ended at once
+
+
+def console() -> NoReturn:
+    """The `qverify` command (its console script and `python -m qverify`): `main`, then the end.
+
+    After one query (`verify`, `vnncomp run`) the interpreter's own teardown -- freeing the objects
+    of ~450 modules (numpy, onnx, protobuf, qverify's own) -- cost ~0.1 s of every run's wall time
+    after its answer was written (benchmarks/bench_overhead.py, `exit`). There the process ends with
+    `os._exit` once nothing is left to do: every non-daemon thread joined, the atexit handlers run
+    (the engine hosts' shutdown, their folders removed), stdout and stderr flushed; every file the
+    command writes is closed before `main` returns. Other commands end as usual.
+    """
+    argv = sys.argv[1:]
+    code = main(argv)
+    if _named_command(argv) in SINGLE_TASK_COMMANDS:
+        _end_now(code)
+    raise SystemExit(code)
+
+
+def _end_now(code: int) -> NoReturn:
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a reader gone, a stream closed
+            stream.flush()
+    os._exit(code)

@@ -114,7 +114,7 @@ def _finite_or_warning(qnet: QuantizedNetwork, layers: tuple[LayerBounds, ...] |
 
 def _too_costly(qnet: QuantizedNetwork) -> str:
     return (
-        f"symbolic bounds skipped: {symbolic_cost(qnet):,} exact multiply-adds per input box exceed "
+        f"symbolic bounds skipped: {symbolic_cost(qnet):,} multiply-adds per input box exceed "
         f"the budget of {COST_BUDGET:,}; interval bounds only"
     )
 

@@ -19,21 +19,25 @@ network:
   subnormal (an underflowing product's absolute error; additions that underflow are exact).
   From the first layer whose interval bounds are not finite on, only intervals are used.
 - activations, from the tightened bounds [lo, hi] of acc: identity and stable ReLUs are exact;
-  an unstable ReLU has relu(v) <= s (v - lo') with s >= hi / (hi - lo) rounded up and lo' <= lo,
+  an unstable ReLU has relu(v) <= s (v - lo) with s >= hi / (hi - lo) (rounded up to 2^-32),
   and relu(v) >= v if hi >= -lo, else >= 0; tables (sigmoid, tanh) give a free value in their
   interval.
 
-Arithmetic is exact: coefficients are Python integers over 2^P (P = 64 + the bits that make the
-input box's ends integers). Products are floored back to that grid and the error (< 2^-P times the
-variable's largest magnitude, per coefficient) is charged to the constant, outward. Each layer's
-bounds are intersected with the interval analysis' (both sound) before the next layer starts.
+Arithmetic is float64 with every rounding charged (the network level's accounting,
+`qverify.engine.netlevel.bounds`): a lower bound is kept as coef @ v + const - slack, the constant
+is rounded down after each addition (`nextafter`), and `slack` (rounded up) collects gamma_n times the
+magnitudes of every float64 dot product: the coefficients' own error as gamma_n |coef| @ (|W| max|h|),
+the constants' as gamma_n of their magnitudes. Words and C values of the formats covered here are
+float64 numbers exactly (the few words beyond 2^53 are rounded outward). The bounds are then rounded
+outward to the C's units (words: ceil/floor; float: the nearest value of the C type inside) and
+intersected with the interval analysis' (both sound) before the next layer starts. The same relations
+in exact rational arithmetic (`qverify.invariants.symbolic_exact`, ~50x slower on ACAS Xu) are the
+tests' oracle: the float64 bounds contain them and are within rounding of them.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
-from fractions import Fraction
 
 import numpy as np
 
@@ -50,10 +54,11 @@ from qverify.quant import (
     implementation_bounds,
 )
 from qverify.quant.intervals import activate_bounds
+from qverify.quant.roundoff import TINY, U64, gamma
 
-GRID_BITS = 64  # fractional bits of the coefficient grid beyond the input scaling
 SLOPE_BITS = 32  # fractional bits of the relaxation slopes (rounded up)
-COST_BUDGET = 60_000_000  # multiply-adds of exact back-substitution allowed per input box
+COST_BUDGET = 60_000_000  # multiply-adds of back-substitution allowed per input box
+EXACT_WORD = 2.0**53  # words below this magnitude are float64 numbers exactly
 
 
 def symbolic_applies(qnet: QuantizedNetwork) -> bool:
@@ -72,282 +77,210 @@ def symbolic_cost(qnet: QuantizedNetwork) -> int:
     return total
 
 
+def _up(values):
+    """A float64 >= the exact result of the one rounded-to-nearest operation that gave `values`."""
+    return np.nextafter(values, np.inf)
+
+
+def _down(values):
+    return np.nextafter(values, -np.inf)
+
+
+def _magnitude_dot(a_abs: np.ndarray, v_abs: np.ndarray) -> np.ndarray:
+    """An upper bound of a @ v for non-negative a and v: the float64 product is within gamma_n of it
+    (relative: all terms are >= 0), underflowing products within TINY."""
+    n = a_abs.shape[-1]
+    return _up((a_abs @ v_abs) * (1.0 + 2.0 * gamma(n + 3))) + TINY
+
+
+def _magnitude_sum(terms_abs: np.ndarray) -> np.ndarray:
+    """An upper bound of the row sums of a non-negative matrix (as `_magnitude_dot`)."""
+    n = terms_abs.shape[-1]
+    return _up(terms_abs.sum(axis=-1) * (1.0 + 2.0 * gamma(n + 3))) + TINY
+
+
+def _outward(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Words or C values as float64, rounded outward (exact below 2^53)."""
+    f_lo, f_hi = lo.astype(np.float64), hi.astype(np.float64)
+    f_lo = np.where(np.abs(f_lo) >= EXACT_WORD, _down(f_lo), f_lo)
+    f_hi = np.where(np.abs(f_hi) >= EXACT_WORD, _up(f_hi), f_hi)
+    return f_lo, f_hi
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class _Affine:
-    """acc = (weights @ h + bias) / 2^q_bits + e for the neurons in `exact`, e in [error_lo, error_hi]
-    (numerators over 2^q_bits, rounded outward); the other neurons are free in [lo, hi]."""
+    """acc = weights @ h + bias + e for the neurons in `exact`, e in [error_lo, error_hi] (float64
+    numbers, the relation holds exactly with them); the other neurons are free in [lo, hi]."""
 
-    weights: np.ndarray  # object ints (n_out, n_in)
-    bias: np.ndarray  # object ints (n_out,)
-    error_lo: np.ndarray  # object ints, floor(e_lo * 2^q)
-    error_hi: np.ndarray  # object ints, ceil(e_hi * 2^q)
-    q_bits: int
+    weights: np.ndarray  # (n_out, n_in)
+    bias: np.ndarray
+    error_lo: np.ndarray
+    error_hi: np.ndarray
+    weights_h: np.ndarray  # an upper bound of |weights| @ max|h| (the coefficients' rounding charge)
     exact: np.ndarray  # bool (n_out,)
-    lo: np.ndarray  # object ints: floor(acc_lo * 2^P)
-    hi: np.ndarray  # object ints: ceil(acc_hi * 2^P)
-    magnitude: np.ndarray  # object ints: ceil(max |acc|), the grid slack per coefficient
+    lo: np.ndarray  # bounds of acc (outward float64)
+    hi: np.ndarray
+    magnitude: np.ndarray  # max |acc|
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _Relaxation:
-    """lo_mul * acc + lo_add <= h <= hi_mul * acc + hi_add (mul over 2^SLOPE_BITS, add over 2^P)."""
+    """lo_mul * acc + lo_add <= h <= hi_mul * acc + hi_add (float64 numbers, exactly)."""
 
-    lo_mul: np.ndarray  # object ints
+    lo_mul: np.ndarray
     lo_add: np.ndarray
     hi_mul: np.ndarray
     hi_add: np.ndarray
-    magnitude: np.ndarray  # object ints: ceil(max |h|)
 
 
-def _dyadic_bits(values: list[Fraction]) -> int:
-    """The smallest R >= 0 such that every value * 2^R is an integer (values are dyadic)."""
-    return max((value.denominator.bit_length() - 1 for value in values), default=0)
-
-
-def _exact(values: np.ndarray) -> list[Fraction]:
-    """Exact rationals of words (int64) or floats."""
-    if np.issubdtype(np.asarray(values).dtype, np.integer):
-        return [Fraction(int(v)) for v in values]
-    return [Fraction(float(v)) for v in values]
-
-
-def _floor_shift(values: np.ndarray, shift: int) -> np.ndarray:
-    return values >> shift  # Python integers: >> floors
-
-
-INT64_BITS = 63  # magnitude bits of an int64
-
-
-def _limb_bits(inner: int) -> int:
-    """The limb width of `_exact_dot` for sums of `inner` products (see there)."""
-    return max(1, (INT64_BITS - 2 * max(1, inner).bit_length() - 4) // 2)
-
-
-def _limbs(values: np.ndarray, bits: int) -> list[np.ndarray]:
-    """int64 arrays l_0..l_m with values = sum_i l_i 2^(bits i) exactly: the low limbs in [0, 2^bits),
-    the top one signed, |l_m| <= 2^(bits-1) (Python's >> floors: negative values need no care)."""
-    largest = max(abs(int(values.max())), abs(int(values.min()))) if values.size else 0
-    width = largest.bit_length() + 1
-    count = max(1, -(-width // bits))
-    mask = (1 << bits) - 1
-    limbs, rest = [], values
-    for _ in range(count - 1):
-        limbs.append((rest & mask).astype(np.int64))
-        rest = rest >> bits
-    limbs.append(rest.astype(np.int64))
-    return limbs
-
-
-def _exact_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a @ b for arrays of Python integers (dtype object), exactly, through int64 products of limbs.
-
-    numpy's object `dot` multiplies big integers one pair at a time, which was most of the cost of
-    these bounds (benchmarks/bench_overhead.py); with limbs the Python-integer work is only the
-    splitting and the recombination (~3x faster on ACAS Xu). Every limb is below 2^bits in magnitude,
-    so one limb product sums to less than inner * 2^(2 bits), and the at most min(#limbs) products
-    added at the same shift stay below 2^63: else (numbers too large on both sides) the plain dot."""
-    inner = a.shape[-1]
-    bits = _limb_bits(inner)
-    a_limbs, b_limbs = _limbs(a, bits), _limbs(b, bits)
-    if min(len(a_limbs), len(b_limbs)) * inner >= 1 << (INT64_BITS - 2 * bits):
-        return a.dot(b)
-    groups: dict[int, np.ndarray] = {}
-    for i, a_limb in enumerate(a_limbs):
-        for j, b_limb in enumerate(b_limbs):
-            product = a_limb @ b_limb
-            groups[i + j] = groups[i + j] + product if i + j in groups else product
-    top = len(a_limbs) + len(b_limbs) - 2
-    result = groups[top].astype(object)
-    for shift in range(top - 1, -1, -1):  # Horner: every shift from 0 to top has a group
-        result = (result << bits) + groups[shift].astype(object)
-    return result
-
-
-def _ceil_magnitude(lo: list[Fraction], hi: list[Fraction]) -> np.ndarray:
-    return np.array([math.ceil(max(abs(a), abs(b))) for a, b in zip(lo, hi)], dtype=object)
-
-
-def _weights_and_bias(layer: QuantizedLayer, qnet: QuantizedNetwork) -> tuple[np.ndarray, np.ndarray, int]:
-    """Integer numerators over 2^q of the weights and the bias, so that acc ~ (W h + b) / 2^q."""
+def _weights_and_bias(layer: QuantizedLayer, qnet: QuantizedNetwork) -> tuple[np.ndarray, np.ndarray]:
+    """The weights and bias as float64 numbers (exactly), so that acc ~ W h + b in the C's units."""
     if qnet.is_fixed:
         fmt: FixedFormat = qnet.number  # type: ignore[assignment]
-        weights = layer.weights.astype(object)
-        bias = np.array([int(b) << fmt.frac_bits for b in layer.bias], dtype=object)
-        return weights, bias, fmt.frac_bits
-    # float.as_integer_ratio is exact with a power-of-two denominator: the same numbers as through
-    # Fraction(float), at a tenth of the cost (Fractions were most of the float invariants' time)
-    weight_ratios = [float(w).as_integer_ratio() for w in layer.weights.ravel()]
-    bias_ratios = [float(b).as_integer_ratio() for b in layer.bias]
-    q_bits = max((d.bit_length() - 1 for _, d in weight_ratios + bias_ratios), default=0)
-    weights = np.array([n << (q_bits - d.bit_length() + 1) for n, d in weight_ratios], dtype=object)
-    bias = np.array([n << (q_bits - d.bit_length() + 1) for n, d in bias_ratios], dtype=object)
-    return weights.reshape(layer.weights.shape), bias, q_bits
+        return layer.weights.astype(np.float64) / fmt.scale, layer.bias.astype(np.float64)
+    return layer.weights.astype(np.float64), layer.bias.astype(np.float64)
 
 
-def _errors(layer: QuantizedLayer, qnet: QuantizedNetwork, h_lo, h_hi, weights, bias, q_bits: int):
-    """Per neuron [e_lo, e_hi]: what the C's roundings add to the exact affine value (`weights`,
-    `bias`: the layer's numerators over 2^q_bits, from `_weights_and_bias`)."""
+def _errors(layer: QuantizedLayer, qnet: QuantizedNetwork, weights_h: np.ndarray, bias: np.ndarray):
+    """Per neuron [e_lo, e_hi] (float64, outward): what the C's roundings add to W h + b."""
     if qnet.is_fixed:
         fmt: FixedFormat = qnet.number  # type: ignore[assignment]
         if fmt.frac_bits == 0:
-            step = (Fraction(0), Fraction(0))
+            step = (0.0, 0.0)
         elif fmt.rounding is Rounding.NEAREST:
-            step = (Fraction(-1, 2), Fraction(1, 2))
+            step = (-0.5, 0.5)
         else:
-            step = (Fraction(1, fmt.scale) - 1, Fraction(0))
+            step = (1.0 / fmt.scale - 1.0, 0.0)
         if qnet.options.accumulation is Accumulation.WIDE:
-            counts = [1] * layer.n_out
+            counts = np.ones(layer.n_out)
         else:
-            counts = [int(np.count_nonzero(row)) for row in layer.weights]
-        return [c * step[0] for c in counts], [c * step[1] for c in counts]
+            counts = np.count_nonzero(layer.weights, axis=1).astype(np.float64)
+        return counts * step[0], counts * step[1]  # exact: small integers times dyadic steps
     number: FloatFormat = qnet.number  # type: ignore[assignment]
-    unit = Fraction(1, 1 << (24 if number.word_bits == 32 else 53))
-    eta = Fraction(1, 1 << (150 if number.word_bits == 32 else 1075))
+    unit = 2.0**-24 if number.word_bits == 32 else U64
+    eta = 2.0**-150 if number.word_bits == 32 else 2.0**-1074  # >= half the smallest subnormal
     terms = layer.n_in + 1
-    gamma = terms * unit / (1 - terms * unit)
-    # |b| + sum |w_i| max|h_i|, exactly, in integers: numerators over 2^(q_bits + s_bits)
-    magnitude = [max(abs(a), abs(b)) for a, b in zip(h_lo, h_hi)]
-    s_bits = _dyadic_bits(magnitude)
-    scaled = np.array([int(m * (1 << s_bits)) for m in magnitude], dtype=object)
-    totals = np.abs(weights).dot(scaled) + np.abs(bias) * (1 << s_bits)
-    scale = 1 << (q_bits + s_bits)
-    bounds = [gamma * Fraction(int(total), scale) + 2 * layer.n_in * eta for total in totals]
-    return [-e for e in bounds], bounds
+    total = _up(weights_h + np.abs(bias))
+    bound = _up(_up(gamma(terms, unit) * total) + 2 * layer.n_in * eta) + TINY
+    return -bound, bound
 
 
-def _affine(layer, qnet, h_lo, h_hi, exact, acc_lo, acc_hi, p_bits) -> _Affine:
-    weights, bias, q_bits = _weights_and_bias(layer, qnet)
-    error_lo, error_hi = _errors(layer, qnet, h_lo, h_hi, weights, bias, q_bits)
-    scale = 1 << q_bits
-    affine = _Affine(
-        weights=weights,
-        bias=bias,
-        error_lo=np.array([math.floor(e * scale) for e in error_lo], dtype=object),
-        error_hi=np.array([math.ceil(e * scale) for e in error_hi], dtype=object),
-        q_bits=q_bits,
-        exact=exact,
-        lo=np.zeros(0, dtype=object),
-        hi=np.zeros(0, dtype=object),
-        magnitude=np.zeros(0, dtype=object),
-    )
-    return _with_bounds(affine, acc_lo, acc_hi, p_bits)
+def _affine(layer, qnet, h_lo, h_hi, exact, acc_lo, acc_hi) -> _Affine:
+    weights, bias = _weights_and_bias(layer, qnet)
+    weights_h = _magnitude_dot(np.abs(weights), np.maximum(np.abs(h_lo), np.abs(h_hi)))
+    error_lo, error_hi = _errors(layer, qnet, weights_h, bias)
+    empty = np.zeros(0)
+    affine = _Affine(weights, bias, error_lo, error_hi, weights_h, exact, empty, empty, empty)
+    return _with_bounds(affine, acc_lo, acc_hi)
 
 
-def _with_bounds(affine: _Affine, acc_lo: list[Fraction], acc_hi: list[Fraction], p_bits: int) -> _Affine:
-    """The same relation with new bounds [acc_lo, acc_hi] of the accumulated values (its weights,
-    bias and rounding errors do not depend on them: they are not computed again)."""
-    grid = 1 << p_bits
-    return replace(
-        affine,
-        lo=np.array([math.floor(v * grid) for v in acc_lo], dtype=object),
-        hi=np.array([math.ceil(v * grid) for v in acc_hi], dtype=object),
-        magnitude=_ceil_magnitude(acc_lo, acc_hi),
-    )
+def _with_bounds(affine: _Affine, acc_lo: np.ndarray, acc_hi: np.ndarray) -> _Affine:
+    """The same relation with new bounds [acc_lo, acc_hi] (C units) of the accumulated values."""
+    lo, hi = _outward(acc_lo, acc_hi)
+    return replace(affine, lo=lo, hi=hi, magnitude=np.maximum(np.abs(lo), np.abs(hi)))
 
 
-def _relaxation(activation: Activation, lo, hi, post_lo, post_hi, p_bits: int) -> _Relaxation:
-    """The linear relaxation of h = activation(acc) for acc in [lo, hi] (exact rationals)."""
-    one, grid = 1 << SLOPE_BITS, 1 << p_bits
-    n = len(lo)
-    lo_mul, hi_mul = [0] * n, [0] * n
-    lo_add = [math.floor(v * grid) for v in post_lo]  # tables: a free value in [post_lo, post_hi]
-    hi_add = [math.ceil(v * grid) for v in post_hi]
-    for j in range(n):
-        if activation is Activation.IDENTITY or (activation is Activation.RELU and lo[j] >= 0):
-            lo_mul[j], hi_mul[j], lo_add[j], hi_add[j] = one, one, 0, 0
-        elif activation is Activation.RELU and hi[j] <= 0:
-            lo_mul[j], hi_mul[j], lo_add[j], hi_add[j] = 0, 0, 0, 0
-        elif activation is Activation.RELU:
-            slope = Fraction(math.ceil(hi[j] / (hi[j] - lo[j]) * one), one)  # >= hi / (hi - lo)
-            hi_mul[j] = slope.numerator * (one // slope.denominator)
-            hi_add[j] = math.ceil(-slope * Fraction(math.floor(lo[j] * grid), grid) * grid)
-            lo_mul[j], lo_add[j] = (one if hi[j] >= -lo[j] else 0), 0
-    arrays = [np.array(values, dtype=object) for values in (lo_mul, lo_add, hi_mul, hi_add)]
-    return _Relaxation(*arrays, magnitude=_ceil_magnitude(post_lo, post_hi))
+def _relaxation(activation: Activation, pre_lo, pre_hi, post_lo, post_hi) -> _Relaxation:
+    """The linear relaxation of h = activation(acc) for acc in [pre_lo, pre_hi] (C units)."""
+    lo, hi = _outward(pre_lo, pre_hi)
+    h_lo, h_hi = _outward(post_lo, post_hi)
+    zero, one = np.zeros(len(lo)), np.ones(len(lo))
+    if activation is Activation.IDENTITY:
+        return _Relaxation(one, zero, one, zero)
+    if activation is not Activation.RELU:  # tables: a free value in [post_lo, post_hi]
+        return _Relaxation(zero, h_lo, zero, h_hi)
+    active, unstable = lo >= 0, (lo < 0) & (hi > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = _up(hi / _down(hi - lo))  # >= hi / (hi - lo)
+    grid = 2.0**SLOPE_BITS
+    slope = np.ceil(slope * grid) / grid  # exact scalings: the same slopes as the exact analysis
+    hi_mul = np.where(active, 1.0, np.where(unstable, slope, 0.0))
+    hi_add = np.where(unstable, _up(-slope * lo), 0.0)  # >= -s lo
+    lo_mul = np.where(active | (unstable & (hi >= -lo)), 1.0, 0.0)
+    return _Relaxation(lo_mul, zero, hi_mul, hi_add)
 
 
-def _through_affine(coef, const, affine: _Affine, h_magnitude: np.ndarray, p_bits: int):
-    """Lower bound of coef @ acc + const (numerators over 2^P) as coef' @ h + const'."""
+def _charged(const, slack, value, charge):
+    """const + value pushed down (value's rounding error is within `charge`, added to the slack)."""
+    return _down(const + value), _up(slack + charge)
+
+
+def _through_affine(coef, const, slack, affine: _Affine):
+    """A lower bound coef @ acc + const - slack as coef' @ h + const' - slack'."""
     free = ~affine.exact
     if free.any():
         kept = coef[:, free]
-        extreme = np.where(kept > 0, kept * affine.lo[free], kept * affine.hi[free])
-        const = const + _floor_shift(extreme.sum(axis=1), p_bits)
-        coef = np.where(free[None, :], 0, coef)
-    scaled = const * (1 << affine.q_bits)
-    scaled = (
-        scaled
-        + _exact_dot(coef, affine.bias)
-        + np.where(coef > 0, coef * affine.error_lo, coef * affine.error_hi).sum(axis=1)
-    )
-    new_coef = _exact_dot(coef, affine.weights)
-    new_coef = _floor_shift(new_coef, affine.q_bits)
-    slack = int(h_magnitude.sum()) if affine.q_bits else 0
-    return new_coef, _floor_shift(scaled, affine.q_bits) - slack
+        extreme = np.where(kept > 0, kept * affine.lo[free], kept * affine.hi[free]).sum(axis=1)
+        charge = gamma(int(free.sum()) + 1) * _magnitude_dot(np.abs(kept), affine.magnitude[free])
+        const, slack = _charged(const, slack, extreme, charge)
+        coef = np.where(free[None, :], 0.0, coef)
+    magnitude = np.abs(coef)
+    n = coef.shape[1]
+    error = np.where(coef > 0, affine.error_lo, affine.error_hi)
+    value = coef @ affine.bias + (coef * error).sum(axis=1)
+    extent = _up(np.abs(affine.bias) + np.maximum(np.abs(affine.error_lo), np.abs(affine.error_hi)))
+    charge = gamma(n + 2) * _magnitude_dot(magnitude, extent)
+    # coef @ W in float64: each coefficient within gamma_n (|coef| @ |W|), times max|h| at most
+    charge = _up(charge + gamma(n) * _magnitude_dot(magnitude, affine.weights_h))
+    const, slack = _charged(const, slack, value, charge)
+    return coef @ affine.weights, const, slack
 
 
-def _through_relaxation(coef, const, relaxation: _Relaxation, acc_magnitude: np.ndarray, p_bits: int):
-    """Lower bound of coef @ h + const as coef' @ acc + const' (h = activation(acc))."""
+def _through_relaxation(coef, const, slack, relaxation: _Relaxation, acc_magnitude: np.ndarray):
+    """A lower bound coef @ h + const - slack as coef' @ acc + const' - slack' (h = activation(acc))."""
     positive = coef > 0
     mul = np.where(positive, relaxation.lo_mul, relaxation.hi_mul)
     add = np.where(positive, relaxation.lo_add, relaxation.hi_add)
-    const = const + _floor_shift((coef * add).sum(axis=1), p_bits)
-    new_coef = _floor_shift(coef * mul, SLOPE_BITS)
-    return new_coef, const - int(acc_magnitude.sum())
+    terms = coef * add
+    value = terms.sum(axis=1)
+    new_coef = coef * mul  # each product within u of itself: 2u |coef'| @ max|acc| covers it
+    charge = gamma(coef.shape[1] + 1) * _magnitude_sum(np.abs(terms))
+    charge = _up(charge + 2 * U64 * _magnitude_dot(np.abs(new_coef), acc_magnitude))
+    const, slack = _charged(const, slack, value, charge)
+    return new_coef, const, slack
 
 
-def _back_substitute(k, affines, relaxations, z_lo, z_hi, x_magnitude, r_bits, p_bits):
-    """[lower, upper] of layer k's accumulated values (exact rationals), back-substituted to the inputs."""
+def _back_substitute(k, affines, relaxations, x_lo, x_hi):
+    """[lower, upper] of layer k's accumulated values (float64, outward; NaN where it overflowed)."""
     n = affines[k].weights.shape[0]
-    identity = np.zeros((2 * n, n), dtype=object)
-    for j in range(n):
-        identity[j, j], identity[n + j, j] = 1 << p_bits, -(1 << p_bits)
-    coef, const = identity, np.zeros(2 * n, dtype=object)
-    for m in range(k, -1, -1):
-        if m == 0:
-            coef, const = _through_affine(coef, const, affines[0], x_magnitude, p_bits)
-            break
-        coef, const = _through_affine(coef, const, affines[m], relaxations[m - 1].magnitude, p_bits)
-        coef, const = _through_relaxation(coef, const, relaxations[m - 1], affines[m - 1].magnitude, p_bits)
-    # coef @ x + const, x = z / 2^R: the extreme over the box, exactly
-    low = const * (1 << r_bits) + np.where(coef > 0, coef * z_lo, coef * z_hi).sum(axis=1)
-    scale = 1 << (p_bits + r_bits)
-    return [Fraction(int(v), scale) for v in low[:n]], [-Fraction(int(v), scale) for v in low[n:]]
+    coef = np.vstack([np.eye(n), -np.eye(n)])
+    const, slack = np.zeros(2 * n), np.zeros(2 * n)
+    for m in range(k, 0, -1):
+        coef, const, slack = _through_affine(coef, const, slack, affines[m])
+        coef, const, slack = _through_relaxation(
+            coef, const, slack, relaxations[m - 1], affines[m - 1].magnitude
+        )
+    coef, const, slack = _through_affine(coef, const, slack, affines[0])
+    # coef @ x + const - slack: the extreme over the box
+    extreme = np.where(coef > 0, coef * x_lo, coef * x_hi).sum(axis=1)
+    x_magnitude = np.maximum(np.abs(x_lo), np.abs(x_hi))
+    charge = gamma(coef.shape[1] + 1) * _magnitude_dot(np.abs(coef), x_magnitude)
+    const, slack = _charged(const, slack, extreme, charge)
+    low = _down(const - slack)
+    return low[:n], -low[n:]
 
 
-def _nearest_float(value: Fraction, dtype: type[np.floating]) -> np.floating:
-    try:
-        return dtype(float(value))
-    except OverflowError:  # beyond double's range
-        return dtype(np.inf if value > 0 else -np.inf)
+def _float_ceil(values: np.ndarray, dtype) -> np.ndarray:
+    """The smallest value of the C type >= each float64 value (inf beyond the type's range)."""
+    candidate = values.astype(dtype)
+    below = candidate.astype(np.float64) < values
+    return np.where(below, np.nextafter(candidate, dtype(np.inf)), candidate).astype(dtype)
 
 
-def _float_ceil(value: Fraction, dtype: type[np.floating]) -> float:
-    """The smallest value of the C type >= value (inf beyond the type's range)."""
-    candidate = _nearest_float(value, dtype)
-    while np.isfinite(candidate) and Fraction(float(candidate)) < value:
-        candidate = np.nextafter(candidate, dtype(np.inf))
-    return float(candidate)
-
-
-def _float_floor(value: Fraction, dtype: type[np.floating]) -> float:
-    """The largest value of the C type <= value (-inf beyond the type's range)."""
-    candidate = _nearest_float(value, dtype)
-    while np.isfinite(candidate) and Fraction(float(candidate)) > value:
-        candidate = np.nextafter(candidate, dtype(-np.inf))
-    return float(candidate)
-
-
-def _tighten(qnet: QuantizedNetwork, lo: list[Fraction], hi: list[Fraction], base_lo, base_hi):
-    """The intersection of symbolic bounds (exact rationals) with interval bounds, in the C's units:
-    a word is an integer, a float value a value of the C type."""
+def _tighten(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray, base_lo, base_hi):
+    """The intersection of symbolic bounds (float64; NaN: none) with interval bounds, in the C's
+    units: a word is an integer, a float value a value of the C type."""
+    lo = np.where(np.isnan(lo), -np.inf, lo)
+    hi = np.where(np.isnan(hi), np.inf, hi)
     if qnet.is_fixed:
-        sym_lo = np.array([math.ceil(v) for v in lo], dtype=np.int64)
-        sym_hi = np.array([math.floor(v) for v in hi], dtype=np.int64)
+        limit = 2.0**62  # clipping a lower bound down or an upper bound up stays sound
+        sym_lo = np.ceil(np.clip(lo, -limit, limit)).astype(np.int64)
+        sym_hi = np.floor(np.clip(hi, -limit, limit)).astype(np.int64)
         return np.maximum(base_lo, sym_lo), np.minimum(base_hi, sym_hi)
     dtype = qnet.number.dtype  # type: ignore[union-attr]
-    sym_lo = np.array([_float_ceil(v, dtype) for v in lo], dtype=dtype)
-    sym_hi = np.array([_float_floor(v, dtype) for v in hi], dtype=dtype)
+    with np.errstate(over="ignore"):
+        sym_lo = _float_ceil(lo, dtype)
+        sym_hi = -_float_ceil(-hi, dtype)
     return np.maximum(base_lo, sym_lo).astype(dtype), np.minimum(base_hi, sym_hi).astype(dtype)
 
 
@@ -356,49 +289,39 @@ def symbolic_bounds(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) -> t
     bounds of `implementation_bounds`, layer by layer, intersected with back-substituted linear bounds.
 
     Never looser than `implementation_bounds(qnet, lo, hi)`. Costs about `symbolic_cost(qnet)`
-    exact multiply-adds. Networks with convolutions or pools, int8 and half-precision networks get
+    float64 multiply-adds. Networks with convolutions or pools, int8 and half-precision networks get
     the interval bounds only (the linear relations are written for dense layers in fixed point,
     float and double).
     """
     if not symbolic_applies(qnet):
         return implementation_bounds(qnet, lo, hi)
-    x_lo, x_hi = _exact(lo), _exact(hi)
-    r_bits = _dyadic_bits(x_lo + x_hi)
-    p_bits = r_bits + GRID_BITS
-    z_lo = np.array([int(v * (1 << r_bits)) for v in x_lo], dtype=object)
-    z_hi = np.array([int(v * (1 << r_bits)) for v in x_hi], dtype=object)
-    x_magnitude = _ceil_magnitude(x_lo, x_hi)
+    x_lo, x_hi = _outward(np.asarray(lo), np.asarray(hi))
     affines: list[_Affine] = []
     relaxations: list[_Relaxation] = []
     post_lo, post_hi = lo, hi
     result = []
     symbolic = True
-    for index, layer in enumerate(qnet.layers):
-        (interval,) = implementation_bounds(replace(qnet, layers=(layer,)), post_lo, post_hi)
-        pre_lo, pre_hi = interval.pre_lo, interval.pre_hi
-        finite = np.isfinite(pre_lo.astype(np.float64)) & np.isfinite(pre_hi.astype(np.float64))
-        symbolic = symbolic and bool(finite.all())
-        if not symbolic:
-            result.append(interval)
-            post_lo, post_hi = interval.post_lo, interval.post_hi
-            continue
-        h_lo, h_hi = _exact(post_lo), _exact(post_hi)
-        exact = ~interval.may_overflow
-        affines.append(_affine(layer, qnet, h_lo, h_hi, exact, _exact(pre_lo), _exact(pre_hi), p_bits))
-        sym_lo, sym_hi = _back_substitute(
-            index, affines, relaxations, z_lo, z_hi, x_magnitude, r_bits, p_bits
-        )
-        pre_lo, pre_hi = _tighten(qnet, sym_lo, sym_hi, pre_lo, pre_hi)
-        if np.any(pre_lo > pre_hi):
-            raise InternalError(f"symbolic bounds of layer {index + 1} contradict the interval bounds")
-        affines[-1] = _with_bounds(affines[-1], _exact(pre_lo), _exact(pre_hi), p_bits)
-        activated = activate_bounds(qnet, layer.activation, pre_lo, pre_hi)
-        post_lo = np.maximum(activated[0], interval.post_lo).astype(activated[0].dtype)
-        post_hi = np.minimum(activated[1], interval.post_hi).astype(activated[1].dtype)
-        relaxations.append(
-            _relaxation(
-                layer.activation, _exact(pre_lo), _exact(pre_hi), _exact(post_lo), _exact(post_hi), p_bits
-            )
-        )
-        result.append(LayerBounds(pre_lo, pre_hi, post_lo, post_hi, interval.may_overflow))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for index, layer in enumerate(qnet.layers):
+            (interval,) = implementation_bounds(replace(qnet, layers=(layer,)), post_lo, post_hi)
+            pre_lo, pre_hi = interval.pre_lo, interval.pre_hi
+            finite = np.isfinite(pre_lo.astype(np.float64)) & np.isfinite(pre_hi.astype(np.float64))
+            symbolic = symbolic and bool(finite.all())
+            if not symbolic:
+                result.append(interval)
+                post_lo, post_hi = interval.post_lo, interval.post_hi
+                continue
+            h_lo, h_hi = _outward(np.asarray(post_lo), np.asarray(post_hi))
+            exact = ~interval.may_overflow
+            affines.append(_affine(layer, qnet, h_lo, h_hi, exact, pre_lo, pre_hi))
+            sym_lo, sym_hi = _back_substitute(index, affines, relaxations, x_lo, x_hi)
+            pre_lo, pre_hi = _tighten(qnet, sym_lo, sym_hi, pre_lo, pre_hi)
+            if np.any(pre_lo > pre_hi):
+                raise InternalError(f"symbolic bounds of layer {index + 1} contradict the interval bounds")
+            affines[-1] = _with_bounds(affines[-1], pre_lo, pre_hi)
+            activated = activate_bounds(qnet, layer.activation, pre_lo, pre_hi)
+            post_lo = np.maximum(activated[0], interval.post_lo).astype(activated[0].dtype)
+            post_hi = np.minimum(activated[1], interval.post_hi).astype(activated[1].dtype)
+            relaxations.append(_relaxation(layer.activation, pre_lo, pre_hi, post_lo, post_hi))
+            result.append(LayerBounds(pre_lo, pre_hi, post_lo, post_hi, interval.may_overflow))
     return tuple(result)

@@ -101,18 +101,29 @@ class _FixedIntervalArithmetic:
         self.may_overflow = np.zeros(n_out, dtype=bool)
 
     def overflow(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The overflow mode applied to neuron intervals (one per row)."""
+        (lo, hi), outside = self._in_range(lo, hi)
+        self.may_overflow |= outside
+        return lo, hi
+
+    def products(self, weights: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every fxp_mult(w_ji, h_i) of the layer at once: (n_out, n_in) bounds, the overflow mode
+        applied per product (a neuron may overflow when any of its products may)."""
+        a = round_shift(weights * lo[None, :], self.fmt.frac_bits, self.fmt.rounding)
+        b = round_shift(weights * hi[None, :], self.fmt.frac_bits, self.fmt.rounding)
+        (low, high), outside = self._in_range(np.minimum(a, b), np.maximum(a, b))
+        self.may_overflow |= outside.any(axis=1)
+        return low, high
+
+    def _in_range(self, lo: np.ndarray, hi: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
         fmt = self.fmt
         outside = (lo < fmt.min_q) | (hi > fmt.max_q)
-        self.may_overflow |= outside
         if fmt.overflow is Overflow.WRAP:
-            return np.where(outside, fmt.min_q, lo), np.where(outside, fmt.max_q, hi)
+            return (np.where(outside, fmt.min_q, lo), np.where(outside, fmt.max_q, hi)), outside
         # saturate clamps; under detect, executions that overflow stop, the others are in range
-        return np.clip(lo, fmt.min_q, fmt.max_q), np.clip(hi, fmt.min_q, fmt.max_q)
-
-    def mult(self, w: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        a = round_shift(w * lo, self.fmt.frac_bits, self.fmt.rounding)
-        b = round_shift(w * hi, self.fmt.frac_bits, self.fmt.rounding)
-        return self.overflow(np.minimum(a, b), np.maximum(a, b))
+        # (minimum/maximum: np.clip's dtype checks cost more than the clamp on these small arrays)
+        low, high = np.int64(fmt.min_q), np.int64(fmt.max_q)
+        return (np.minimum(np.maximum(lo, low), high), np.minimum(np.maximum(hi, low), high)), outside
 
     def add(self, x: tuple, y: tuple) -> tuple[np.ndarray, np.ndarray]:
         return self.overflow(x[0] + y[0], x[1] + y[1])
@@ -133,10 +144,11 @@ def _fixed_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: Qu
             round_shift(exact_hi, fmt.frac_bits, fmt.rounding),
         )
     else:
+        product_lo, product_hi = arith.products(weights, np.asarray(lo, np.int64), np.asarray(hi, np.int64))
         pre = reduce_terms(
             layer.n_in,
             (bias, bias),
-            lambda i: arith.mult(weights[:, i], lo[i], hi[i]),
+            lambda i: (product_lo[:, i], product_hi[:, i]),
             arith.add,
             qnet.options.layout is Layout.BALANCED,
         )

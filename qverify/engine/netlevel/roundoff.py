@@ -1,15 +1,9 @@
 """Network level: the float64 rounding the network level charges to every bound it computes (one definition
-for the model, the bounds, the staircases and the search)."""
+for the model, the bounds, the staircases and the search; shared with the built-in invariants through
+`qverify.quant.roundoff`)."""
 
 from __future__ import annotations
 
-U64 = 2.0**-53  # float64 unit roundoff: every bound computation is charged with it
-TINY = 1e-290  # covers underflow in the float64 bound computations (far below every real margin)
+from qverify.quant.roundoff import TINY, U64, gamma
 
-
-def gamma(n: int, unit: float = U64) -> float:
-    """gamma_n = n u / (1 - n u): the relative error bound of an n-term float dot product."""
-    nu = n * unit
-    if nu >= 0.5:
-        return float("inf")
-    return nu / (1.0 - nu) * (1.0 + 1e-12)
+__all__ = ["TINY", "U64", "gamma"]
