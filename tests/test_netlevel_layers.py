@@ -29,6 +29,8 @@ from scipy.optimize import Bounds as ScipyBounds
 from scipy.optimize import LinearConstraint, milp
 
 from qverify.codegen import CompiledNetwork, render_network
+from qverify.engine.netlevel import attack, staircase
+from qverify.engine.netlevel import bounds as netlevel_bounds
 from qverify.engine.netlevel.activations import MaxPool
 from qverify.engine.netlevel.beta import optimise_output_bounds
 from qverify.engine.netlevel.bounds import BoundTerms, backsubstitute, batch_bounds, node_bounds, with_phase
@@ -680,6 +682,41 @@ def test_int8_convolutions_and_pools(mode, rng, tmp_path):
                 if not replayed:
                     _replay_in_c(qnet, query, point, tmp_path)
                     replayed += 1
+
+
+def test_int8_chunked_paths_agree(rng, monkeypatch):
+    """The int8 paths' memory bounds -- the staircase relaxation a block of neurons at a time, one
+    node's refinement rows a block at a time, the surrogate's outputs a chunk of points at a time
+    -- change no number: with blocks of one neuron, one row and one point, the bounds and the
+    relaxations are those of one pass, and the outputs are the simulator's on every input."""
+    for _ in range(3):
+        qnet = int8_cnn(rng, RequantMode.ONNXRUNTIME)
+        code = qnet.input_quant.code
+        lo = rng.integers(code.qmin, code.qmax - 3, 9)
+        hi = lo + 2
+        model = build_model(_int8_query(qnet, lo, hi, None))
+        phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
+        grid = enumerate_box(qnet, lo, hi)
+
+        def passes():
+            found = node_bounds(model, lo.astype(float), hi.astype(float), phases)
+            lines = [found.relaxation(model, k) for k, layer in enumerate(model.layers) if layer.stairs]
+            return found, lines, attack.surrogate_outputs(model, model.input_reals(grid))
+
+        whole = passes()
+        with monkeypatch.context() as patch:
+            patch.setattr(staircase, "RELAXATION_CHUNK_VALUES", 1)
+            patch.setattr(netlevel_bounds, "REFINE_CHUNK_VALUES", 1)
+            patch.setattr(attack, "SURROGATE_CHUNK_VALUES", 1)
+            chunked = passes()
+        for k in range(len(model.layers)):
+            np.testing.assert_array_equal(whole[0].pre_lo[k], chunked[0].pre_lo[k])
+            np.testing.assert_array_equal(whole[0].pre_hi[k], chunked[0].pre_hi[k])
+        for one, other in zip(whole[1], chunked[1]):
+            for part, again in zip(one[:4], other[:4]):
+                np.testing.assert_array_equal(part, again)
+        np.testing.assert_array_equal(chunked[2], simulate(qnet, grid).outputs)
+        np.testing.assert_array_equal(whole[2], chunked[2])
 
 
 def _int8_accumulators(qnet: QuantizedNetwork, grid: np.ndarray) -> list[np.ndarray | None]:

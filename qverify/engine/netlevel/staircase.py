@@ -39,6 +39,7 @@ is constant on [L, U] gets a = s = 0 and c = t = the value.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -46,6 +47,8 @@ import numpy as np
 
 from qverify.engine.netlevel.roundoff import TINY, U64
 from qverify.quant.affine import INT32_MAX, INT32_MIN, thresholds_reached
+
+RELAXATION_CHUNK_VALUES = 1 << 21  # (neurons x thresholds) entries of one block of `relaxation`
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -166,7 +169,44 @@ class Staircase:
         """(a, c, s, t): a z + c <= value(z) <= s z + t at every domain point z of [lo, hi] (module
         docstring); arrays (..., n). Each side's slope is the best of `_candidates`, all >= 0, by
         the line's vertical distance from the steps at the interval's two ends, which for a ReLU
-        is DeepPoly's choice of lower slope."""
+        is DeepPoly's choice of lower slope. Computed a block of neurons at a time (each neuron's
+        lines are its own), so that the (..., block, thresholds) temporaries stay below
+        `RELAXATION_CHUNK_VALUES` (digits28-maxpool int8: 23,328 neurons x 255 thresholds, 48 MB an
+        array, were most of the peak after the attack's)."""
+        n = lo.shape[-1]
+        per_neuron = int(np.prod(lo.shape[:-1], dtype=np.int64)) * self.upper_table.shape[-1]
+        block = max(1, RELAXATION_CHUNK_VALUES // max(per_neuron, 1))
+        if n <= block:
+            return self._relaxation(lo, hi)
+        parts = [
+            self._neurons(slice(i, i + block), n)._relaxation(lo[..., i : i + block], hi[..., i : i + block])
+            for i in range(0, n, block)
+        ]
+        return tuple(np.concatenate([part[i] for part in parts], axis=-1) for i in range(4))  # type: ignore[return-value]
+
+    def _neurons(self, block: slice, n: int) -> Staircase:
+        """The staircases of neurons `block` of n (per-neuron rows sliced; one shared row kept)."""
+        changes = {}
+        for name in (
+            "lower_table",
+            "upper_table",
+            "after",
+            "before",
+            "levels",
+            "nominal",
+            "first",
+            "last",
+            "thresholds",
+        ):
+            value = getattr(self, name)
+            if value is not None and np.ndim(value) > 0 and value.shape[0] == n:
+                changes[name] = value[block]
+        return dataclasses.replace(self, **changes)
+
+    def _relaxation(
+        self, lo: np.ndarray, hi: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """`relaxation` on one block of neurons."""
         low = self._on_grid(lo, down=False)
         high = np.maximum(self._on_grid(hi, down=True), low)
         code_lo, code_hi = self.values(low, "upper"), self.values(high, "lower")
