@@ -131,8 +131,6 @@ def solve_node(
     """Is some execution of the node in the clause? (LP relaxation, or exact MILP with `integer`)."""
     from scipy import sparse
 
-    if model.stepped:  # int8 staircases are not encoded (input splitting decides int8 nodes)
-        return NodeSolution(CheckStatus.UNKNOWN, None)
     columns = _Columns()
     rows = _Rows()
     previous = columns.add(xl, xu)  # the columns of the previous layer's values; -1: the value is 0
@@ -180,6 +178,11 @@ def solve_node(
             rows.add_sparse(weights[folded], inputs, low - widen, high + widen)
         if layer.stairs is not None:
             previous = _table(columns, rows, bounds.relaxation(model, k), layer.post_bounds(lo, hi), own)
+            if model.stepped:
+                _hull_rows(rows, layer.stairs, lo, hi, own, previous)
+                if integer and k == len(model.layers) - 1:
+                    touched = np.any([form.coefficients != 0 for form in clause_forms], axis=0)
+                    _exact_steps(columns, rows, layer.stairs, lo, hi, own, previous, touched)
             continue
         if not relu:
             previous = own
@@ -338,3 +341,46 @@ def _table(columns: _Columns, rows: _Rows, relaxation, post: tuple[np.ndarray, n
     rows.add(pair, np.column_stack([np.ones(len(h)), -relaxation.a]), relaxation.c, np.inf)
     rows.add(pair, np.column_stack([np.ones(len(h)), -relaxation.s]), -np.inf, relaxation.t)
     return h
+
+
+def _hull_rows(rows: _Rows, stairs, lo: np.ndarray, hi: np.ndarray, z: np.ndarray, h: np.ndarray) -> None:
+    """int8: each open staircase neuron's convex hull on [lo, hi] (`Staircase.hull_lines`) as rows
+    h - slope z >= c (lower side) or <= t (upper side), beside the relaxation's two lines."""
+    owner, slope, offset, upper = stairs.hull_lines(lo, hi, np.flatnonzero(stairs.open(lo, hi)))
+    if not len(owner):
+        return
+    pair = np.column_stack([h[owner], z[owner]])
+    values = np.column_stack([np.ones(len(owner)), -slope])
+    rows.add(pair, values, np.where(upper, -np.inf, offset), np.where(upper, offset, np.inf))
+
+
+def _exact_steps(
+    columns: _Columns,
+    rows: _Rows,
+    stairs,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    z: np.ndarray,
+    h: np.ndarray,
+    touched: np.ndarray,
+) -> None:
+    """int8, MILP: the output neurons the clause reads (`touched`) encoded exactly on their integer
+    accumulators: one binary d_k per threshold t_k in (lo, hi] (d_k = [z >= t_k]) with
+    z >= lo + (t_k - lo) d_k, z <= t_k - 1 + (hi - t_k + 1) d_k, d_k >= d_(k+1), and the code
+    h = code(lo) + sum d_k. With the accumulator's row exact (int8: z = W x + b, no error term),
+    the clause's atoms then read the outputs' true codes; the layers below stay relaxed."""
+    for j in np.flatnonzero(touched & stairs.open(lo, hi)):
+        low, high = float(np.ceil(lo[j])), float(np.floor(hi[j]))
+        table = stairs.table[j]
+        steps = table[(table > low) & (table <= high)].astype(np.float64)
+        d = columns.add(np.zeros(len(steps)), np.ones(len(steps)), integer=True)
+        ones = np.ones(len(steps))
+        zj = np.full(len(steps), z[j])
+        rows.add(np.column_stack([zj, d]), np.column_stack([ones, -(steps - low)]), low, np.inf)
+        rows.add(np.column_stack([zj, d]), np.column_stack([ones, -(high - steps + 1)]), -np.inf, steps - 1)
+        if len(steps) > 1:
+            rows.add(np.column_stack([d[:-1], d[1:]]), np.column_stack([ones[1:], -ones[1:]]), 0.0, np.inf)
+        code_low = float(stairs.values(np.full(len(lo), low))[j])
+        rows.add(
+            np.concatenate([[h[j]], d])[None, :], np.concatenate([[1.0], -ones])[None, :], code_low, code_low
+        )
