@@ -95,7 +95,8 @@ def _truth(query: NetworkQuery) -> bool:
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)
 def test_staircase_relaxation_holds_at_every_accumulator(mode, rng):
     """a acc + c <= code(acc) <= s acc + t at every integer of [L, U], exactly (a float64 slack
-    near 0 is re-checked in rationals), on wide intervals and on narrow ones around thresholds."""
+    near 0 is re-checked in rationals), on wide intervals and on narrow ones around thresholds; the
+    same for every line of the convex hull the LP adds (`Staircase.hull_lines`)."""
     checked = 0
     for sizes in ((3, 6, 4), (2, 5, 3)):
         qnet = _int8_net(rng, sizes, mode)
@@ -110,12 +111,18 @@ def test_staircase_relaxation_holds_at_every_accumulator(mode, rng):
                 lo = np.floor(centre - rng.uniform(0, width, layer.n_out))
                 hi = lo + np.floor(rng.uniform(0, width, layer.n_out))
                 a, c, s, t = stairs.relaxation(lo, hi)
+                owner, slopes, offsets, upper = stairs.hull_lines(lo, hi, np.arange(layer.n_out))
                 for j in range(layer.n_out):
                     acc = np.arange(lo[j], hi[j] + 1)
                     codes = stairs.codes(np.broadcast_to(acc[:, None], (len(acc), layer.n_out)))[:, j]
                     exact = simulate_codes(source, j, acc)
                     assert np.array_equal(codes, exact)
-                    for slope, intercept, sign in ((a[j], c[j], 1), (s[j], t[j], -1)):
+                    lines = [(a[j], c[j], 1), (s[j], t[j], -1)]
+                    mine = owner == j
+                    lines += [
+                        (m, o, -1 if up else 1) for m, o, up in zip(slopes[mine], offsets[mine], upper[mine])
+                    ]
+                    for slope, intercept, sign in lines:
                         gap = sign * (codes - (slope * acc + intercept))
                         assert np.all(gap > -1e-6)
                         for z, code in zip(acc[gap < 1e-6], codes[gap < 1e-6]):

@@ -180,8 +180,11 @@ def solve_node(
             previous = _table(columns, rows, bounds.relaxation(model, k), layer.post_bounds(lo, hi), own)
             if model.stepped:
                 _hull_rows(rows, layer.stairs, lo, hi, own, previous)
-                if integer and k == len(model.layers) - 1:
-                    touched = np.any([form.coefficients != 0 for form in clause_forms], axis=0)
+                if integer and k in (0, len(model.layers) - 1):
+                    # the first layer's neurons (every open one) and the outputs the clause reads
+                    touched = np.ones(layer.n_out, dtype=bool)
+                    if k == len(model.layers) - 1:
+                        touched = np.any([form.coefficients != 0 for form in clause_forms], axis=0)
                     _exact_steps(columns, rows, layer.stairs, lo, hi, own, previous, touched)
             continue
         if not relu:
@@ -299,6 +302,16 @@ def _max_pool(
     post_lo, post_hi = pool.post_bounds(lo, hi)
     unstable = pool.open_neurons(lo, hi)
     post = previous[relaxation.lower_index].copy()  # stable: the output is its input
+    # stable windows that share their largest input would give the next layer's rows that column
+    # twice (HiGHS rejects a row with duplicate entries, and summing them would round): each
+    # repeat gets a column of its own, equal to the input's
+    stable = np.flatnonzero(~unstable & (post >= 0))
+    _, first = np.unique(post[stable], return_index=True)
+    repeats = np.setdiff1d(stable, stable[first])
+    if len(repeats):
+        source = post[repeats]
+        post[repeats] = columns.add(lo[relaxation.lower_index[repeats]], hi[relaxation.lower_index[repeats]])
+        _pair_rows(rows, post[repeats], source, np.ones(len(repeats)), 0.0, 0.0)
     windows = np.flatnonzero(unstable)
     if not len(windows):
         return post

@@ -40,6 +40,7 @@ is constant on [L, U] gets a = s = 0 and c = t = the value.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -274,7 +275,11 @@ class Staircase:
             steps = self.upper_table[j][inside]
             for upper, xs, ys in (
                 (True, [low[j], *steps, high[j]], [code_lo[j], *self.after[j][inside], code_hi[j]]),
-                (False, [low[j], *(steps - self.grid), high[j]], [code_lo[j], *self.before[j][inside], code_hi[j]]),
+                (
+                    False,
+                    [low[j], *(steps - self.grid), high[j]],
+                    [code_lo[j], *self.before[j][inside], code_hi[j]],
+                ),
             ):
                 for slope in _hull_slopes(np.array(xs), np.array(ys), upper):
                     owners.append(j)
@@ -320,4 +325,4 @@ def _hull_slopes(xs: np.ndarray, ys: np.ndarray, upper: bool) -> list[float]:
             else:
                 break
         hull.append((x, y))
-    return [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(hull, hull[1:]) if b[0] > a[0]]
+    return [(b[1] - a[1]) / (b[0] - a[0]) for a, b in itertools.pairwise(hull) if b[0] > a[0]]
