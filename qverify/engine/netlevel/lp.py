@@ -39,7 +39,7 @@ import numpy as np
 
 from qverify.engine.netlevel.activations import MaxPool, relu_relaxation
 from qverify.engine.netlevel.attack import AtomForm
-from qverify.engine.netlevel.bounds import Bounds
+from qverify.engine.netlevel.bounds import Bounds, backsubstitute
 from qverify.engine.netlevel.model import NetModel
 from qverify.engine.netlevel.roundoff import U64
 from qverify.engine.solvers.base import CheckStatus
@@ -48,6 +48,9 @@ if TYPE_CHECKING:  # scipy.sparse and HiGHS are imported where the LP runs: a no
     from scipy import sparse  # decide needs neither (~0.1 s of a small query's start)
 
 ATOM_SLACK = 1e-7  # (the MILP's feasibility rows)
+# int8 MILP: the first layer's thresholds encoded exactly (binaries), at most; the neurons whose
+# relaxation costs the clause's bound most first (`_first_layer_choice`)
+EXACT_STEP_BINARIES = 4000
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +186,8 @@ def solve_node(
                 if integer and k in (0, len(model.layers) - 1):
                     # the first layer's neurons (every open one) and the outputs the clause reads
                     touched = np.ones(layer.n_out, dtype=bool)
+                    if k == 0:
+                        touched = _first_layer_choice(model, bounds, clause_forms, xl, xu)
                     if k == len(model.layers) - 1:
                         touched = np.any([form.coefficients != 0 for form in clause_forms], axis=0)
                     _exact_steps(columns, rows, layer.stairs, lo, hi, own, previous, touched)
@@ -377,23 +382,68 @@ def _exact_steps(
     h: np.ndarray,
     touched: np.ndarray,
 ) -> None:
-    """int8, MILP: the output neurons the clause reads (`touched`) encoded exactly on their integer
+    """int8, MILP: the open staircase neurons marked `touched` encoded exactly on their integer
     accumulators: one binary d_k per threshold t_k in (lo, hi] (d_k = [z >= t_k]) with
     z >= lo + (t_k - lo) d_k, z <= t_k - 1 + (hi - t_k + 1) d_k, d_k >= d_(k+1), and the code
-    h = code(lo) + sum d_k. With the accumulator's row exact (int8: z = W x + b, no error term),
-    the clause's atoms then read the outputs' true codes; the layers below stay relaxed."""
-    for j in np.flatnonzero(touched & stairs.open(lo, hi)):
-        low, high = float(np.ceil(lo[j])), float(np.floor(hi[j]))
-        table = stairs.table[j]
-        steps = table[(table > low) & (table <= high)].astype(np.float64)
-        d = columns.add(np.zeros(len(steps)), np.ones(len(steps)), integer=True)
-        ones = np.ones(len(steps))
-        zj = np.full(len(steps), z[j])
-        rows.add(np.column_stack([zj, d]), np.column_stack([ones, -(steps - low)]), low, np.inf)
-        rows.add(np.column_stack([zj, d]), np.column_stack([ones, -(high - steps + 1)]), -np.inf, steps - 1)
-        if len(steps) > 1:
-            rows.add(np.column_stack([d[:-1], d[1:]]), np.column_stack([ones[1:], -ones[1:]]), 0.0, np.inf)
-        code_low = float(stairs.values(np.full(len(lo), low))[j])
-        rows.add(
-            np.concatenate([[h[j]], d])[None, :], np.concatenate([[1.0], -ones])[None, :], code_low, code_low
-        )
+    h = code(lo) + sum d_k. Every execution (an integer accumulator in [lo, hi], int8's row
+    z = W x + b exact) satisfies these with its own d, so an infeasible MILP has no execution."""
+    from scipy import sparse
+
+    neurons = np.flatnonzero(touched & stairs.open(lo, hi))
+    if not len(neurons):
+        return
+    low, high = np.ceil(lo[neurons]), np.floor(hi[neurons])
+    table = stairs.table[neurons].astype(np.float64)
+    inside = (table > low[:, None]) & (table <= high[:, None])
+    owner, _ = np.nonzero(inside)  # row-major: each neuron's thresholds in ascending order
+    steps = table[inside]
+    d = columns.add(np.zeros(len(steps)), np.ones(len(steps)), integer=True)
+    ones = np.ones(len(steps))
+    zs = z[neurons][owner]
+    rows.add(np.column_stack([zs, d]), np.column_stack([ones, -(steps - low[owner])]), low[owner], np.inf)
+    rows.add(
+        np.column_stack([zs, d]), np.column_stack([ones, -(high[owner] - steps + 1)]), -np.inf, steps - 1
+    )
+    same = owner[:-1] == owner[1:]  # d_k >= d_(k+1) within a neuron
+    if same.any():
+        pairs = np.column_stack([d[:-1][same], d[1:][same]])
+        rows.add(pairs, np.column_stack([ones[1:][same], -ones[1:][same]]), 0.0, np.inf)
+    code_low = stairs.values(np.ceil(lo))[neurons]
+    # h - sum of the neuron's d = code(lo): one row per neuron, its h column first
+    counts = np.bincount(owner, minlength=len(neurons))
+    start = np.concatenate(([0], np.cumsum(counts + 1)))
+    entries = np.empty(start[-1], dtype=np.int64)
+    values = np.empty(start[-1])
+    entries[start[:-1]] = np.arange(len(neurons))  # local column r: h of neuron r
+    values[start[:-1]] = 1.0
+    rest = np.ones(start[-1], dtype=bool)
+    rest[start[:-1]] = False
+    entries[rest] = len(neurons) + np.arange(len(steps))  # then the neuron's d columns
+    values[rest] = -1.0
+    block = sparse.csr_array((values, entries, start), shape=(len(neurons), len(neurons) + len(steps)))
+    rows.add_sparse(block, np.concatenate([h[neurons], d]), code_low, code_low)
+
+
+def _first_layer_choice(model: NetModel, bounds: Bounds, clause_forms: list[AtomForm], xl, xu) -> np.ndarray:
+    """int8 MILP: the first layer's open neurons to encode exactly, within EXACT_STEP_BINARIES
+    thresholds: by what their relaxation costs the clause's atoms' bounds (|the atoms' coefficient
+    on the neuron's code| x the gap between its relaxation's two lines, the wider end), largest
+    first. Only a choice: every neuron left out keeps its hull, and the MILP stays sound."""
+    layer = model.layers[0]
+    lo, hi = bounds.pre_lo[0], bounds.pre_hi[0]
+    stairs = layer.stairs
+    opened = stairs.open(lo, hi)
+    crossed = ((stairs.table > np.ceil(lo)[:, None]) & (stairs.table <= np.floor(hi)[:, None])).sum(axis=1)
+    if crossed[opened].sum() <= EXACT_STEP_BINARIES or len(model.layers) == 1:
+        return opened
+    matrix = np.array([form.coefficients for form in clause_forms])
+    linear = backsubstitute(model, bounds, matrix, len(model.layers) - 1, True, xl, xu, keep=True)
+    relaxation = bounds.relaxation(model, 0)
+    slope, offset = relaxation.s - relaxation.a, relaxation.t - relaxation.c
+    gap = np.maximum(slope * lo + offset, slope * hi + offset)
+    score = np.where(opened, np.abs(linear.lam_post[0]).sum(axis=0) * gap, -1.0)
+    order = np.argsort(-score)
+    chosen = order[np.cumsum(crossed[order]) <= EXACT_STEP_BINARIES]
+    touched = np.zeros(layer.n_out, dtype=bool)
+    touched[chosen] = True
+    return touched & opened
