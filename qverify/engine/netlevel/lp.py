@@ -14,7 +14,12 @@ outputs. The rows are built as whole blocks (numpy; a layer's weights as the spa
 operation, so a convolution's rows hold its taps only), not row by row. A max pool's open window
 has an output column above each of its inputs and below the relaxation's upper side (LP), or
 below each input plus a big-M term of one binary per input (MILP: exact); see `_max_pool`. A lookup
-table's outputs lie between the lines of its staircase relaxation (`_table`).
+table's outputs lie between the lines of its staircase relaxation (`_table`). An int8 staircase's
+also between the edges of its convex hull on the node's interval (`_hull_rows`), and in the MILP
+the first layer's costliest open neurons and the outputs the clause reads are exact, a binary per
+threshold their accumulators' range crosses (`_exact_steps`, `_first_layer_choice`): the int8
+accumulator's row is exact (no rounding term), so every execution satisfies the encoding with its
+own binaries and an infeasible MILP has none.
 
 The MILP is exact for REAL arithmetic; for the implementation it is the same sound relaxation as the
 bounds (rounding as bounded terms, not as integer quotients: the scalar path's

@@ -30,7 +30,8 @@ graph, cheapest step first:
 
 SAFE needs every node closed; UNSAFE needs one confirmed point. Scope: dense ReLU/identity networks
 in fixed point, float, double, half and int8 (requantization staircases: bounds, input splitting
-and enumeration, no LP/MILP; `model.unsupported_reason` names what falls back).
+and enumeration; in high dimensions the root's open clauses first by the MILP of `lp` whose first
+layer's staircases are exact, `by_stepped_milp`; `model.unsupported_reason` names what falls back).
 """
 
 from __future__ import annotations
@@ -691,7 +692,7 @@ class Search:
             and not bounds.overflow_possible
             and ((high and self.lp_affordable(node)) or (not high and open_relus <= self.milp_open_relus))
             and self.options.enabled("milp")
-            and not model.stepped  # (int8's staircases have no LP encoding here)
+            and not model.stepped  # (int8: the root's MILP alone, in high dimensions: `by_stepped_milp`)
         ):
             # low dimensions: nodes are cheap, the LP and MILP pay only with few open ReLUs; high
             # dimensions: small networks only (`lp_affordable`), the MILP while its binaries are few
