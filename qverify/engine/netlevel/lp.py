@@ -395,7 +395,7 @@ def _exact_steps(
     from scipy import sparse
 
     neurons = np.flatnonzero(touched & stairs.open(lo, hi))
-    if not len(neurons):
+    if not len(neurons) or stairs.thresholds is None:  # (int8's tables only: a step is one code)
         return
     low, high = np.ceil(lo[neurons]), np.floor(hi[neurons])
     table = stairs.table[neurons].astype(np.float64)
