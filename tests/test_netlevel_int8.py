@@ -23,6 +23,7 @@ import pytest
 
 from qverify.codegen import run_lines
 from qverify.engine import EngineStatus, check_file
+from qverify.engine.netlevel import search
 from qverify.engine.netlevel.bounds import batch_bounds, node_bounds
 from qverify.engine.netlevel.lift import lift_file
 from qverify.engine.netlevel.model import build_model, unsupported_reason
@@ -177,11 +178,13 @@ def _decide(query: NetworkQuery):
     return decide(query, options, time.monotonic() + options.timeout_s, Recorder())
 
 
-def _verdict_cases(rng: np.random.Generator, count: int):
+# (10 inputs: more than input splitting's batched range, still input splitting for int8)
+VERDICT_SHAPES = (((2, 5, 3), 255), ((3, 6, 6, 2), 30), ((4, 8, 8, 3), 12), ((10, 8, 3), 2))
+
+
+def _verdict_cases(rng: np.random.Generator, count: int, shapes=VERDICT_SHAPES):
     """Queries around the true maximum of output 0 (at it: UNSAFE; one code above: SAFE), and
     robustness-style clauses (Y_k > Y_label), on boxes with more inputs than one enumeration."""
-    # (10 inputs: more than input splitting's batched range, still input splitting for int8)
-    shapes = (((2, 5, 3), 255), ((3, 6, 6, 2), 30), ((4, 8, 8, 3), 12), ((10, 8, 3), 2))
     for index in range(count):
         sizes, span = shapes[index % len(shapes)]
         qnet = _int8_net(rng, sizes, MODES[(index // len(shapes)) % 2])
@@ -201,21 +204,34 @@ def _verdict_cases(rng: np.random.Generator, count: int):
         yield _query(qnet, lo, hi, clauses)
 
 
-def _check_verdicts(rng: np.random.Generator, count: int) -> None:
-    wrong, split, verdicts = [], 0, set()
-    for query in _verdict_cases(rng, count):
+def _check_verdicts(rng: np.random.Generator, count: int, shapes=VERDICT_SHAPES) -> int:
+    """(the MILPs the verdicts ran)"""
+    wrong, split, verdicts, milps = [], 0, set(), 0
+    for query in _verdict_cases(rng, count, shapes):
         assert unsupported_reason(query) is None
         result = _decide(query)
         assert result.status is not EngineStatus.UNKNOWN, result.reason
         verdicts.add(result.status)
         split += result.counts.get("netlevel.nodes", 0) > 1
+        milps += result.counts.get("netlevel.milp", 0)
         if (result.status is EngineStatus.UNSAFE) != _truth(query):
             wrong.append((query.unsafe.clauses[0].text(), result))
         if result.status is EngineStatus.UNSAFE:
             assert query.violation(np.array(result.counterexample)) != NO_VIOLATION
     assert not wrong
     assert verdicts == {EngineStatus.SAFE, EngineStatus.UNSAFE}
-    assert split > 0  # some verdicts needed the branch and bound
+    assert split > 0 or milps > 0  # some verdicts needed the branch and bound (or the root's MILP)
+    return milps
+
+
+@pytest.mark.slow
+def test_int8_root_milp_verdicts_agree_with_brute_force(rng, monkeypatch):
+    """High-dimensional int8 roots (10 and 12 inputs) with the MILP of `Search.by_stepped_milp` made
+    to run on every open root whatever its gap: the verdicts agree with brute force, and the MILP
+    did run (~3 min under load: slow; `test_int8_milp_is_exact_on_conv_pool_dense` checks the
+    encoding itself in the default run)."""
+    monkeypatch.setattr(search, "STEPPED_MILP_CODES", np.inf)
+    assert _check_verdicts(rng, 6, (((10, 8, 8, 3), 3), ((11, 12, 8, 3), 2))) > 0
 
 
 def test_int8_verdicts_agree_with_brute_force(rng):
