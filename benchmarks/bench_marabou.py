@@ -25,8 +25,8 @@ Without maraboupy the script says so and runs qverify alone.
 
 Results are journaled (JSONL, one line per finished run) in `--out`; `--resume` skips what the
 journal holds, so a long run can be interrupted and continued. The selection:
-  --suite NAME (repeatable; default acasxu): acasxu, digits784, and issue 29's digits28-maxpool,
-      digits28-avgpool, digits32rgb-conv, digits784-sigmoid   --instances phi1-4 | GLOB[,GLOB...]
+  --suite NAME (repeatable; default acasxu): acasxu, digits784, digits784x4 (issue 32's frontier),
+      and issue 29's digits28-maxpool, digits28-avgpool, digits32rgb-conv, digits784-sigmoid   --instances phi1-4 | GLOB[,GLOB...]
   --limit N (first N)   --sample N (N evenly spaced)   --all (every instance of the suites)
 The report ends with one table per suite and run (tool and mode): decided/total, verdicts, total
 and median seconds, CPU seconds, the largest resident set; UNSAFE verdicts replayed in gcc (qverify
@@ -81,6 +81,7 @@ SUITES = {
     for name in (
         "acasxu",
         "digits784",
+        "digits784x4",
         "digits28-maxpool",
         "digits28-avgpool",
         "digits32rgb-conv",

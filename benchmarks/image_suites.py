@@ -263,6 +263,7 @@ class ConvSuite:
     rate: float
     decay: float
     int8: bool  # write an int8 model (onnxruntime QOperator, per tensor) and an int8 variant
+    calibration_images: int | None = None  # the first N training images calibrate it (None: all)
     n_images: int = 8
     timeout_s: int = 60
     seed: int = 0
@@ -286,6 +287,28 @@ def conv_suite_text(suite: ConvSuite) -> str:
     )
 
 
+def write_int8_model(suite: ConvSuite, net: Network, data: tuple[np.ndarray, ...]) -> None:
+    """Quantize the trained network with onnxruntime (QOperator, per tensor, int8 activations),
+    calibrated on the suite's calibration images, and print the simulator's int8 test accuracy.
+    qverify reads the written model (the quantized network it reads is what is verified)."""
+    x, y, train_idx, test_idx = data
+    calibration = x[train_idx][: suite.calibration_images]
+    settings = QuantizeSettings(QuantFormat.QOP, per_channel=False, activations=CodeType.INT8)
+    model = quantize_with_onnxruntime(net, calibration, settings, suite.folder / suite.int8_file)
+    qnet = quantize_network(model, ImplementationOptions(Int8Format()))
+    predicted = simulate(qnet, qnet.input_quant.quantize(x[test_idx])).outputs.argmax(axis=1)
+    print(f"int8 test accuracy (simulator): {int(np.sum(predicted == y[test_idx]))}/{len(test_idx)}")
+
+
+def requantize_conv_suite(suite: ConvSuite) -> None:
+    """Write the int8 model and suite.toml again from the suite's trained float model, without
+    training (`train.py --int8-only`): the instances depend on the float model only."""
+    data = suite.data()
+    net = check_with_onnxruntime(suite.folder / suite.network_file, data[0][data[3]])
+    write_int8_model(suite, net, data)
+    (suite.folder / "suite.toml").write_text(conv_suite_text(suite), encoding="utf-8")
+
+
 def train_conv_suite(suite: ConvSuite) -> TrainedSuite:
     """Train (numpy, `conv_training`), export in PyTorch's layout, check with onnxruntime, quantize
     (if asked) and write the instances and suite.toml; prints what the README reports."""
@@ -301,11 +324,7 @@ def train_conv_suite(suite: ConvSuite) -> TrainedSuite:
         export_pytorch_layout(trainer.network(suite.template.name), path)
         net = check_with_onnxruntime(path, x[test_idx])
         if suite.int8:
-            settings = QuantizeSettings(QuantFormat.QOP, per_channel=False, activations=CodeType.INT8)
-            model = quantize_with_onnxruntime(net, x[train_idx], settings, suite.folder / suite.int8_file)
-            qnet = quantize_network(model, ImplementationOptions(Int8Format()))
-            predicted = simulate(qnet, qnet.input_quant.quantize(x[test_idx])).outputs.argmax(axis=1)
-            print(f"int8 test accuracy (simulator): {int(np.sum(predicted == y[test_idx]))}/{len(test_idx)}")
+            write_int8_model(suite, net, data)
         attack = lambda lo, hi, label, seed: image_attack(net, lo, hi, label, seed)
         built = build_instances(
             suite.folder, net, data, attack, suite.network_file, suite.n_images, suite.timeout_s

@@ -62,7 +62,7 @@ SUITES = {
          (Dense, (10,), Activation.IDENTITY)),
         ("Conv", "Relu", "Pad", "AveragePool", "Flatten", "Gemm"),
         32 * 4 + 32 + 1568 * 10 + 10,
-        None,
+        "digits28_avgpool.int8.onnx",
     ),
     "digits32rgb-conv": Expected(
         "digits32rgb-conv",

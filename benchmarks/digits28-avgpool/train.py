@@ -18,8 +18,13 @@ the steps the convolutional suites share):
    qverify's reading.
 4. Writes the instances: 8 test images, 4 radii each, two certified by DeepPoly's bounds and two
    falsified by a float attack (`../image_suites.py`) -> `vnnlib/`, `instances.csv`, `suite.toml`
-   (format <16,16>; no int8 model: onnxruntime's quantizer gives the pool its input's scale, whose
-   half-code ties its float32 sums round per window, which qverify refuses; README.md says more).
+   (formats <16,16> and int8).
+5. Quantizes it with onnxruntime (QOperator, per tensor), calibrated on the first 200 training
+   images: calibrated on all of them, the pool gets its input's scale, and a window's mean can then
+   be exactly half a code, which onnxruntime's float32 sum rounds up or down depending on the
+   window's codes; qverify refuses that model (README.md says more).
+   `python benchmarks/digits28-avgpool/train.py --int8-only` redoes this step alone, from the
+   trained float model.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from qverify.network import Activation, AveragePool2D, Conv2D, Dense, Network
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # the shared tools in benchmarks/
-from image_suites import ConvSuite, digits28, train_conv_suite
+from image_suites import ConvSuite, digits28, requantize_conv_suite, train_conv_suite
 
 
 def template() -> Network:
@@ -58,8 +63,12 @@ SUITE = ConvSuite(
     batch=32,
     rate=0.003,
     decay=1e-3,
-    int8=False,
+    int8=True,
+    calibration_images=200,
 )
 
 if __name__ == "__main__":
-    train_conv_suite(SUITE)
+    if sys.argv[1:] == ["--int8-only"]:
+        requantize_conv_suite(SUITE)
+    else:
+        train_conv_suite(SUITE)
