@@ -852,8 +852,8 @@ class Search:
         read outputs' staircases are exact (`lp`); (a verdict when the node is decided, the clauses
         still open). Input splitting makes no progress on an image's thousands of inputs, and
         staircase splits none on its thousands of open neurons (digits32rgb-conv int8 img00 eps
-        0.004: root bound -0.16, the hull LP's -0.035, the MILP infeasible in 41 s), so the MILP
-        gets the search's time, shared among the open clauses."""
+        0.004: root bound -0.16, the hull LP's -0.035, the MILP infeasible in 21.5 CPU s), so the
+        MILP gets STEPPED_MILP_SHARE of the search's time, shared among the open clauses."""
         still_open = []
         with self.rec.timer("netlevel.milp"):
             for position, (clause, atom) in enumerate(open_clauses):
