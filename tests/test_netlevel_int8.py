@@ -23,6 +23,7 @@ import pytest
 
 from qverify.codegen import run_lines
 from qverify.engine import EngineStatus, check_file
+from qverify.engine.netlevel import search
 from qverify.engine.netlevel.bounds import batch_bounds, node_bounds
 from qverify.engine.netlevel.lift import lift_file
 from qverify.engine.netlevel.model import build_model, unsupported_reason
@@ -95,7 +96,8 @@ def _truth(query: NetworkQuery) -> bool:
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)
 def test_staircase_relaxation_holds_at_every_accumulator(mode, rng):
     """a acc + c <= code(acc) <= s acc + t at every integer of [L, U], exactly (a float64 slack
-    near 0 is re-checked in rationals), on wide intervals and on narrow ones around thresholds."""
+    near 0 is re-checked in rationals), on wide intervals and on narrow ones around thresholds; the
+    same for every line of the convex hull the LP adds (`Staircase.hull_lines`)."""
     checked = 0
     for sizes in ((3, 6, 4), (2, 5, 3)):
         qnet = _int8_net(rng, sizes, mode)
@@ -110,12 +112,18 @@ def test_staircase_relaxation_holds_at_every_accumulator(mode, rng):
                 lo = np.floor(centre - rng.uniform(0, width, layer.n_out))
                 hi = lo + np.floor(rng.uniform(0, width, layer.n_out))
                 a, c, s, t = stairs.relaxation(lo, hi)
+                owner, slopes, offsets, upper = stairs.hull_lines(lo, hi, np.arange(layer.n_out))
                 for j in range(layer.n_out):
                     acc = np.arange(lo[j], hi[j] + 1)
                     codes = stairs.codes(np.broadcast_to(acc[:, None], (len(acc), layer.n_out)))[:, j]
                     exact = simulate_codes(source, j, acc)
                     assert np.array_equal(codes, exact)
-                    for slope, intercept, sign in ((a[j], c[j], 1), (s[j], t[j], -1)):
+                    lines = [(a[j], c[j], 1), (s[j], t[j], -1)]
+                    mine = owner == j
+                    lines += [
+                        (m, o, -1 if up else 1) for m, o, up in zip(slopes[mine], offsets[mine], upper[mine])
+                    ]
+                    for slope, intercept, sign in lines:
                         gap = sign * (codes - (slope * acc + intercept))
                         assert np.all(gap > -1e-6)
                         for z, code in zip(acc[gap < 1e-6], codes[gap < 1e-6]):
@@ -170,11 +178,13 @@ def _decide(query: NetworkQuery):
     return decide(query, options, time.monotonic() + options.timeout_s, Recorder())
 
 
-def _verdict_cases(rng: np.random.Generator, count: int):
+# (10 inputs: more than input splitting's batched range, still input splitting for int8)
+VERDICT_SHAPES = (((2, 5, 3), 255), ((3, 6, 6, 2), 30), ((4, 8, 8, 3), 12), ((10, 8, 3), 2))
+
+
+def _verdict_cases(rng: np.random.Generator, count: int, shapes=VERDICT_SHAPES):
     """Queries around the true maximum of output 0 (at it: UNSAFE; one code above: SAFE), and
     robustness-style clauses (Y_k > Y_label), on boxes with more inputs than one enumeration."""
-    # (10 inputs: more than input splitting's batched range, still input splitting for int8)
-    shapes = (((2, 5, 3), 255), ((3, 6, 6, 2), 30), ((4, 8, 8, 3), 12), ((10, 8, 3), 2))
     for index in range(count):
         sizes, span = shapes[index % len(shapes)]
         qnet = _int8_net(rng, sizes, MODES[(index // len(shapes)) % 2])
@@ -194,21 +204,34 @@ def _verdict_cases(rng: np.random.Generator, count: int):
         yield _query(qnet, lo, hi, clauses)
 
 
-def _check_verdicts(rng: np.random.Generator, count: int) -> None:
-    wrong, split, verdicts = [], 0, set()
-    for query in _verdict_cases(rng, count):
+def _check_verdicts(rng: np.random.Generator, count: int, shapes=VERDICT_SHAPES) -> int:
+    """(the MILPs the verdicts ran)"""
+    wrong, split, verdicts, milps = [], 0, set(), 0
+    for query in _verdict_cases(rng, count, shapes):
         assert unsupported_reason(query) is None
         result = _decide(query)
         assert result.status is not EngineStatus.UNKNOWN, result.reason
         verdicts.add(result.status)
         split += result.counts.get("netlevel.nodes", 0) > 1
+        milps += result.counts.get("netlevel.milp", 0)
         if (result.status is EngineStatus.UNSAFE) != _truth(query):
             wrong.append((query.unsafe.clauses[0].text(), result))
         if result.status is EngineStatus.UNSAFE:
             assert query.violation(np.array(result.counterexample)) != NO_VIOLATION
     assert not wrong
     assert verdicts == {EngineStatus.SAFE, EngineStatus.UNSAFE}
-    assert split > 0  # some verdicts needed the branch and bound
+    assert split > 0 or milps > 0  # some verdicts needed the branch and bound (or the root's MILP)
+    return milps
+
+
+@pytest.mark.slow
+def test_int8_root_milp_verdicts_agree_with_brute_force(rng, monkeypatch):
+    """High-dimensional int8 roots (10 and 12 inputs) with the MILP of `Search.by_stepped_milp` made
+    to run on every open root whatever its gap: the verdicts agree with brute force, and the MILP
+    did run (~3 min under load: slow; `test_int8_milp_is_exact_on_conv_pool_dense` checks the
+    encoding itself in the default run)."""
+    monkeypatch.setattr(search, "STEPPED_MILP_CODES", np.inf)
+    assert _check_verdicts(rng, 6, (((10, 8, 8, 3), 3), ((11, 12, 8, 3), 2))) > 0
 
 
 def test_int8_verdicts_agree_with_brute_force(rng):

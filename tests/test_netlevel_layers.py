@@ -29,16 +29,21 @@ from scipy.optimize import Bounds as ScipyBounds
 from scipy.optimize import LinearConstraint, milp
 
 from qverify.codegen import CompiledNetwork, render_network
+from qverify.engine.netlevel import attack, staircase
+from qverify.engine.netlevel import bounds as netlevel_bounds
 from qverify.engine.netlevel.activations import MaxPool
+from qverify.engine.netlevel.attack import atom_forms
 from qverify.engine.netlevel.beta import optimise_output_bounds
 from qverify.engine.netlevel.bounds import BoundTerms, backsubstitute, batch_bounds, node_bounds, with_phase
 from qverify.engine.netlevel.exact import real_outputs
+from qverify.engine.netlevel.lp import solve_node
 from qverify.engine.netlevel.model import build_model, unsupported_reason
 from qverify.engine.netlevel.operations import SparseOperation
 from qverify.engine.netlevel.points import enumerate_box
 from qverify.engine.netlevel.query import NO_VIOLATION, Arithmetic, NetworkQuery, query_for
 from qverify.engine.netlevel.search import decide
 from qverify.engine.result import EngineOptions, EngineStatus, Recorder
+from qverify.engine.solvers.base import CheckStatus
 from qverify.errors import RangeError
 from qverify.network import (
     Activation,
@@ -680,6 +685,76 @@ def test_int8_convolutions_and_pools(mode, rng, tmp_path):
                 if not replayed:
                     _replay_in_c(qnet, query, point, tmp_path)
                     replayed += 1
+
+
+@pytest.mark.parametrize("mode", [RequantMode.ONNXRUNTIME, RequantMode.TFLITE], ids=lambda m: m.value)
+def test_int8_milp_is_exact_on_conv_pool_dense(mode, rng):
+    """int8 conv -> max pool -> dense: the MILP (`lp.solve_node`, integer) encodes the first and
+    the last layer's staircases exactly (a binary per threshold the accumulator's range crosses)
+    and the pool exactly, so here it is exact: output code 0 >= its true maximum over the box is
+    feasible (a solution, which rounds to a violation or not: only a candidate), one code above
+    is infeasible; and the LP with the staircases' hull lines never refutes the first."""
+    for _ in range(4):
+        qnet = int8_cnn(rng, mode)
+        code = qnet.input_quant.code
+        lo = rng.integers(code.qmin, code.qmax - 3, 9)
+        hi = lo + 2
+        top = int(simulate(qnet, enumerate_box(qnet, lo, hi)).outputs[:, 0].max())
+        for threshold in (top, top + 1):
+            if threshold > qnet.output_quant.code.qmax:
+                continue
+            query = _int8_query(qnet, lo, hi, threshold)
+            model = build_model(query)
+            xl, xu = model.input_reals(lo), model.input_reals(hi)
+            phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
+            bounds = node_bounds(model, xl, xu, phases)
+            if bounds is None:  # (the bounds alone: no execution reaches the threshold)
+                assert threshold == top + 1
+                continue
+            forms = atom_forms(query)
+            deadline = time.monotonic() + 60
+            exact = solve_node(model, bounds, xl, xu, forms, True, deadline)
+            relaxed = solve_node(model, bounds, xl, xu, forms, False, deadline)
+            if threshold == top:
+                assert exact.status is not CheckStatus.UNSAT, exact
+                assert relaxed.status is not CheckStatus.UNSAT, relaxed
+            else:
+                assert exact.status is CheckStatus.UNSAT, exact
+
+
+def test_int8_chunked_paths_agree(rng, monkeypatch):
+    """The int8 paths' memory bounds -- the staircase relaxation a block of neurons at a time, one
+    node's refinement rows a block at a time, the surrogate's outputs a chunk of points at a time
+    -- change no number: with blocks of one neuron, one row and one point, the bounds and the
+    relaxations are those of one pass, and the outputs are the simulator's on every input."""
+    for _ in range(3):
+        qnet = int8_cnn(rng, RequantMode.ONNXRUNTIME)
+        code = qnet.input_quant.code
+        lo = rng.integers(code.qmin, code.qmax - 3, 9)
+        hi = lo + 2
+        model = build_model(_int8_query(qnet, lo, hi, None))
+        phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
+        grid = enumerate_box(qnet, lo, hi)
+
+        def passes(model=model, lo=lo, hi=hi, phases=phases, grid=grid):
+            found = node_bounds(model, lo.astype(float), hi.astype(float), phases)
+            lines = [found.relaxation(model, k) for k, layer in enumerate(model.layers) if layer.stairs]
+            return found, lines, attack.surrogate_outputs(model, model.input_reals(grid))
+
+        whole = passes()
+        with monkeypatch.context() as patch:
+            patch.setattr(staircase, "RELAXATION_CHUNK_VALUES", 1)
+            patch.setattr(netlevel_bounds, "REFINE_CHUNK_VALUES", 1)
+            patch.setattr(attack, "SURROGATE_CHUNK_VALUES", 1)
+            chunked = passes()
+        for k in range(len(model.layers)):
+            np.testing.assert_array_equal(whole[0].pre_lo[k], chunked[0].pre_lo[k])
+            np.testing.assert_array_equal(whole[0].pre_hi[k], chunked[0].pre_hi[k])
+        for one, other in zip(whole[1], chunked[1]):
+            for part, again in zip(one[:4], other[:4]):
+                np.testing.assert_array_equal(part, again)
+        np.testing.assert_array_equal(chunked[2], simulate(qnet, grid).outputs)
+        np.testing.assert_array_equal(whole[2], chunked[2])
 
 
 def _int8_accumulators(qnet: QuantizedNetwork, grid: np.ndarray) -> list[np.ndarray | None]:

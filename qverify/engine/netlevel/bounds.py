@@ -45,6 +45,8 @@ from qverify.engine.netlevel.model import NetLayer, NetModel
 from qverify.engine.netlevel.roundoff import TINY, U64, gamma
 from qverify.quant import LayerBounds, implementation_bounds
 
+REFINE_CHUNK_VALUES = 1 << 23  # one node's back-substitution rows x width at once (64 MB of float64)
+
 
 class Undecidable(Exception):
     """The bounds cannot be made sound here (e.g. an IEEE overflow is possible): give up."""
@@ -461,16 +463,20 @@ def _refine(model, bounds: Bounds, k, lo, hi, refine, xl, xu) -> tuple[np.ndarra
     e_j and -e_j (boxes with fewer than the most are padded with zero rows). One node's arrays
     (n_k,) or a batch's (B, n_k)."""
     if refine.ndim == 1:
-        rows = np.flatnonzero(refine)
-        if not len(rows):
-            return lo, hi
-        eye = np.zeros((2 * len(rows), len(refine)))
-        eye[np.arange(len(rows)), rows] = 1.0
-        eye[len(rows) + np.arange(len(rows)), rows] = -1.0
-        found = backsubstitute(model, bounds, eye, k, False, xl, xu).lower
         lo, hi = lo.copy(), hi.copy()
-        lo[rows] = np.maximum(lo[rows], found[: len(rows)])
-        hi[rows] = np.minimum(hi[rows], -found[len(rows) :])
+        # the rows' coefficients (2 rows per neuron, each as wide as a layer below) a block at a
+        # time, within REFINE_CHUNK_VALUES (each row's bound is its own: the blocks change nothing)
+        widest = max([model.n_inputs, *(layer.n_post for layer in model.layers[:k])])
+        block = max(1, REFINE_CHUNK_VALUES // (2 * widest))
+        everything = np.flatnonzero(refine)
+        for start in range(0, len(everything), block):
+            rows = everything[start : start + block]
+            eye = np.zeros((2 * len(rows), len(refine)))
+            eye[np.arange(len(rows)), rows] = 1.0
+            eye[len(rows) + np.arange(len(rows)), rows] = -1.0
+            found = backsubstitute(model, bounds, eye, k, False, xl, xu).lower
+            lo[rows] = np.maximum(lo[rows], found[: len(rows)])
+            hi[rows] = np.minimum(hi[rows], -found[len(rows) :])
         return lo, hi
     counts = refine.sum(axis=1)
     width = int(counts.max(initial=0))

@@ -14,7 +14,12 @@ outputs. The rows are built as whole blocks (numpy; a layer's weights as the spa
 operation, so a convolution's rows hold its taps only), not row by row. A max pool's open window
 has an output column above each of its inputs and below the relaxation's upper side (LP), or
 below each input plus a big-M term of one binary per input (MILP: exact); see `_max_pool`. A lookup
-table's outputs lie between the lines of its staircase relaxation (`_table`).
+table's outputs lie between the lines of its staircase relaxation (`_table`). An int8 staircase's
+also between the edges of its convex hull on the node's interval (`_hull_rows`), and in the MILP
+the first layer's costliest open neurons and the outputs the clause reads are exact, a binary per
+threshold their accumulators' range crosses (`_exact_steps`, `_first_layer_choice`): the int8
+accumulator's row is exact (no rounding term), so every execution satisfies the encoding with its
+own binaries and an infeasible MILP has none.
 
 The MILP is exact for REAL arithmetic; for the implementation it is the same sound relaxation as the
 bounds (rounding as bounded terms, not as integer quotients: the scalar path's
@@ -39,7 +44,7 @@ import numpy as np
 
 from qverify.engine.netlevel.activations import MaxPool, relu_relaxation
 from qverify.engine.netlevel.attack import AtomForm
-from qverify.engine.netlevel.bounds import Bounds
+from qverify.engine.netlevel.bounds import Bounds, backsubstitute
 from qverify.engine.netlevel.model import NetModel
 from qverify.engine.netlevel.roundoff import U64
 from qverify.engine.solvers.base import CheckStatus
@@ -48,6 +53,9 @@ if TYPE_CHECKING:  # scipy.sparse and HiGHS are imported where the LP runs: a no
     from scipy import sparse  # decide needs neither (~0.1 s of a small query's start)
 
 ATOM_SLACK = 1e-7  # (the MILP's feasibility rows)
+# int8 MILP: the first layer's thresholds encoded exactly (binaries), at most; the neurons whose
+# relaxation costs the clause's bound most first (`_first_layer_choice`)
+EXACT_STEP_BINARIES = 4000
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,8 +139,6 @@ def solve_node(
     """Is some execution of the node in the clause? (LP relaxation, or exact MILP with `integer`)."""
     from scipy import sparse
 
-    if model.stepped:  # int8 staircases are not encoded (input splitting decides int8 nodes)
-        return NodeSolution(CheckStatus.UNKNOWN, None)
     columns = _Columns()
     rows = _Rows()
     previous = columns.add(xl, xu)  # the columns of the previous layer's values; -1: the value is 0
@@ -180,6 +186,16 @@ def solve_node(
             rows.add_sparse(weights[folded], inputs, low - widen, high + widen)
         if layer.stairs is not None:
             previous = _table(columns, rows, bounds.relaxation(model, k), layer.post_bounds(lo, hi), own)
+            if model.stepped:
+                _hull_rows(rows, layer.stairs, lo, hi, own, previous)
+                if integer and k in (0, len(model.layers) - 1):
+                    # the first layer's neurons (every open one) and the outputs the clause reads
+                    touched = np.ones(layer.n_out, dtype=bool)
+                    if k == 0:
+                        touched = _first_layer_choice(model, bounds, clause_forms, xl, xu)
+                    if k == len(model.layers) - 1:
+                        touched = np.any([form.coefficients != 0 for form in clause_forms], axis=0)
+                    _exact_steps(columns, rows, layer.stairs, lo, hi, own, previous, touched)
             continue
         if not relu:
             previous = own
@@ -296,6 +312,16 @@ def _max_pool(
     post_lo, post_hi = pool.post_bounds(lo, hi)
     unstable = pool.open_neurons(lo, hi)
     post = previous[relaxation.lower_index].copy()  # stable: the output is its input
+    # stable windows that share their largest input would give the next layer's rows that column
+    # twice (HiGHS rejects a row with duplicate entries, and summing them would round): each
+    # repeat gets a column of its own, equal to the input's
+    stable = np.flatnonzero(~unstable & (post >= 0))
+    _, first = np.unique(post[stable], return_index=True)
+    repeats = np.setdiff1d(stable, stable[first])
+    if len(repeats):
+        source = post[repeats]
+        post[repeats] = columns.add(lo[relaxation.lower_index[repeats]], hi[relaxation.lower_index[repeats]])
+        _pair_rows(rows, post[repeats], source, np.ones(len(repeats)), 0.0, 0.0)
     windows = np.flatnonzero(unstable)
     if not len(windows):
         return post
@@ -338,3 +364,91 @@ def _table(columns: _Columns, rows: _Rows, relaxation, post: tuple[np.ndarray, n
     rows.add(pair, np.column_stack([np.ones(len(h)), -relaxation.a]), relaxation.c, np.inf)
     rows.add(pair, np.column_stack([np.ones(len(h)), -relaxation.s]), -np.inf, relaxation.t)
     return h
+
+
+def _hull_rows(rows: _Rows, stairs, lo: np.ndarray, hi: np.ndarray, z: np.ndarray, h: np.ndarray) -> None:
+    """int8: each open staircase neuron's convex hull on [lo, hi] (`Staircase.hull_lines`) as rows
+    h - slope z >= c (lower side) or <= t (upper side), beside the relaxation's two lines."""
+    owner, slope, offset, upper = stairs.hull_lines(lo, hi, np.flatnonzero(stairs.open(lo, hi)))
+    if not len(owner):
+        return
+    pair = np.column_stack([h[owner], z[owner]])
+    values = np.column_stack([np.ones(len(owner)), -slope])
+    rows.add(pair, values, np.where(upper, -np.inf, offset), np.where(upper, offset, np.inf))
+
+
+def _exact_steps(
+    columns: _Columns,
+    rows: _Rows,
+    stairs,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    z: np.ndarray,
+    h: np.ndarray,
+    touched: np.ndarray,
+) -> None:
+    """int8, MILP: the open staircase neurons marked `touched` encoded exactly on their integer
+    accumulators: one binary d_k per threshold t_k in (lo, hi] (d_k = [z >= t_k]) with
+    z >= lo + (t_k - lo) d_k, z <= t_k - 1 + (hi - t_k + 1) d_k, d_k >= d_(k+1), and the code
+    h = code(lo) + sum d_k. Every execution (an integer accumulator in [lo, hi], int8's row
+    z = W x + b exact) satisfies these with its own d, so an infeasible MILP has no execution."""
+    from scipy import sparse
+
+    neurons = np.flatnonzero(touched & stairs.open(lo, hi))
+    if not len(neurons) or stairs.thresholds is None:  # (int8's tables only: a step is one code)
+        return
+    low, high = np.ceil(lo[neurons]), np.floor(hi[neurons])
+    table = stairs.table[neurons].astype(np.float64)
+    inside = (table > low[:, None]) & (table <= high[:, None])
+    owner, _ = np.nonzero(inside)  # row-major: each neuron's thresholds in ascending order
+    steps = table[inside]
+    d = columns.add(np.zeros(len(steps)), np.ones(len(steps)), integer=True)
+    ones = np.ones(len(steps))
+    zs = z[neurons][owner]
+    rows.add(np.column_stack([zs, d]), np.column_stack([ones, -(steps - low[owner])]), low[owner], np.inf)
+    rows.add(
+        np.column_stack([zs, d]), np.column_stack([ones, -(high[owner] - steps + 1)]), -np.inf, steps - 1
+    )
+    same = owner[:-1] == owner[1:]  # d_k >= d_(k+1) within a neuron
+    if same.any():
+        pairs = np.column_stack([d[:-1][same], d[1:][same]])
+        rows.add(pairs, np.column_stack([ones[1:][same], -ones[1:][same]]), 0.0, np.inf)
+    code_low = stairs.values(np.ceil(lo))[neurons]
+    # h - sum of the neuron's d = code(lo): one row per neuron, its h column first
+    counts = np.bincount(owner, minlength=len(neurons))
+    start = np.concatenate(([0], np.cumsum(counts + 1)))
+    entries = np.empty(start[-1], dtype=np.int64)
+    values = np.empty(start[-1])
+    entries[start[:-1]] = np.arange(len(neurons))  # local column r: h of neuron r
+    values[start[:-1]] = 1.0
+    rest = np.ones(start[-1], dtype=bool)
+    rest[start[:-1]] = False
+    entries[rest] = len(neurons) + np.arange(len(steps))  # then the neuron's d columns
+    values[rest] = -1.0
+    block = sparse.csr_array((values, entries, start), shape=(len(neurons), len(neurons) + len(steps)))
+    rows.add_sparse(block, np.concatenate([h[neurons], d]), code_low, code_low)
+
+
+def _first_layer_choice(model: NetModel, bounds: Bounds, clause_forms: list[AtomForm], xl, xu) -> np.ndarray:
+    """int8 MILP: the first layer's open neurons to encode exactly, within EXACT_STEP_BINARIES
+    thresholds: by what their relaxation costs the clause's atoms' bounds (|the atoms' coefficient
+    on the neuron's code| x the gap between its relaxation's two lines, the wider end), largest
+    first. Only a choice: every neuron left out keeps its hull, and the MILP stays sound."""
+    layer = model.layers[0]
+    lo, hi = bounds.pre_lo[0], bounds.pre_hi[0]
+    stairs = layer.stairs
+    opened = stairs.open(lo, hi)
+    crossed = ((stairs.table > np.ceil(lo)[:, None]) & (stairs.table <= np.floor(hi)[:, None])).sum(axis=1)
+    if crossed[opened].sum() <= EXACT_STEP_BINARIES or len(model.layers) == 1:
+        return opened
+    matrix = np.array([form.coefficients for form in clause_forms])
+    linear = backsubstitute(model, bounds, matrix, len(model.layers) - 1, True, xl, xu, keep=True)
+    relaxation = bounds.relaxation(model, 0)
+    slope, offset = relaxation.s - relaxation.a, relaxation.t - relaxation.c
+    gap = np.maximum(slope * lo + offset, slope * hi + offset)
+    score = np.where(opened, np.abs(linear.lam_post[0]).sum(axis=0) * gap, -1.0)
+    order = np.argsort(-score)
+    chosen = order[np.cumsum(crossed[order]) <= EXACT_STEP_BINARIES]
+    touched = np.zeros(layer.n_out, dtype=bool)
+    touched[chosen] = True
+    return touched & opened

@@ -154,8 +154,9 @@ class NetModel:
 
     @property
     def stepped(self) -> bool:
-        """int8: the activations are requantization staircases (no LP encoding, no ReLU phases;
-        lookup tables, also staircases, have both: `lp`, the search's table splits)."""
+        """int8: the activations are requantization staircases: no ReLU phases, and the LP/MILP
+        only at a high-dimensional root (`lp`'s int8 rows; lookup tables, also staircases, have
+        both: `lp`, the search's table splits)."""
         return self.qnet.is_int8
 
     @property

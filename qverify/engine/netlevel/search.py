@@ -30,7 +30,8 @@ graph, cheapest step first:
 
 SAFE needs every node closed; UNSAFE needs one confirmed point. Scope: dense ReLU/identity networks
 in fixed point, float, double, half and int8 (requantization staircases: bounds, input splitting
-and enumeration, no LP/MILP; `model.unsupported_reason` names what falls back).
+and enumeration; in high dimensions the root's open clauses first by the MILP of `lp` whose first
+layer's staircases are exact, `by_stepped_milp`; `model.unsupported_reason` names what falls back).
 """
 
 from __future__ import annotations
@@ -86,6 +87,10 @@ LP_OPEN_RELUS = 12  # low dimensions: a node with at most this many open ReLUs i
 REAL_MILP_OPEN_RELUS = 24
 MILP_OPEN_RELUS = 400  # high dimensions: the MILP's binaries at most (`lp_affordable` nodes try the LP)
 MILP_SHARE = 0.3  # of the remaining time for one MILP
+# int8, high dimensions: the root's MILP (`by_stepped_milp`) may take this share of the remaining
+# time (the rest: the branch and bound's slices of attack)
+STEPPED_MILP_SHARE = 0.8
+STEPPED_MILP_CODES = 3.0  # ... when every open clause's bound is this few output codes short (`within_codes`)
 LP_SHARE = 0.05  # of the remaining time for one LP
 HIGH_LP_TIME_SHARE = 0.5  # high dimensions: the LPs' share of the search time, at most (`lp_affordable`)
 LP_HIGH_INPUTS = 256  # high dimensions: no LP/MILP beyond this many inputs (`lp_affordable`)
@@ -681,10 +686,21 @@ class Search:
         high = self.high_dimensional
         if (
             open_clauses
+            and model.stepped
+            and high
+            and node.parent is None
+            and self.options.enabled("milp")
+            and all(self.within_codes(lower, atom) for _, atom in open_clauses)
+        ):
+            verdict, open_clauses = self.by_stepped_milp(bounds, xl, xu, open_clauses, region)
+            if verdict is not None:
+                return verdict
+        if (
+            open_clauses
             and not bounds.overflow_possible
             and ((high and self.lp_affordable(node)) or (not high and open_relus <= self.milp_open_relus))
             and self.options.enabled("milp")
-            and not model.stepped  # (int8's staircases have no LP encoding here)
+            and not model.stepped  # (int8: the root's MILP alone, in high dimensions: `by_stepped_milp`)
         ):
             # low dimensions: nodes are cheap, the LP and MILP pay only with few open ReLUs; high
             # dimensions: small networks only (`lp_affordable`), the MILP while its binaries are few
@@ -820,6 +836,44 @@ class Search:
         y_max = np.maximum(np.abs(y_lo), np.abs(y_hi))
         rounding = 4 * U64 * (y_max @ np.abs(self.atom_matrix).T + np.abs(self.atom_constants)) + 1e-300
         return self.atom_constants - rounding
+
+    def within_codes(self, lower: np.ndarray, atom: int | None) -> bool:
+        """int8: is the atom's bound short of refuting it by at most STEPPED_MILP_CODES output codes
+        (its largest coefficient is one code's worth)? The root's MILP pays only there: on
+        digits32rgb-conv it closed clauses 0.75-2 codes short and none 3.8 or more; on
+        digits28-maxpool the open roots 20-60 codes short are UNSAFE or decided by the branch and
+        bound, which the MILP's time would take."""
+        if atom is None:
+            return False
+        return bool(-lower[atom] <= STEPPED_MILP_CODES * np.abs(self.forms[atom].coefficients).max())
+
+    def by_stepped_milp(self, bounds, xl, xu, open_clauses, region):
+        """int8, high dimensions, the root: each open clause by the MILP whose first layer's and
+        read outputs' staircases are exact (`lp`); (a verdict when the node is decided, the clauses
+        still open). Input splitting makes no progress on an image's thousands of inputs, and
+        staircase splits none on its thousands of open neurons (digits32rgb-conv int8 img00 eps
+        0.004: root bound -0.16, the hull LP's -0.035, the MILP infeasible in 21.5 CPU s), so the
+        MILP gets STEPPED_MILP_SHARE of the search's time, shared among the open clauses."""
+        still_open = []
+        with self.rec.timer("netlevel.milp"):
+            for position, (clause, atom) in enumerate(open_clauses):
+                share = (
+                    STEPPED_MILP_SHARE * (self.deadline - time.monotonic()) / (len(open_clauses) - position)
+                )
+                solution = solve_node(
+                    self.model, bounds, xl, xu, self.by_clause[clause], True, time.monotonic() + share
+                )
+                self.rec.add("netlevel.milp", 1)
+                if solution.status is CheckStatus.UNSAT:
+                    continue
+                if solution.status is CheckStatus.SAT and solution.x is not None:
+                    found = self.confirmer.first(to_implementation(self.model, region, solution.x[None, :]))
+                    if found is not None:
+                        return NodeVerdict(counterexample=found), []
+                still_open.append((clause, atom))
+        if not still_open:
+            return NodeVerdict(closed=True), []
+        return None, still_open
 
     def by_lp(self, bounds, xl, xu, open_clauses, region, open_relus, milp: bool):
         """Close open clauses by LP (then MILP); (a verdict when the node is decided, the clauses

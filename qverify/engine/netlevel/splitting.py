@@ -36,6 +36,10 @@ def input_split_scores(
     (B, R, n), lam_post[k] (B, R, n_k), atoms (B, R) the weight of each atom (1 for the open
     clauses' bottleneck atoms, else 0), width (B, n); a box without open atoms scores its widths."""
     score = (np.abs(lam_input) * atoms[:, :, None]).sum(axis=1) * width
+    if not any(layer.relu for layer in model.layers):
+        # no ReLU phase (int8's staircases, identity layers): the relaxation term below is zero;
+        # its influence arrays (B, neurons, inputs) were 150 MB at digits28-maxpool int8's first layer
+        return np.where(atoms.any(axis=1)[:, None], score, width)
     inputs = width.shape[1]
     # |W_1| diag(width), (B, inputs, neurons): each input's reach into the first layer's neurons
     influence = model.layers[0].op.magnitude(np.eye(inputs)[None] * width[:, :, None])

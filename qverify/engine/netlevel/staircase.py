@@ -39,6 +39,8 @@ is constant on [L, U] gets a = s = 0 and c = t = the value.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -46,6 +48,8 @@ import numpy as np
 
 from qverify.engine.netlevel.roundoff import TINY, U64
 from qverify.quant.affine import INT32_MAX, INT32_MIN, thresholds_reached
+
+RELAXATION_CHUNK_VALUES = 1 << 21  # (neurons x thresholds) entries of one block of `relaxation`
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -166,7 +170,44 @@ class Staircase:
         """(a, c, s, t): a z + c <= value(z) <= s z + t at every domain point z of [lo, hi] (module
         docstring); arrays (..., n). Each side's slope is the best of `_candidates`, all >= 0, by
         the line's vertical distance from the steps at the interval's two ends, which for a ReLU
-        is DeepPoly's choice of lower slope."""
+        is DeepPoly's choice of lower slope. Computed a block of neurons at a time (each neuron's
+        lines are its own), so that the (..., block, thresholds) temporaries stay below
+        `RELAXATION_CHUNK_VALUES` (digits28-maxpool int8: 23,328 neurons x 255 thresholds, 48 MB an
+        array, were most of the peak after the attack's)."""
+        n = lo.shape[-1]
+        per_neuron = int(np.prod(lo.shape[:-1], dtype=np.int64)) * self.upper_table.shape[-1]
+        block = max(1, RELAXATION_CHUNK_VALUES // max(per_neuron, 1))
+        if n <= block:
+            return self._relaxation(lo, hi)
+        parts = [
+            self._neurons(slice(i, i + block), n)._relaxation(lo[..., i : i + block], hi[..., i : i + block])
+            for i in range(0, n, block)
+        ]
+        return tuple(np.concatenate([part[i] for part in parts], axis=-1) for i in range(4))  # type: ignore[return-value]
+
+    def _neurons(self, block: slice, n: int) -> Staircase:
+        """The staircases of neurons `block` of n (per-neuron rows sliced; one shared row kept)."""
+        changes = {}
+        for name in (
+            "lower_table",
+            "upper_table",
+            "after",
+            "before",
+            "levels",
+            "nominal",
+            "first",
+            "last",
+            "thresholds",
+        ):
+            value = getattr(self, name)
+            if value is not None and np.ndim(value) > 0 and value.shape[0] == n:
+                changes[name] = value[block]
+        return dataclasses.replace(self, **changes)
+
+    def _relaxation(
+        self, lo: np.ndarray, hi: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """`relaxation` on one block of neurons."""
         low = self._on_grid(lo, down=False)
         high = np.maximum(self._on_grid(hi, down=True), low)
         code_lo, code_hi = self.values(low, "upper"), self.values(high, "lower")
@@ -214,6 +255,54 @@ class Staircase:
         lower = np.minimum(lower, code_hi - slope * high)
         return lower, upper
 
+    def hull_lines(self, lo: np.ndarray, hi: np.ndarray, neurons: np.ndarray):
+        """int8, for the LP: more lines of each listed neuron's staircase on [lo, hi] (one node's
+        arrays (n,)) than `relaxation`'s two, the edges of its convex hull there, as rows
+        (neuron, slope, c, t) with slope z + c <= value(z) on the lower side's rows and
+        value(z) <= slope z + t on the upper side's (`upper`). The hull's points are the steps'
+        left ends (upper side) and right ends (lower side) with the interval's two ends; its edges'
+        slopes are only candidates: each intercept is the exact extreme deviation of the steps from
+        the line of that slope (`_deviations`, rounding charged as in `relaxation`), so every line
+        is sound whatever its slope (>= 0). Where the range spans a few steps the hull is much
+        tighter than two lines (img00 eps 0.004 of digits32rgb-conv: the LP's bound -0.114 with the
+        two lines, -0.035 with the hull). Returns arrays (owner, slope, offset, upper)."""
+        low = self._on_grid(lo, down=False)
+        high = np.maximum(self._on_grid(hi, down=True), low)
+        code_lo, code_hi = self.values(low), self.values(high)
+        owners, slopes, uppers = [], [], []
+        for j in neurons:
+            inside = (self.upper_table[j] > low[j]) & (self.upper_table[j] <= high[j])
+            steps = self.upper_table[j][inside]
+            for upper, xs, ys in (
+                (True, [low[j], *steps, high[j]], [code_lo[j], *self.after[j][inside], code_hi[j]]),
+                (
+                    False,
+                    [low[j], *(steps - self.grid), high[j]],
+                    [code_lo[j], *self.before[j][inside], code_hi[j]],
+                ),
+            ):
+                for slope in _hull_slopes(np.array(xs), np.array(ys), upper):
+                    owners.append(j)
+                    slopes.append(max(slope, 0.0))
+                    uppers.append(upper)
+        owner = np.array(owners, dtype=np.int64)
+        slope = np.array(slopes, dtype=np.float64)
+        upper = np.array(uppers, dtype=bool)
+        if not len(owner):
+            return owner, slope, np.zeros(0), upper
+        table = self.upper_table[owner]
+        l, h = low[owner], high[owner]
+        inside = (table > l[:, None]) & (table <= h[:, None])
+        m = slope[:, None]
+        above = np.where(inside, self.after[owner] - m * table, -np.inf).max(axis=-1)
+        above = np.maximum(above, code_lo[owner] - slope * l)
+        below = np.where(inside, self.before[owner] - m * (table - self.grid), np.inf).min(axis=-1)
+        below = np.minimum(below, code_hi[owner] - slope * h)
+        reach = np.maximum(np.abs(l), np.abs(h) + self.grid)
+        charge = 8 * U64 * (self.magnitude + slope * reach) + TINY
+        offset = np.where(upper, above + charge, below - charge)
+        return owner, slope, offset, upper
+
     def gradient(self, acc: np.ndarray) -> np.ndarray:
         """A straight-through slope for the float64 surrogate's gradient (attack only, not sound):
         the tabulated function's derivative, or int8's nominal slope between the first and last
@@ -221,3 +310,19 @@ class Staircase:
         if self.derivative is not None:
             return self.derivative(acc)
         return np.where((acc >= self.first - 1) & (acc <= self.last), self.nominal, 0.0)
+
+
+def _hull_slopes(xs: np.ndarray, ys: np.ndarray, upper: bool) -> list[float]:
+    """The slopes of the upper (concave) or lower (convex) hull's edges of the points (xs sorted
+    ascending; a monotone chain)."""
+    hull: list[tuple[float, float]] = []
+    for x, y in zip(xs.tolist(), ys.tolist()):
+        while len(hull) >= 2:
+            (x1, y1), (x2, y2) = hull[-2], hull[-1]
+            cross = (x2 - x1) * (y - y1) - (y2 - y1) * (x - x1)
+            if (cross >= 0) if upper else (cross <= 0):
+                hull.pop()
+            else:
+                break
+        hull.append((x, y))
+    return [(b[1] - a[1]) / (b[0] - a[0]) for a, b in itertools.pairwise(hull) if b[0] > a[0]]
