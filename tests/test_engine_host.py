@@ -114,3 +114,18 @@ def test_a_host_taken_for_a_task_that_never_comes_waits_for_the_next(tmp_path, n
     assert psutil.Process(host).children() == []
     engine_host.shutdown()
     assert _hosts_of_this_process() == []
+
+
+def test_the_host_runs_blas_on_one_thread_and_keeps_the_commands_environment(no_hosts, monkeypatch):
+    """The engine computes on one BLAS thread; a host whose OpenBLAS started a pool anyway paid
+    ~0.1 s of CPU at import, on the core the command imports on (benchmarks/bench_overhead.py)."""
+    monkeypatch.setenv("QVERIFY_TEST_MARKER", "kept")
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
+    host = engine_host.EngineHost()
+    try:
+        assert host.wait_ready(120.0)
+        environ = psutil.Process(host.process.pid).environ()
+        assert environ["OPENBLAS_NUM_THREADS"] == "1"
+        assert environ["QVERIFY_TEST_MARKER"] == "kept"
+    finally:
+        host.close()

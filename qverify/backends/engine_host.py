@@ -100,6 +100,17 @@ class _Task:
         return True
 
 
+# The engine's products run on one BLAS thread (`netlevel.search.decide`; on a shared machine BLAS
+# threads spinning on two cores made them up to 10x slower). A host whose OpenBLAS starts its own
+# pool anyway pays ~0.1 s of CPU for it at `import numpy`, on the core the command is importing on.
+SINGLE_THREADED_BLAS = {"OPENBLAS_NUM_THREADS": "1"}
+
+
+def host_environment() -> dict[str, str]:
+    """The host's environment: the command's, with BLAS on one thread."""
+    return {**os.environ, **SINGLE_THREADED_BLAS}
+
+
 class EngineHost:
     """One engine host process; `run` executes one engine command line in a fork of it."""
 
@@ -108,6 +119,7 @@ class EngineHost:
         self._stderr = (self.folder / "host.err").open("w+", encoding="utf-8", errors="replace")
         self.process = subprocess.Popen(
             [sys.executable, "-m", HOST_MODULE, str(self.folder)],
+            env=host_environment(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
