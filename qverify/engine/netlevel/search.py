@@ -866,14 +866,20 @@ class Search:
                 self.rec.add("netlevel.milp", 1)
                 if solution.status is CheckStatus.UNSAT:
                     continue
-                if solution.status is CheckStatus.SAT and solution.x is not None:
-                    found = self.confirmer.first(to_implementation(self.model, region, solution.x[None, :]))
-                    if found is not None:
-                        return NodeVerdict(counterexample=found), []
+                found = self.solution_counterexample(solution, region)
+                if found is not None:
+                    return NodeVerdict(counterexample=found), []
                 still_open.append((clause, atom))
         if not still_open:
             return NodeVerdict(closed=True), []
         return None, still_open
+
+    def solution_counterexample(self, solution: NodeSolution, region: InputRegion) -> Counterexample | None:
+        """The LP/MILP's satisfying point confirmed on the implementation, if it is a counterexample
+        (a relaxation's point often is not: the clause then stays open)."""
+        if solution.status is not CheckStatus.SAT or solution.x is None:
+            return None
+        return self.confirmer.first(to_implementation(self.model, region, solution.x[None, :]))
 
     def by_lp(self, bounds, xl, xu, open_clauses, region, open_relus, milp: bool):
         """Close open clauses by LP (then MILP); (a verdict when the node is decided, the clauses
@@ -918,10 +924,9 @@ class Search:
                     self.rec.add("netlevel.milp", 1)
                 if solution.status is CheckStatus.UNSAT:
                     continue
-                if solution.status is CheckStatus.SAT and solution.x is not None:
-                    found = self.confirmer.first(to_implementation(self.model, region, solution.x[None, :]))
-                    if found is not None:
-                        return NodeVerdict(counterexample=found), []
+                found = self.solution_counterexample(solution, region)
+                if found is not None:
+                    return NodeVerdict(counterexample=found), []
                 still_open.append((clause, atom))
         if not still_open:
             return NodeVerdict(closed=True), []
