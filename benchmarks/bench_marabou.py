@@ -71,6 +71,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.machine_speed import speed_line
 from qverify.io import load_network
 from qverify.network import evaluate_core
 from qverify.properties import Property, Relation, read_vnnlib
@@ -672,6 +673,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print(f"{len(instances)} instances, modes {', '.join(modes)}, Marabou {'on' if with_marabou else 'off'}; "
           f"{len(todo)} runs to do ({len(results)} journaled)", file=sys.stderr)  # fmt: skip
+    print(speed_line("start"), flush=True)
 
     def run(job) -> Outcome:
         tool, mode, instance = job
@@ -696,6 +698,7 @@ def main(argv: list[str] | None = None) -> int:
                     "record": {"status": outcome.verdict, "outcome": asdict(outcome)},
                 }
             )
+    print(speed_line("end"), flush=True)
     return 1 if report(instances, modes, results, args.timeout) else 0
 
 

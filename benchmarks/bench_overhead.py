@@ -28,6 +28,7 @@ or in process when --memory is not set: whichever is faster, measured").
     python benchmarks/bench_overhead.py --checkout /path/to/main --checkout .   # before / after
     python benchmarks/bench_overhead.py --in-process          # + the engine in the same process
     python benchmarks/bench_overhead.py --profile             # + cProfile of the parent process
+    python benchmarks/bench_overhead.py --only onnx --repeat 15   # issue 32's ACAS Xu queries only
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.machine_speed import speed_line
+
 ACAS = "benchmarks/acasxu"
 
 
@@ -170,7 +175,9 @@ def _warm(checkout: Path) -> None:
     subprocess.run(command, cwd=checkout, env=_environment(), capture_output=True, check=False)
 
 
-def measure(checkouts: list[Path], repeat: int, timeout: float, in_process: bool = False) -> None:
+def measure(
+    checkouts: list[Path], repeat: int, timeout: float, in_process: bool = False, only: str = ""
+) -> None:
     """Each query, `repeat` times on every checkout in turn (interleaved: a machine whose load
     changes affects all alike), and in the in-process model on the last one; the medians."""
     columns = _columns()
@@ -179,7 +186,7 @@ def measure(checkouts: list[Path], repeat: int, timeout: float, in_process: bool
     print(f"{'query':28s} {'checkout':14s} {'status':7s} " + " ".join(f"{c:>9s}" for c in columns))
     modes = [(checkout, False) for checkout in checkouts] + ([(checkouts[-1], True)] if in_process else [])
     overheads: dict[tuple[Path, bool], list[float]] = {mode: [] for mode in modes}
-    for query in QUERIES:
+    for query in [query for query in QUERIES if only in query.name]:
         runs: dict[tuple[Path, bool], list[dict]] = {mode: [] for mode in modes}
         for _ in range(repeat):
             for checkout, inside in modes:
@@ -328,16 +335,20 @@ def main() -> int:
         "--in-process", action="store_true", help="also the pipeline with the engine in the same process"
     )
     parser.add_argument("--profile", action="store_true", help="also cProfile the parent process")
+    parser.add_argument("--only", default="", metavar="TEXT", help="only the queries whose name holds TEXT")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores (the figures are wall times)")
+    print(speed_line("start"), flush=True)
     checkouts = [checkout.resolve() for checkout in args.checkout or [ROOT]]
     print(f"{args.repeat} runs per query and checkout, interleaved; medians in seconds")
     if not args.cpu_only:
-        measure(checkouts, args.repeat, args.timeout, args.in_process)
-    measure_cpu(checkouts, args.repeat)
+        measure(checkouts, args.repeat, args.timeout, args.in_process, args.only)
+    if not args.only:
+        measure_cpu(checkouts, args.repeat)
     if args.profile:
         for checkout in checkouts:
             profile(checkout, args.timeout)
+    print(speed_line("end"))
     return 0
 
 
