@@ -96,17 +96,22 @@ HIGH_LP_TIME_SHARE = 0.5  # high dimensions: the LPs' share of the search time, 
 LP_HIGH_INPUTS = 256  # high dimensions: no LP/MILP beyond this many inputs (`lp_affordable`)
 ATTACK_SHARE = 0.1  # of the budget for the gradient attack before branch and bound
 ATTACK_SECONDS = 0.2  # high dimensions, before the root's bounds (at most)
-# low dimensions: once a root's bounds leave it open, at most (ACAS Xu: one round of PGD, ~0.02 s,
-# finds the counterexamples it finds at all; 0.2 s up front was most of the time of the median SAFE
-# query); not before the roots' bounds, which cost a few ms there and decide small SAFE boxes alone
-# (an iris box: 0.03 s of attack was a fifth of the engine's task)
-ATTACK_SECONDS_LOW = 0.03
+# low dimensions: once a root's bounds leave it open, at most (ACAS Xu: 0.2 s up front was most of
+# the time of the median SAFE query; 0.03 -> 0.01 s, paired whole processes on φ1-φ4 at <16,16>:
+# quick SAFE -11/-25 ms, φ2 UNSAFE -20 ms, the same verdicts); not before the roots' bounds, which
+# cost a few ms there and decide small SAFE boxes alone (an iris box: 0.03 s of attack was a fifth
+# of the engine's task)
+ATTACK_SECONDS_LOW = 0.01
 ATTACK_SECONDS_HIGH = 6.0  # high dimensions: branch and bound nodes are few and dear
 # during the branch and bound: slices of gradient attack, from the open nodes' leads (the inputs
 # that minimise their worst bounds) and from random points, while the attack has had at most this
 # share of the search's time
 ATTACK_RUNNING_SHARE = 0.1
 ATTACK_SLICE_SECONDS = 0.05
+# ... and not in the search's first this many seconds (the first slice came at ~0.35 s when the
+# attack at the open root took 0.03 s; with 0.01 s there it would come at ~0.1 s, on searches of
+# 0.3-1 s that it rarely shortens)
+ATTACK_RUNNING_AFTER_S = 0.3
 LEADS = 8  # the open nodes' leads kept for the next slice
 ALPHA_STEPS = 6  # alpha-CROWN steps on the atoms' bounds of a node they do not already refute
 # ReLU splitting: alpha-beta-CROWN steps on a node's open atoms (`beta.optimise_output_bounds`,
@@ -287,7 +292,8 @@ class Search:
         if not self.options.enabled("attack") or not self.forms:
             return None
         spent = self.rec.times.get("netlevel.attack", 0.0) - self.attack_before
-        if spent > ATTACK_RUNNING_SHARE * (time.monotonic() - self.started):
+        elapsed = time.monotonic() - self.started
+        if spent > ATTACK_RUNNING_SHARE * elapsed or elapsed < ATTACK_RUNNING_AFTER_S:
             return None
         stop = min(self.deadline, time.monotonic() + ATTACK_SLICE_SECONDS)
         leads, frontier.leads = frontier.leads, []
