@@ -860,22 +860,34 @@ class Search:
         staircase splits none on its thousands of open neurons (digits32rgb-conv int8 img00 eps
         0.004: root bound -0.16, the hull LP's -0.035, the MILP infeasible in 21.5 CPU s), so the
         MILP gets STEPPED_MILP_SHARE of the search's time, shared among the open clauses."""
-        still_open = []
+
+        def solve(position: int, clause: int) -> NodeSolution:
+            share = STEPPED_MILP_SHARE * (self.deadline - time.monotonic()) / (len(open_clauses) - position)
+            solution = solve_node(
+                self.model, bounds, xl, xu, self.by_clause[clause], True, time.monotonic() + share
+            )
+            self.rec.add("netlevel.milp", 1)
+            return solution
+
         with self.rec.timer("netlevel.milp"):
-            for position, (clause, atom) in enumerate(open_clauses):
-                share = (
-                    STEPPED_MILP_SHARE * (self.deadline - time.monotonic()) / (len(open_clauses) - position)
-                )
-                solution = solve_node(
-                    self.model, bounds, xl, xu, self.by_clause[clause], True, time.monotonic() + share
-                )
-                self.rec.add("netlevel.milp", 1)
-                if solution.status is CheckStatus.UNSAT:
+            return self.close_clauses(open_clauses, region, solve)
+
+    def close_clauses(self, open_clauses, region: InputRegion, solve) -> tuple[NodeVerdict | None, list]:
+        """Each open clause by `solve(position, clause)` (an LP/MILP's `NodeSolution`, or a
+        counterexample it found on the way): UNSAT closes the clause, a satisfying point confirmed on
+        the implementation decides the node; (a verdict when the node is decided, the clauses still
+        open)."""
+        still_open = []
+        for position, (clause, atom) in enumerate(open_clauses):
+            outcome = solve(position, clause)
+            found = outcome if isinstance(outcome, Counterexample) else None
+            if found is None:
+                if outcome.status is CheckStatus.UNSAT:
                     continue
-                found = self.solution_counterexample(solution, region)
-                if found is not None:
-                    return NodeVerdict(counterexample=found), []
-                still_open.append((clause, atom))
+                found = self.solution_counterexample(outcome, region)
+            if found is not None:
+                return NodeVerdict(counterexample=found), []
+            still_open.append((clause, atom))
         if not still_open:
             return NodeVerdict(closed=True), []
         return None, still_open
@@ -890,53 +902,47 @@ class Search:
     def by_lp(self, bounds, xl, xu, open_clauses, region, open_relus, milp: bool):
         """Close open clauses by LP (then MILP); (a verdict when the node is decided, the clauses
         still open)."""
-        still_open = []
+        use_milp = milp and open_relus > 0 and len(open_clauses) == 1
+
+        def solve(_position: int, clause: int) -> NodeSolution | Counterexample:
+            forms = self.by_clause[clause]
+            # REAL, low dimensions: HiGHS's MILP on a few dozen binaries mostly ends at its
+            # root (probing), at about three times its LP's cost, and closed every node its LP
+            # left open on ACAS Xu phi2 (3_3, 4_2): the LP first only pays where the MILP is dear
+            solution = NodeSolution(CheckStatus.UNKNOWN, None)
+            if not (use_milp and self.real and self.model.n_inputs <= INPUT_SPLIT_DIMENSIONS):
+                lp_deadline = min(
+                    self.deadline, time.monotonic() + LP_SHARE * (self.deadline - time.monotonic())
+                )
+                solution = solve_node(self.model, bounds, xl, xu, forms, False, lp_deadline)
+                self.rec.add("netlevel.lp", 1)
+                if (
+                    solution.status is CheckStatus.SAT
+                    and solution.x is not None
+                    and self.options.enabled("attack")
+                ):
+                    # a point of the relaxation: often next to a real counterexample
+                    found = gradient_attack(
+                        self.model,
+                        self.confirmer,
+                        region,
+                        forms,
+                        self.rng,
+                        time.monotonic() + 1.0,
+                        start=solution.x,
+                    )
+                    if found is not None:
+                        return found
+            if solution.status is not CheckStatus.UNSAT and use_milp:
+                budget = MILP_SHARE * (self.deadline - time.monotonic())
+                solution = solve_node(
+                    self.model, bounds, xl, xu, forms, True, min(self.deadline, time.monotonic() + budget)
+                )
+                self.rec.add("netlevel.milp", 1)
+            return solution
+
         with self.rec.timer("netlevel.lp"):
-            for clause, atom in open_clauses:
-                forms = self.by_clause[clause]
-                use_milp = milp and open_relus > 0 and len(open_clauses) == 1
-                # REAL, low dimensions: HiGHS's MILP on a few dozen binaries mostly ends at its
-                # root (probing), at about three times its LP's cost, and closed every node its LP
-                # left open on ACAS Xu phi2 (3_3, 4_2): the LP first only pays where the MILP is dear
-                solution = NodeSolution(CheckStatus.UNKNOWN, None)
-                if not (use_milp and self.real and self.model.n_inputs <= INPUT_SPLIT_DIMENSIONS):
-                    lp_deadline = min(
-                        self.deadline, time.monotonic() + LP_SHARE * (self.deadline - time.monotonic())
-                    )
-                    solution = solve_node(self.model, bounds, xl, xu, forms, False, lp_deadline)
-                    self.rec.add("netlevel.lp", 1)
-                    if (
-                        solution.status is CheckStatus.SAT
-                        and solution.x is not None
-                        and self.options.enabled("attack")
-                    ):
-                        # a point of the relaxation: often next to a real counterexample
-                        found = gradient_attack(
-                            self.model,
-                            self.confirmer,
-                            region,
-                            forms,
-                            self.rng,
-                            time.monotonic() + 1.0,
-                            start=solution.x,
-                        )
-                        if found is not None:
-                            return NodeVerdict(counterexample=found), []
-                if solution.status is not CheckStatus.UNSAT and use_milp:
-                    budget = MILP_SHARE * (self.deadline - time.monotonic())
-                    solution = solve_node(
-                        self.model, bounds, xl, xu, forms, True, min(self.deadline, time.monotonic() + budget)
-                    )
-                    self.rec.add("netlevel.milp", 1)
-                if solution.status is CheckStatus.UNSAT:
-                    continue
-                found = self.solution_counterexample(solution, region)
-                if found is not None:
-                    return NodeVerdict(counterexample=found), []
-                still_open.append((clause, atom))
-        if not still_open:
-            return NodeVerdict(closed=True), []
-        return None, still_open
+            return self.close_clauses(open_clauses, region, solve)
 
     def branch(
         self, node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority, scores=None
