@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""qverify and Marabou side by side on the same VNN-LIB instances, in one run (a benchmark, not a test).
+"""qverify, Marabou and alpha-beta-CROWN side by side on the same VNN-LIB instances, in one run (a
+benchmark, not a test).
 
 Each instance (an ONNX network and a VNN-LIB property) is decided
   - by `qverify verify` in a child process, once per mode: `16.16` (fixed point <16,16>, the
@@ -15,18 +16,30 @@ Each instance (an ONNX network and a VNN-LIB property) is decided
     violates the property there. Every `unsat` is probed with the input box alone (which must be
     `sat`): where Marabou finds the box alone infeasible its `unsat` is unsound and counts as ERROR
     (Marabou 2.0 on benchmarks/digits784; the probe's time is not counted).
+  - by alpha-beta-CROWN (optional; `--abcrown PATH` to its `complete_verifier/abcrown.py`, or
+    $QVERIFY_ABCROWN, with `--abcrown-python` or $QVERIFY_ABCROWN_PYTHON naming a Python that
+    imports torch and auto_LiRPA) in a child process: the ONNX file and the VNN-LIB file read by its
+    own parsers, on the CPU (`--device cpu --batch_size 256`, its defaults otherwise, or
+    `--abcrown-config YAML`: its settings for a suite, such as input splitting for ACAS Xu), `--timeout`.
+    It is not installed by this project: a checkout of its own, with its own environment.
+    `sat` is UNSAFE (its counterexample, `--save_adv_example`, is re-evaluated in float64 as
+    Marabou's is), `unsat` SAFE, `timeout` UNKNOWN. Like Marabou, it decides the real-valued
+    question (in float32 bound arithmetic), so `real` mode is the one to compare with it.
 Times are wall-clock seconds of the child processes (process start, imports and file reading
 included for both tools, as a user runs them); beside them each run's CPU seconds (user + sys of
 the child and its descendants, `os.wait4`) and largest resident set, since the machine is shared. Marabou's verdict is in real arithmetic: in `real` mode a
 verdict that differs from qverify's where both decide is a bug of one of them and is flagged loudly
 (exit code 1); at `16.16` a difference is a difference of semantics, shown but not an error.
 
-Without maraboupy the script says so and runs qverify alone.
+Without maraboupy the script says so and runs without Marabou; alpha-beta-CROWN runs only when
+named, and a named one that cannot run is said so, with the reason.
 
 Results are journaled (JSONL, one line per finished run) in `--out`; `--resume` skips what the
 journal holds, so a long run can be interrupted and continued. The selection:
   --suite NAME (repeatable; default acasxu): acasxu, digits784, digits784x4 (issue 32's frontier),
       and issue 29's digits28-maxpool, digits28-avgpool, digits32rgb-conv, digits784-sigmoid   --instances phi1-4 | GLOB[,GLOB...]
+  --epsilons E[,E...]: digits784's 10 centres at these radii instead of its instances.csv (issue
+      32's frontier at 0.015 and 0.02; the suite's own train.py builds them, VNN-LIB written in --out)
   --limit N (first N)   --sample N (N evenly spaced)   --all (every instance of the suites)
 The report ends with one table per suite and run (tool and mode): decided/total, verdicts, total
 and median seconds, CPU seconds, the largest resident set; UNSAFE verdicts replayed in gcc (qverify
@@ -36,6 +49,8 @@ the records that show the replay), and verdicts that differ between qverify's mo
 Usage:
   python benchmarks/bench_marabou.py --instances phi1-4 --sample 16 --timeout 60
   python benchmarks/bench_marabou.py --suite digits784 --sample 6 --timeout 120 --modes real
+  python benchmarks/bench_marabou.py --suite digits784 --epsilons 0.015,0.02 --timeout 120 --modes real \
+      --no-marabou --abcrown ~/alpha-beta-CROWN/complete_verifier/abcrown.py --abcrown-python ~/abc/bin/python
   python benchmarks/bench_marabou.py --all --suite acasxu --timeout 116 --out results/marabou --resume
   python benchmarks/bench_marabou.py --all --suite digits28-maxpool --suite digits28-avgpool \
       --suite digits32rgb-conv --suite digits784-sigmoid --modes real,16.16,int8 --timeout 60
@@ -51,6 +66,7 @@ import math
 import os
 import re
 import resource
+import shutil
 import signal
 import statistics
 import subprocess
@@ -101,7 +117,15 @@ MARABOU_MEMORY_MB = (
 GRACE_S = 30.0  # beyond --timeout before a child is killed (qverify's own limit should stop it first)
 DECIDED = ("SAFE", "UNSAFE")
 MARABOU = "marabou"
+ABCROWN = "abcrown"
 QVERIFY = "qverify"
+REFERENCES = {MARABOU: "Marabou", ABCROWN: "alpha-beta-CROWN"}  # the tools qverify is compared with
+ABCROWN_ENV, ABCROWN_PYTHON_ENV = "QVERIFY_ABCROWN", "QVERIFY_ABCROWN_PYTHON"
+# alpha-beta-CROWN's batch of branch-and-bound domains on the CPU (its default, 64, is tuned for
+# nothing in particular; 256 ran 10-20 % more domains per second on this suite's 784-input MLPs)
+ABCROWN_BATCH = 256
+FLOAT32_SLACK = 2.0**-23  # how far (relative) outside a box a float32 input may lie by rounding alone
+ABCROWN_PROBE_S = 300.0  # importing torch and auto_LiRPA the first time (a cold disk)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +147,8 @@ class Instance:
 class Outcome:
     """One tool's run on one instance: verdict SAFE / UNSAFE / UNKNOWN / ERROR, wall time, why."""
 
-    tool: str  # "qverify" or "marabou"
-    mode: str  # a key of MODES, or "real" for Marabou
+    tool: str  # "qverify", or a key of REFERENCES
+    mode: str  # a key of MODES, or "real" for the reference tools
     instance: str
     verdict: str
     wall_s: float
@@ -256,6 +280,68 @@ def marabou_worker(network: str, vnnlib: str, timeout_s: float, memory_mb: int) 
     return 0
 
 
+# ----------------------------------------------------------------------------------- alpha-beta-CROWN
+
+
+def abcrown_missing(script: Path | None, python: str) -> str:
+    """ "" when `python` can run alpha-beta-CROWN's `script`, else why not (one line)."""
+    if script is None:
+        return (
+            f"alpha-beta-CROWN is not named (--abcrown PATH/complete_verifier/abcrown.py or ${ABCROWN_ENV})"
+        )
+    if not script.is_file():
+        return f"{script}: no such file (alpha-beta-CROWN's complete_verifier/abcrown.py)"
+    try:
+        probe = subprocess.run(
+            [python, "-W", "ignore", "-c", "import torch, auto_LiRPA"],
+            check=False,
+            cwd=script.parent,
+            capture_output=True,
+            text=True,
+            timeout=ABCROWN_PROBE_S,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"{python} does not run: {error}"
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or [f"exit code {probe.returncode}"])[-1]
+        return (
+            f"{python} cannot import torch and auto_LiRPA ({last}): name a Python that can (--abcrown-python)"
+        )
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class AbcrownAnswer:
+    """alpha-beta-CROWN's results file, read: the verdict and, for `sat`, its counterexample."""
+
+    verdict: str  # SAFE / UNSAFE / UNKNOWN / ERROR
+    reason: str
+    witness: tuple[float, ...] = ()  # the input of its counterexample, X_0, X_1, ... in order
+
+
+_ABCROWN_VERDICTS = {"sat": "UNSAFE", "unsat": "SAFE", "timeout": "UNKNOWN"}
+_DOMAINS_VISITED = re.compile(r"(\d+) domains visited")
+_ASSIGNMENT = re.compile(r"\(\s*X_(\d+)\s+([^\s()]+)\s*\)")
+
+
+def read_abcrown_results(text: str) -> AbcrownAnswer:
+    """The results file of `abcrown.py --results_file F --save_adv_example`: its first line is
+    `sat`, `unsat` or `timeout` (VNN-COMP's vocabulary), and after `sat` the counterexample follows
+    as VNN-COMP's `((X_0 v) ... (Y_0 v) ...)`. An UNSAFE without a complete input is an ERROR: it
+    could not be checked."""
+    lines = text.strip().splitlines()
+    first = lines[0].strip().lower() if lines else ""
+    verdict = _ABCROWN_VERDICTS.get(first)
+    if verdict is None:
+        return AbcrownAnswer("ERROR", f"results file says {first[:60]!r}" if first else "empty results file")
+    if verdict != "UNSAFE":
+        return AbcrownAnswer(verdict, first)
+    values = {int(index): float(value) for index, value in _ASSIGNMENT.findall("\n".join(lines[1:]))}
+    if not values or sorted(values) != list(range(len(values))):
+        return AbcrownAnswer("ERROR", "sat without a complete counterexample (X_0 ... X_n)")
+    return AbcrownAnswer("UNSAFE", "sat", tuple(values[index] for index in range(len(values))))
+
+
 # ----------------------------------------------------------------------------------- runs
 
 
@@ -272,14 +358,14 @@ class ChildRun:
     max_rss_mb: float
 
 
-def _run_child(command: list[str], limit_s: float) -> ChildRun:
+def _run_child(command: list[str], limit_s: float, cwd: Path = ROOT) -> ChildRun:
     """Run a child in its own process group; kill the group at `limit_s`. CPU time and memory come
     from `os.wait4` (the child and the descendants it waited for)."""
     started = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         child = subprocess.Popen(
             command,
-            cwd=ROOT,
+            cwd=cwd,
             stdout=out,
             stderr=err,
             text=True,
@@ -359,6 +445,70 @@ def run_marabou(instance: Instance, timeout_s: float, memory_mb: int) -> Outcome
     return Outcome(MARABOU, "real", instance.name, answer["verdict"], wall, answer["reason"], detail)
 
 
+@dataclass(frozen=True, slots=True)
+class Abcrown:
+    """How to run alpha-beta-CROWN: its `abcrown.py` and the Python that imports its packages."""
+
+    script: Path
+    python: str
+    config: Path | None = None  # its settings for a suite (else: the CPU and ABCROWN_BATCH)
+
+
+def run_abcrown(instance: Instance, timeout_s: float, scratch: Path, abcrown: Abcrown) -> Outcome:
+    """`abcrown.py` on the instance's ONNX and VNN-LIB files, in its own folder (it imports its
+    modules from there), on the CPU; its results file read back, its counterexample checked in
+    float64 with qverify's reading of the files."""
+    stem = scratch / f"{instance.suite}.{instance.name}.abcrown"
+    results = stem.with_suffix(".results.txt")
+    # a copy (its name kept: .vnnlib or .vnnlib.gz): it writes a `.compiled` cache beside the file it reads
+    vnnlib = scratch / f"{instance.suite}.{instance.name}.{instance.vnnlib.name}"
+    shutil.copyfile(instance.vnnlib, vnnlib)
+    settings = ["--config", str(abcrown.config)] if abcrown.config else []
+    if not settings:  # (it expands relative paths from a config file's folder: it needs one)
+        config = scratch / "abcrown.yaml"
+        config.write_text("general:\n  device: cpu\n", encoding="utf-8")
+        settings = ["--config", str(config), "--batch_size", str(ABCROWN_BATCH)]
+    command = [
+        abcrown.python, "-W", "ignore", str(abcrown.script), *settings, "--device", "cpu",
+        "--onnx_path", str(instance.network), "--vnnlib_path", str(vnnlib),
+        "--timeout", f"{timeout_s:g}", "--results_file", str(results), "--save_adv_example",
+        "--cex_path", str(stem.with_suffix(".cex.txt")), "--output_file", str(stem.with_suffix(".out.pkl")),
+    ]  # fmt: skip
+    run = _run_child(command, timeout_s + GRACE_S, cwd=abcrown.script.parent)
+    if run.code is None:
+        reason = f"killed after {timeout_s + GRACE_S:g} s"
+        return Outcome(ABCROWN, "real", instance.name, "UNKNOWN", run.wall_s, reason, _usage(run))
+    if run.code != 0 or not results.is_file():
+        last = run.err.strip().splitlines()[-1] if run.err.strip() else f"exit code {run.code}"
+        return Outcome(ABCROWN, "real", instance.name, "ERROR", run.wall_s, last[:200], _usage(run))
+    answer = read_abcrown_results(results.read_text())
+    detail = _usage(run)
+    if visited := _DOMAINS_VISITED.findall(run.out):
+        detail["domains_visited"] = int(visited[-1])  # its branch and bound's nodes (absent: none ran)
+    if answer.verdict == "UNSAFE":
+        detail.update(_float32_witness(instance, np.array(answer.witness)))
+    return Outcome(ABCROWN, "real", instance.name, answer.verdict, run.wall_s, answer.reason, detail)
+
+
+def _float32_witness(instance: Instance, witness: np.ndarray) -> dict:
+    """`witness_violates` for a counterexample computed in float32: as it is and, when it lies
+    outside the property's boxes by float32 rounding (alpha-beta-CROWN's inputs are float32, the
+    VNN-LIB bounds decimal: an input at a bound rounds to a float32 up to half an ulp beyond it),
+    moved into the nearest box (`witness_outside_box`: by how much at most)."""
+    prop = read_vnnlib(instance.vnnlib)
+    if len(witness) != prop.n_inputs:
+        return {"witness_violates": False}
+    if _violates(instance.network, prop, witness):
+        return {"witness_violates": True}
+    boxes = [(box.lo_array(), box.hi_array()) for box in prop.boxes]
+    lo, hi = min(boxes, key=lambda b: float(np.max(np.maximum(b[0] - witness, witness - b[1]))))
+    outside = float(np.max(np.maximum(np.maximum(lo - witness, witness - hi), 0.0)))
+    if outside == 0.0 or outside > FLOAT32_SLACK * max(1.0, float(np.max(np.abs(witness)))):
+        return {"witness_violates": False}
+    inside = np.clip(witness, lo, hi)
+    return {"witness_violates": _violates(instance.network, prop, inside), "witness_outside_box": outside}
+
+
 # ----------------------------------------------------------------------------------- selection
 
 
@@ -390,6 +540,26 @@ def read_instances(suite: str) -> list[Instance]:
             stem = network.stem.removeprefix("ACASXU_run2a_").removesuffix("_batch_2000")
             vnnlib_stem = vnnlib.name.removesuffix(".gz").removesuffix(".vnnlib")
             instances.append(Instance(suite, f"{stem}-{vnnlib_stem}", network, vnnlib, int8.get(network)))
+    return instances
+
+
+def digits784_radii(epsilons: list[str], out: Path) -> list[Instance]:
+    """digits784's centres at other radii: the properties built by the suite's own train.py (as
+    bench_netlevel's `--epsilons` builds them), written as VNN-LIB files under `out` (every tool
+    reads the same files; a resumed run finds them again)."""
+    from benchmarks.bench_netlevel import digits_radii_instances
+    from qverify.properties import format_vnnlib
+
+    folder = SUITES["digits784"].parent
+    network = read_instances("digits784")[0].network
+    built, _ = digits_radii_instances(folder, epsilons)
+    vnnlib_folder = out / "vnnlib-digits784"
+    vnnlib_folder.mkdir(parents=True, exist_ok=True)
+    instances = []
+    for made in built:
+        path = vnnlib_folder / f"{made.name}.vnnlib"
+        path.write_text(format_vnnlib(made.prop, n_outputs=made.network.n_outputs), encoding="utf-8")
+        instances.append(Instance("digits784", made.name, network, path.resolve()))
     return instances
 
 
@@ -431,28 +601,30 @@ def _cell(outcome: Outcome | None) -> str:
     if outcome is None:
         return "-"
     note = ""
-    if outcome.tool == MARABOU and outcome.detail.get("witness_violates") is False:
+    if outcome.tool in REFERENCES and outcome.detail.get("witness_violates") is False:
         note = " (witness not unsafe in float64)"
+    elif outside := outcome.detail.get("witness_outside_box"):
+        note = f" (witness {outside:.0e} outside the box: float32; moved in, unsafe)"
     elif outcome.verdict not in DECIDED and outcome.reason:
         note = f" ({outcome.reason.split(';')[0][:60]})"
     return f"{outcome.verdict} {outcome.wall_s:.1f}s{note}"
 
 
-def disagreement(ours: Outcome | None, marabou: Outcome | None) -> bool:
+def disagreement(ours: Outcome | None, theirs: Outcome | None) -> bool:
     return (
-        ours is not None and marabou is not None and ours.verdict in DECIDED and marabou.verdict in DECIDED
-        and ours.verdict != marabou.verdict
+        ours is not None and theirs is not None and ours.verdict in DECIDED and theirs.verdict in DECIDED
+        and ours.verdict != theirs.verdict
     )  # fmt: skip
 
 
-def evidence(ours: Outcome, marabou: Outcome) -> str:
+def evidence(ours: Outcome, theirs: Outcome) -> str:
     """Who a disagreement's concrete input convicts: the UNSAFE side's input, checked in float64."""
     if ours.verdict == "UNSAFE":
         checked = ours.detail.get("float_violates")
         side = "qverify's counterexample"
     else:
-        checked = marabou.detail.get("witness_violates")
-        side = "Marabou's witness"
+        checked = theirs.detail.get("witness_violates")
+        side = f"{REFERENCES[theirs.tool]}'s witness"
     if checked is None:
         return f"{side} was not checked in float64"
     return f"{side} {'violates' if checked else 'does not violate'} the property in float64"
@@ -472,17 +644,18 @@ def _summary_line(label: str, outcomes: Sequence[Outcome]) -> str:
     )
 
 
-def _ratios(pairs: list[tuple[Outcome, Outcome]]) -> None:
+def _ratios(pairs: list[tuple[Outcome, Outcome]], label: str) -> None:
     """Total and median time ratios over all instances and over those both tools decide."""
     both = [(o, t) for o, t in pairs if o.verdict in DECIDED and t.verdict in DECIDED]
-    for label, chosen in (("all instances", pairs), (f"the {len(both)} decided by both", both)):
+    tool = label
+    for chosen_label, chosen in (("all instances", pairs), (f"the {len(both)} decided by both", both)):
         ours, theirs = [o.wall_s for o, _ in chosen], [t.wall_s for _, t in chosen]
         if not chosen or sum(theirs) <= 0:
             continue
         total = sum(ours) / sum(theirs)
         median = statistics.median(ours) / max(statistics.median(theirs), 1e-9)
         print(
-            f"ratio qverify/Marabou on {label}: total {sum(ours):.1f} s / {sum(theirs):.1f} s = {total:.2f}, "
+            f"ratio qverify/{tool} on {chosen_label}: total {sum(ours):.1f} s / {sum(theirs):.1f} s = {total:.2f}, "
             f"median {statistics.median(ours):.2f} s / {statistics.median(theirs):.2f} s = {median:.2f}"
         )
 
@@ -501,7 +674,7 @@ def suite_tables(
         "| suite | run | decided | SAFE | UNSAFE | UNKNOWN | ERROR | total s | median s | CPU s | max RSS MB | UNSAFE replayed |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    runs = [(MARABOU, "real")] + [(QVERIFY, mode) for mode in modes]
+    runs = [(tool, "real") for tool in REFERENCES] + [(QVERIFY, mode) for mode in modes]
     for suite in dict.fromkeys(i.suite for i in instances):
         chosen = [i for i in instances if i.suite == suite]
         for tool, mode in runs:
@@ -515,10 +688,10 @@ def suite_tables(
             rss = max((o.detail.get("max_rss_mb", 0.0) for o in outcomes), default=0.0)
             replayed = (
                 "-"
-                if tool == MARABOU
+                if tool in REFERENCES
                 else f"{sum(bool(o.detail.get('replayed')) for o in outcomes)}/{count['UNSAFE']}"
             )
-            label = "Marabou" if tool == MARABOU else f"qverify {mode}"
+            label = REFERENCES.get(tool, f"qverify {mode}")
             print(
                 f"| {suite} | {label} | {count['SAFE'] + count['UNSAFE']}/{len(outcomes)} | {count['SAFE']} "
                 f"| {count['UNSAFE']} | {count['UNKNOWN']} | {count['ERROR']} | {sum(walls):.1f} | {_median(walls):.2f} "
@@ -544,37 +717,55 @@ def suite_tables(
 def report(
     instances: list[Instance], modes: Sequence[str], results: dict[str, Outcome], timeout_s: float
 ) -> int:
-    """Print one table per mode, the summary and the per-suite tables; the number of real-mode
-    disagreements."""
+    """Print one table per mode (qverify beside every reference tool that ran), the summary and the
+    per-suite tables; the number of real-mode disagreements."""
     bugs = 0
-    marabou_of = {i.name: results.get(_key(MARABOU, "real", i.name, timeout_s)) for i in instances}
+    references = [
+        tool
+        for tool in REFERENCES
+        if any(_key(tool, "real", i.name, timeout_s) in results for i in instances)
+    ]
+    names = [REFERENCES[tool] for tool in references]
     for mode in modes:
         print(
-            f"\n## qverify `{' '.join(MODES[mode])}` vs Marabou (real arithmetic), timeout {timeout_s:g} s\n"
+            f"\n## qverify `{' '.join(MODES[mode])}` vs {', '.join(names) or 'no other tool'} "
+            f"(real arithmetic), timeout {timeout_s:g} s\n"
         )
-        print("| instance | qverify | Marabou | |")
-        print("|---|---|---|---|")
-        ours_all, theirs_all, pairs, flagged = [], [], [], []
+        print("| " + " | ".join(["instance", "qverify", *names, ""]) + " |")
+        print("|---|---|" + "---|" * len(names) + "---|")
+        ours_all: list[Outcome] = []
+        theirs_all: dict[str, list[Outcome]] = {tool: [] for tool in references}
+        pairs: dict[str, list[tuple[Outcome, Outcome]]] = {tool: [] for tool in references}
+        flagged = []
         for instance in instances:
             if instance.network_for(mode) is None:
                 continue
             ours = results.get(_key(QVERIFY, mode, instance.name, timeout_s))
-            theirs = marabou_of[instance.name]
-            flag = ""
-            if disagreement(ours, theirs):
-                flag = "**DISAGREE**" if mode == "real" else f"differs ({mode} vs real)"
-                flagged.append(f"{instance.name} ({evidence(ours, theirs)})")
-            print(f"| {instance.name} | {_cell(ours)} | {_cell(theirs)} | {flag} |")
+            cells, flags = [_cell(ours)], []
+            for tool in references:
+                theirs = results.get(_key(tool, "real", instance.name, timeout_s))
+                cells.append(_cell(theirs))
+                if disagreement(ours, theirs):
+                    flags.append(
+                        f"**DISAGREE** ({REFERENCES[tool]})"
+                        if mode == "real"
+                        else f"differs ({mode} vs real)"
+                    )
+                    flagged.append(f"{instance.name} vs {REFERENCES[tool]} ({evidence(ours, theirs)})")
+                if theirs is not None:
+                    theirs_all[tool].append(theirs)
+                    if ours is not None:
+                        pairs[tool].append((ours, theirs))
+            print(f"| {instance.name} | {' | '.join(cells)} | {', '.join(dict.fromkeys(flags))} |")
             ours_all += [ours] if ours else []
-            theirs_all += [theirs] if theirs else []
-            pairs += [(ours, theirs)] if ours and theirs else []
         print("\n| tool | decided | SAFE | UNSAFE | UNKNOWN | ERROR | total s | median s |")
         print("|---|---|---|---|---|---|---|---|")
         print(_summary_line(f"qverify {mode}", ours_all))
-        if theirs_all:
-            print(_summary_line("Marabou", theirs_all))
+        for tool in references:
+            print(_summary_line(REFERENCES[tool], theirs_all[tool]))
+        for tool in references:
             print()
-            _ratios(pairs)
+            _ratios(pairs[tool], REFERENCES[tool])
         if flagged:
             real = mode == "real"
             what = "DISAGREEMENT (a bug: both decide in real arithmetic)" if real else "verdicts differ"
@@ -606,7 +797,33 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--modes", default="16.16,real", help="qverify modes, comma-separated: 16.16, real")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per instance and tool (default 60)")
     p.add_argument("--jobs", type=int, default=1, help="runs at a time (default 1: times are not shared)")
-    p.add_argument("--no-marabou", action="store_true", help="run qverify alone")
+    p.add_argument("--no-marabou", action="store_true", help="run without Marabou")
+    p.add_argument(
+        "--abcrown",
+        type=Path,
+        default=os.environ.get(ABCROWN_ENV) or None,
+        metavar="PATH",
+        help=f"alpha-beta-CROWN's complete_verifier/abcrown.py: run it too (default ${ABCROWN_ENV}; not run without)",
+    )
+    p.add_argument(
+        "--abcrown-python",
+        default=os.environ.get(ABCROWN_PYTHON_ENV) or sys.executable,
+        metavar="PYTHON",
+        help=f"a Python that imports torch and auto_LiRPA (default ${ABCROWN_PYTHON_ENV}, else this one)",
+    )
+    p.add_argument(
+        "--abcrown-config",
+        type=Path,
+        metavar="YAML",
+        help="alpha-beta-CROWN's settings for the suite (e.g. a copy of its exp_configs/vnncomp21/acasxu.yaml "
+        "without root_path and csv_name; input splitting is what it decides ACAS Xu with); default: the "
+        f"CPU and a batch of {ABCROWN_BATCH} domains, its defaults otherwise",
+    )
+    p.add_argument(
+        "--epsilons",
+        metavar="E[,E...]",
+        help="digits784: its centres at these radii instead of its instances.csv (e.g. 0.015,0.02)",
+    )
     p.add_argument(
         "--marabou-memory-mb",
         type=int,
@@ -627,10 +844,10 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _jobs(instances: Iterable[Instance], modes: Sequence[str], with_marabou: bool):
+def _jobs(instances: Iterable[Instance], modes: Sequence[str], references: Sequence[str]):
     for instance in instances:
-        if with_marabou:
-            yield MARABOU, "real", instance
+        for tool in references:
+            yield tool, "real", instance
         for mode in modes:
             if instance.network_for(mode) is not None:
                 yield QVERIFY, mode, instance
@@ -648,15 +865,36 @@ def main(argv: list[str] | None = None) -> int:
             f"error: modes must be among {', '.join(MODES)}; --timeout and --jobs positive", file=sys.stderr
         )
         return 2
-    instances = [i for suite in (args.suite or ["acasxu"]) for i in read_instances(suite)]
+    suites = args.suite or ["acasxu"]
+    if args.epsilons and suites != ["digits784"]:
+        print("error: --epsilons applies to --suite digits784 alone", file=sys.stderr)
+        return 2
+    if args.epsilons:
+        instances = digits784_radii([e.strip() for e in args.epsilons.split(",") if e.strip()], args.out)
+    else:
+        instances = [i for suite in suites for i in read_instances(suite)]
     instances = select(instances, None if args.all else args.instances, args.limit, args.sample)
     if not instances:
         print("error: no instance matches the selection", file=sys.stderr)
         return 2
+    references = []
     missing = "" if args.no_marabou else marabou_missing()
     if missing:
-        print(f"note: {missing}: running qverify alone", file=sys.stderr)
-    with_marabou = not args.no_marabou and not missing
+        print(f"note: {missing}: running without Marabou", file=sys.stderr)
+    elif not args.no_marabou:
+        references.append(MARABOU)
+    abcrown = None
+    if args.abcrown is not None:
+        config = args.abcrown_config.expanduser().resolve() if args.abcrown_config else None
+        abcrown = Abcrown(Path(args.abcrown).expanduser().resolve(), args.abcrown_python, config)
+        if config is not None and not config.is_file():
+            print(f"error: {config}: no such file (--abcrown-config)", file=sys.stderr)
+            return 2
+        if why := abcrown_missing(abcrown.script, abcrown.python):
+            print(f"note: {why}: running without alpha-beta-CROWN", file=sys.stderr)
+            abcrown = None
+        else:
+            references.append(ABCROWN)
 
     journal = Journal(args.out / "journal.jsonl")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -668,10 +906,11 @@ def main(argv: list[str] | None = None) -> int:
     results = {entry["key"]: Outcome(**entry["record"]["outcome"]) for entry in journal.resume()}
     todo = [
         job
-        for job in _jobs(instances, modes, with_marabou)
+        for job in _jobs(instances, modes, references)
         if _key(job[0], job[1], job[2].name, args.timeout) not in results
     ]
-    print(f"{len(instances)} instances, modes {', '.join(modes)}, Marabou {'on' if with_marabou else 'off'}; "
+    print(f"{len(instances)} instances, modes {', '.join(modes)}, "
+          f"beside {', '.join(REFERENCES[t] for t in references) or 'no other tool'}; "
           f"{len(todo)} runs to do ({len(results)} journaled)", file=sys.stderr)  # fmt: skip
     print(speed_line("start"), flush=True)
 
@@ -679,6 +918,9 @@ def main(argv: list[str] | None = None) -> int:
         tool, mode, instance = job
         if tool == MARABOU:
             return run_marabou(instance, args.timeout, args.marabou_memory_mb)
+        if tool == ABCROWN:
+            assert abcrown is not None
+            return run_abcrown(instance, args.timeout, scratch, abcrown)
         return run_qverify(instance, mode, args.timeout, scratch)
 
     with (
