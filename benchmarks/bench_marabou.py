@@ -121,8 +121,8 @@ ABCROWN = "abcrown"
 QVERIFY = "qverify"
 REFERENCES = {MARABOU: "Marabou", ABCROWN: "alpha-beta-CROWN"}  # the tools qverify is compared with
 ABCROWN_ENV, ABCROWN_PYTHON_ENV = "QVERIFY_ABCROWN", "QVERIFY_ABCROWN_PYTHON"
-# alpha-beta-CROWN's batch of branch-and-bound domains on the CPU (its default, 64, is tuned for
-# nothing in particular; 256 ran 10-20 % more domains per second on this suite's 784-input MLPs)
+# alpha-beta-CROWN's batch of branch-and-bound domains on the CPU without --abcrown-config (its
+# default is 64; issue 32's frontier runs used 256: fewer, larger torch calls per domain)
 ABCROWN_BATCH = 256
 FLOAT32_SLACK = 2.0**-23  # how far (relative) outside a box a float32 input may lie by rounding alone
 ABCROWN_PROBE_S = 300.0  # importing torch and auto_LiRPA the first time (a cold disk)
@@ -644,10 +644,9 @@ def _summary_line(label: str, outcomes: Sequence[Outcome]) -> str:
     )
 
 
-def _ratios(pairs: list[tuple[Outcome, Outcome]], label: str) -> None:
+def _ratios(pairs: list[tuple[Outcome, Outcome]], tool: str) -> None:
     """Total and median time ratios over all instances and over those both tools decide."""
     both = [(o, t) for o, t in pairs if o.verdict in DECIDED and t.verdict in DECIDED]
-    tool = label
     for chosen_label, chosen in (("all instances", pairs), (f"the {len(both)} decided by both", both)):
         ours, theirs = [o.wall_s for o, _ in chosen], [t.wall_s for _, t in chosen]
         if not chosen or sum(theirs) <= 0:
