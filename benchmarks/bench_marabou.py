@@ -89,7 +89,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.machine_speed import speed_line
 from qverify.io import load_network
-from qverify.network import evaluate_core
+from qverify.network import Network, evaluate_core
 from qverify.properties import Property, Relation, read_vnnlib
 from qverify.suites.journal import Journal
 
@@ -244,7 +244,7 @@ def marabou_solve(
         exit_code, witness = _query(path, box, prop.unsafe.clauses, remaining)
         if witness is not None:
             solve_s = time.perf_counter() - started
-            violates = _violates(path, prop, witness)
+            violates = _violates(load_network(path), prop, witness)
             return MarabouAnswer("UNSAFE", "sat", solve_s, tuple(witness.tolist()), violates)
         if exit_code != "unsat":
             unknown = {"TIMEOUT": "timeout"}.get(exit_code, f"Marabou: {exit_code}")
@@ -262,9 +262,9 @@ def marabou_solve(
     return MarabouAnswer("SAFE", reason, solve_s, probe_s=time.perf_counter() - started - solve_s)
 
 
-def _violates(network_path: Path, prop: Property, witness: np.ndarray) -> bool:
-    """Is Marabou's input in a box, with outputs (float64, qverify's reading of the file) unsafe?"""
-    outputs = evaluate_core(load_network(network_path), witness[None, :])
+def _violates(network: Network, prop: Property, witness: np.ndarray) -> bool:
+    """Is another tool's input in a box, with outputs (float64, qverify's reading of the file) unsafe?"""
+    outputs = evaluate_core(network, witness[None, :])
     return bool(prop.violated_by(witness[None, :], outputs)[0])
 
 
@@ -498,7 +498,8 @@ def _float32_witness(instance: Instance, witness: np.ndarray) -> dict:
     prop = read_vnnlib(instance.vnnlib)
     if len(witness) != prop.n_inputs:
         return {"witness_violates": False}
-    if _violates(instance.network, prop, witness):
+    network = load_network(instance.network)  # (read once: the witness may be checked twice)
+    if _violates(network, prop, witness):
         return {"witness_violates": True}
     boxes = [(box.lo_array(), box.hi_array()) for box in prop.boxes]
     lo, hi = min(boxes, key=lambda b: float(np.max(np.maximum(b[0] - witness, witness - b[1]))))
@@ -506,7 +507,7 @@ def _float32_witness(instance: Instance, witness: np.ndarray) -> dict:
     if outside == 0.0 or outside > FLOAT32_SLACK * max(1.0, float(np.max(np.abs(witness)))):
         return {"witness_violates": False}
     inside = np.clip(witness, lo, hi)
-    return {"witness_violates": _violates(instance.network, prop, inside), "witness_outside_box": outside}
+    return {"witness_violates": _violates(network, prop, inside), "witness_outside_box": outside}
 
 
 # ----------------------------------------------------------------------------------- selection

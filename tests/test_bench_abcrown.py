@@ -26,6 +26,7 @@ from benchmarks.bench_marabou import (
     main,
     read_abcrown_results,
 )
+from qverify.io import load_network
 from qverify.properties import read_vnnlib
 from tests.conftest import ROOT
 
@@ -79,11 +80,11 @@ def test_counterexample_rounded_outside_the_box_is_moved_in_and_checked():
     """A float32 input at a box bound may round beyond it: within FLOAT32_SLACK it is moved back
     in (and says by how much); farther out it is not a counterexample of this property."""
     witness = _sat_witness()
-    box = read_vnnlib(SAT.vnnlib).boxes[0]
     prop = read_vnnlib(SAT.vnnlib)
-    hi = box.hi_array()
+    network = load_network(SAT.network)
+    hi = prop.boxes[0].hi_array()
     coordinate = next(
-        i for i in range(5) if _violates(SAT.network, prop, np.where(np.arange(5) == i, hi, witness))
+        i for i in range(5) if _violates(network, prop, np.where(np.arange(5) == i, hi, witness))
     )
     at_bound = np.where(np.arange(5) == coordinate, hi, witness)
     scale = max(1.0, float(np.max(np.abs(at_bound))))
