@@ -22,7 +22,7 @@ from qverify import __version__
 from qverify.backends import Backend, HarnessJob, InternalBackend, InternalOptions, Limits, Status, Verdict
 from qverify.backends.internal import core_share
 from qverify.codegen import CompiledNetwork, render_harness
-from qverify.codegen.conditions import box_is_empty
+from qverify.codegen.conditions import implementation_box
 from qverify.counterexample import (
     AdversarialExample,
     ReplayPrograms,
@@ -307,10 +307,9 @@ def _pipeline(
     framac = FramacOptions(timeout_s=max(MIN_STAGE_S, INVARIANTS_SHARE * options.limits.timeout_s))
     bounds = compute_bounds(qnet, prop, options.intervals, framac_options=framac)
     warnings += bounds.warnings
-    if all(box_is_empty(qnet, box) for box in prop.boxes):
-        warnings.append(
-            f"no representable input of {qnet.number} lies in the input region: SAFE holds vacuously"
-        )
+    moved = input_bounds_moved(qnet, prop)
+    if moved:
+        warnings.append(moved)
     started = clock.lap("invariants", started)
     harness = render_harness(qnet, prop, bounds.bounds).write(workdir / "harness")
     replay = ReplayPrograms(qnet, harness, workdir)
@@ -351,6 +350,20 @@ def _pipeline(
         warnings=tuple(dict.fromkeys(warnings)),
         invariants=bounds.method_used.value,
         harness=str(harness) if options.workdir is not None else "",
+    )
+
+
+def input_bounds_moved(qnet, prop: Property) -> str:
+    """One line when bounds of the input region lie between two values of the implementation's input
+    type: the device rounds such a measurement to the nearer (`qverify.quant.inputs`), so the
+    inputs verified are that rounding's image of the box (never empty); empty when none moved."""
+    moved = sum(implementation_box(qnet, box).moved for box in prop.boxes)
+    if not moved:
+        return ""
+    what = "input bound lies" if moved == 1 else "input bounds lie"
+    return (
+        f"{moved} {what} between two values of {qnet.number}'s inputs: verified on the input stage's "
+        "rounding to the nearer value (the inputs a device receives for the box)"
     )
 
 

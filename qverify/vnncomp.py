@@ -14,7 +14,9 @@ inputs as they are.
 
 Which question is asked (`Semantics`):
 - `real` (the competition's default): the real-valued network, as VNN-COMP scores it. qverify
-  verifies the float harness under the engine's `--semantics real` (every float operation exact);
+  verifies the float harness under the engine's `--semantics real` (every float operation exact) on
+  the harness's inputs: the nearest float32 values of the box's reals (`qverify.quant.inputs`), as
+  onnxruntime receives them, so an input pinned to a decimal no float equals is its nearest float;
   a counterexample is confirmed in exact rationals and in IEEE float (gcc), and the witness gives
   the float64 reference network's outputs.
 - `quantized`: an implementation (fixed point `<K,L>`, or float/double under IEEE semantics). Its

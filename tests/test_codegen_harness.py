@@ -20,6 +20,7 @@ from qverify.quant import (
     quantize_network,
     simulate,
 )
+from qverify.quant.inputs import fixed_word, nearest_float
 from tests.conftest import ACAS, ACAS_1_1
 
 # random words per format and property inside the boxes (plus 200 just outside and 200 corners): the
@@ -33,9 +34,12 @@ def expected_outcomes(qnet, prop, x, words_in):
     result = simulate(qnet, x)
     fmt = qnet.number
     outcomes = []
+    # the input stage's image of each box (issue 40: the words or floats its bounds round to)
+    convert = (lambda v: fixed_word(v, fmt)[0]) if words_in else (lambda v: nearest_float(v, fmt)[0])
+    images = [([convert(v) for v in box.lo], [convert(v) for v in box.hi]) for box in prop.boxes]
     for row, outputs, detected in zip(x, result.outputs, result.detected):
-        inputs = [Fraction(int(v), fmt.scale) if words_in else Fraction(float(v)) for v in row]
-        if not any(all(lo <= v <= hi for v, lo, hi in zip(inputs, box.lo, box.hi)) for box in prop.boxes):
+        inputs = [int(v) if words_in else float(v) for v in row]
+        if not any(all(lo <= v <= hi for v, lo, hi in zip(inputs, low, high)) for low, high in images):
             outcomes.append("ASSUME-FAILED")
             continue
         if detected:
@@ -168,20 +172,45 @@ def test_float_thresholds_round_in_the_exact_direction():
     assert diff == "y[1] >= y[0]"
 
 
-def test_boxes_keep_exactly_the_representable_points():
+@pytest.mark.parametrize("relation", list(Relation))
+@pytest.mark.parametrize("sign", [1, -1])
+def test_float_thresholds_beyond_the_type_compare_with_its_largest_value(relation, sign):
+    """Y_0 >= 1e39 in float: only +inf is beyond it, `y > FLT_MAX` says exactly that (it used to be an
+    internal error converting infinity); the C comparison agrees with the exact one on the extremes."""
+    number = FloatFormat()
+    threshold = sign * Fraction(10) ** 39
+    atom = Atom(((0, Fraction(1)),), -threshold, relation)
+    code = float_atom(atom, number).code
+    operator, literal = code.split()[1:]
+    limit = np.float32(float.fromhex(literal.removesuffix("f")))
+    assert abs(float(limit)) == float(np.finfo(np.float32).max)
+    compare = {">=": np.greater_equal, ">": np.greater, "<=": np.less_equal, "<": np.less}[operator]
+    above = relation in (Relation.GE, Relation.GT)
+    for y in (np.float32(np.inf), np.float32(-np.inf), limit, -limit, np.float32(0)):
+        if np.isfinite(y):
+            real = atom.holds_exact([Fraction(float(y))])
+        else:  # +inf is above every threshold, -inf below
+            real = above if y > 0 else not above
+        assert bool(compare(y, limit)) == real, (y, code)
+
+
+def test_boxes_are_the_input_stages_image():
+    """A bound between two words or floats becomes the nearer one (issue 40): a box of reals is
+    never empty for the implementation, and a point written in decimal is its nearest value."""
     box = Box((Fraction(1, 10), Fraction(-3, 16)), (Fraction(2, 10), Fraction(-3, 16)))
     cbox = fixed_box(box, Q)
-    assert (cbox.lo, cbox.hi, cbox.empty) == (("2", "-3"), ("3", "-3"), False)
-    empty = fixed_box(Box((Fraction(1, 100),), (Fraction(2, 100),)), Q)
-    assert empty.empty
+    assert (cbox.lo, cbox.hi, cbox.moved) == (("2", "-3"), ("3", "-3"), 2)
+    point = fixed_box(Box((Fraction(1, 100),), (Fraction(2, 100),)), Q)
+    assert (point.lo, point.hi) == (("0",), ("0",))
     fbox = float_box(Box((Fraction(1, 10),), (Fraction(1, 10),)), FloatFormat())
-    assert fbox.empty  # no float equals 1/10
+    assert fbox.lo == fbox.hi == (f"{float(np.float32(0.1)).hex()}f",)  # the float nearest 1/10
 
 
-def test_empty_box_is_announced(tmp_path):
+def test_moved_bounds_are_announced(tmp_path):
     from qverify.properties import robustness
 
     qnet = quantize_network(load_network(ACAS_1_1), ImplementationOptions(FixedFormat(24, 4)))
     prop = robustness([0.01] * 5, 0.001, label=0, n_outputs=5)
     text = render_harness(qnet, prop).text
-    assert "EMPTY" in text and "holds vacuously" in text
+    assert "EMPTY" not in text and "vacuous" not in text
+    assert "10 bound(s) between two representable values, rounded to the nearer" in text

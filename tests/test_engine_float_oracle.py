@@ -9,6 +9,8 @@ Thresholds, exact rationals written to VNN-LIB and read back:
     at the maximum                                          UNSAFE
     half an ulp above it (strictly between it and the next value of the type)   SAFE
     one ulp below it                                        UNSAFE
+and again with the box's ends written between two values of the type, and with one input pinned to
+such a real (degenerate and sub-ulp boxes: the input stage rounds them to the nearest value).
 The truth of each property is the property's own compiled harness run on every point; the
 engine's verdict must equal it (100 % decided and right), and every counterexample must be a value
 of the type that the harness reports as violating.
@@ -19,7 +21,7 @@ from __future__ import annotations
 import itertools
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 
@@ -115,9 +117,19 @@ def thresholds(instance: FloatInstance) -> list[tuple[str, Fraction]]:
     ]
 
 
-def property_for(instance: FloatInstance, name: str, threshold: Fraction) -> Property:
-    """Y_0 >= threshold on the box, through a VNN-LIB file (the threshold as an exact decimal)."""
-    box = Box(tuple(Fraction(v) for v in instance.lo), tuple(Fraction(v) for v in instance.hi))
+def sub_ulp(value: float, kind: FloatKind, fraction: Fraction) -> Fraction:
+    """`value` moved towards a neighbour by `fraction` (|fraction| < 1/2) of the gap to it: a real
+    between two values of the type whose nearest value is still `value` (issue 40)."""
+    bits = BITS[kind]
+    step = 1 if fraction > 0 else -1
+    neighbour = float(floatgrid.from_ordinal(floatgrid.ordinal(np.array(value), bits) + step, bits))
+    return Fraction(value) + abs(fraction) * (Fraction(neighbour) - Fraction(value))
+
+
+def property_for(instance: FloatInstance, name: str, threshold: Fraction, box: Box | None = None) -> Property:
+    """Y_0 >= threshold on the box (by default the instance's), through a VNN-LIB file (threshold
+    and bounds as exact decimals)."""
+    box = box or Box(tuple(Fraction(v) for v in instance.lo), tuple(Fraction(v) for v in instance.hi))
     atom = Atom(((0, Fraction(1)),), -threshold, Relation.GE)
     prop = Property(name, (box,), OutputCondition((Clause((atom,)),)))
     text = format_vnnlib(prop, instance.qnet.n_outputs)
@@ -130,14 +142,16 @@ def property_for(instance: FloatInstance, name: str, threshold: Fraction) -> Pro
     return read
 
 
-def check(instance: FloatInstance, name: str, threshold: Fraction, options: EngineOptions) -> EngineResult:
+def check(
+    instance: FloatInstance, name: str, threshold: Fraction, options: EngineOptions, box: Box | None = None
+) -> EngineResult:
     """The engine's verdict against the property's compiled harness on every point."""
     folder = instance.directory / f"{instance.kind.value}-{instance.seed}-{name}"
-    harness = render_harness(instance.qnet, property_for(instance, name, threshold)).write(folder)
+    harness = render_harness(instance.qnet, property_for(instance, name, threshold, box)).write(folder)
     executable = compile_replay(harness)
     lines = run_lines(executable, [" ".join(float(v).hex() for v in row) for row in instance.points])
     truth = "UNSAFE" if any(line.startswith("VIOLATED") for line in lines) else "SAFE"
-    assert truth == ("SAFE" if name == "half-ulp-above" else "UNSAFE"), instance.description
+    assert truth == ("SAFE" if name.endswith("half-ulp-above") else "UNSAFE"), instance.description
     start = time.monotonic()
     result = check_file(harness, [MODELS_C], options)
     context = (instance.description, name, threshold, round(time.monotonic() - start, 3), result.to_json())
@@ -156,6 +170,29 @@ def check_all(instance: FloatInstance, options: EngineOptions) -> None:
         check(instance, name, threshold, options)
 
 
+def check_sub_ulp(instance: FloatInstance, options: EngineOptions) -> None:
+    """The same truths with the box's ends written between two values of the type (less than half
+    a gap from the instance's ends, which the input stage's rounding gives back), then with input 0
+    pinned to one such real (a degenerate box of one value of the type: the points are the rows
+    holding that value)."""
+    rng = np.random.default_rng(9100 + instance.seed)
+
+    def fraction() -> Fraction:
+        return Fraction(int(rng.integers(1, 49)) * int(rng.choice([-1, 1])), 100)
+
+    lo = tuple(sub_ulp(v, instance.kind, fraction()) for v in instance.lo)
+    hi = tuple(sub_ulp(v, instance.kind, fraction()) for v in instance.hi)
+    for name, threshold in thresholds(instance):
+        check(instance, f"sub-ulp-{name}", threshold, options, Box(lo, hi))
+    pinned_value = float(instance.points[len(instance.points) // 2, 0])
+    rows = instance.points[:, 0] == pinned_value
+    pinned = replace(instance, points=instance.points[rows], y0=instance.y0[rows])
+    point = sub_ulp(pinned_value, instance.kind, fraction())
+    box = Box((point,) + lo[1:], (point,) + hi[1:])
+    for name, threshold in thresholds(pinned):
+        check(pinned, f"pinned-{name}", threshold, options, box)
+
+
 @pytest.fixture(scope="module")
 def directory(tmp_path_factory):
     return tmp_path_factory.mktemp("float-oracle")
@@ -169,6 +206,13 @@ def directory(tmp_path_factory):
 )
 def test_float_oracle_tiny_boxes(directory, kind, seed):
     check_all(make_instance(seed, kind, directory), budgeted())
+
+
+@pytest.mark.parametrize(
+    "kind, seed", [(FloatKind.FLOAT, 0), (FloatKind.FLOAT, 3), (FloatKind.DOUBLE, 1), (FloatKind.HALF, 0)]
+)
+def test_float_oracle_sub_ulp_and_degenerate_boxes(directory, kind, seed):
+    check_sub_ulp(make_instance(seed, kind, directory), budgeted())
 
 
 @pytest.mark.slow

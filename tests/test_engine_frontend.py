@@ -31,6 +31,7 @@ from qverify.quant import (
     Rounding,
     implementation_bounds,
     quantize_network,
+    simulate,
 )
 from tests.conftest import budgeted
 
@@ -53,6 +54,7 @@ def tiny_network(activation: Activation, seed: int = 3) -> Network:
 
 
 def two_clause_property(boxes: int = 1, empty: bool = False) -> Property:
+    """`empty`: a box whose X_0 lies strictly between two words of coarse formats."""
     box_list = [Box((Fraction(-1), Fraction(-1)), (Fraction(1), Fraction(1)))]
     if boxes > 1:
         box_list.append(Box((Fraction(2), Fraction(2)), (Fraction(3), Fraction(3))))
@@ -125,11 +127,19 @@ def test_injected_invariants_become_assumes(tmp_path):
     assert len(program.assumes) == 2 + 2 * (3 + 2)
 
 
-def test_empty_box_is_vacuously_safe(tmp_path):
+def test_a_box_between_two_words_is_the_nearest_word(tmp_path):
+    """X_0 in [0.01, 0.02] holds no word of <4,2> (quarters): the input stage rounds both ends to
+    the word 0, and the engine decides that input (issue 40: it used to be 'vacuously' SAFE)."""
     qnet = quantize_network(tiny_network(Activation.RELU), ImplementationOptions(FixedFormat(4, 2)))
-    harness = render_harness(qnet, two_clause_property(empty=True)).write(tmp_path)
+    prop = two_clause_property(empty=True)
+    harness = render_harness(qnet, prop).write(tmp_path)
     result = check_file(harness, [MODELS_C], budgeted())
-    assert result.status is EngineStatus.SAFE, result.to_json()
+    inputs = np.array([[0, w] for w in range(5)], dtype=np.int64)  # X_0 = 0, X_1 in [0, 1]
+    outputs = simulate(qnet, inputs).outputs
+    violating = [prop.unsafe.violated_clause_exact(qnet.output_reals(row)) >= 0 for row in outputs]
+    assert result.status is (EngineStatus.UNSAFE if any(violating) else EngineStatus.SAFE), result.to_json()
+    if result.status is EngineStatus.UNSAFE:
+        assert result.counterexample[0] == 0 and 0 <= result.counterexample[1] <= 4
 
 
 def test_sequential_loops_are_unrolled_and_tables_read_symbolically(tmp_path):

@@ -97,6 +97,28 @@ def _box_words(
     return lo, hi
 
 
+def _real_bounds(
+    rng: np.random.Generator, fmt: FixedFormat, lo: list[int], hi: list[int]
+) -> tuple[tuple[Fraction, ...], tuple[Fraction, ...]]:
+    """Real bounds whose image under the input stage is the words [lo, hi]: on the grid, or (two
+    instances in five) moved off it by less than the rounding moves back -- under half a word
+    (nearest) or under a word upward (floor) -- with a one-word side written as one point, as
+    VNN-LIB files pin inputs to decimals that no word equals (issue 40)."""
+    if rng.random() < 0.6:
+        return tuple(Fraction(v, fmt.scale) for v in lo), tuple(Fraction(v, fmt.scale) for v in hi)
+
+    def moved(word: int) -> Fraction:
+        if fmt.rounding is Rounding.NEAREST:
+            offset = Fraction(int(rng.integers(-449, 450)), 1000)
+        else:
+            offset = Fraction(int(rng.integers(0, 900)), 1000)
+        return (word + offset) / fmt.scale
+
+    low = [moved(a) for a in lo]
+    high = [low[i] if a == b else moved(b) for i, (a, b) in enumerate(zip(lo, hi))]
+    return tuple(low), tuple(max(h, l) for h, l in zip(high, low))
+
+
 def _enumerate(lo: list[int], hi: list[int]) -> np.ndarray:
     axes = [np.arange(a, b + 1) for a, b in zip(lo, hi)]
     return np.array(list(itertools.product(*axes)), dtype=np.int64)
@@ -149,15 +171,10 @@ def make_instance(seed: int, directory: Path) -> Instance:
                 if j != label:
                     atom = Atom(((j, Fraction(1)), (label, Fraction(-1))), Fraction(0), Relation.GE)
                     clauses.append(Clause((atom,)))
-        boxes = [Box(tuple(Fraction(v, fmt.scale) for v in lo), tuple(Fraction(v, fmt.scale) for v in hi))]
+        boxes = [Box(*_real_bounds(rng, fmt, lo, hi))]
         if rng.random() < 0.2:
             other_lo, other_hi = _box_words(rng, fmt, n_in)
-            boxes.append(
-                Box(
-                    tuple(Fraction(v, fmt.scale) for v in other_lo),
-                    tuple(Fraction(v, fmt.scale) for v in other_hi),
-                )
-            )
+            boxes.append(Box(*_real_bounds(rng, fmt, other_lo, other_hi)))
             points = np.unique(np.vstack([points, _enumerate(other_lo, other_hi)]), axis=0)
         prop = Property(f"oracle-{seed}", tuple(boxes), OutputCondition(tuple(clauses)))
         folder = directory / f"case{seed}"

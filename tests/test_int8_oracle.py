@@ -138,16 +138,24 @@ def make_instance(
         quant_in = qnet.input_quant
         code = quant_in.code
         if rng.random() < 0.5:  # the whole input box
-            lo_codes, hi_codes = [code.qmin] * 2, [code.qmax] * 2
+            lo_codes, hi_codes = [code.qmin, code.qmin], [code.qmax, code.qmax]
         else:
             lo_codes = [int(rng.integers(code.qmin, code.qmax - 10)) for _ in range(2)]
             hi_codes = [min(code.qmax, a + int(rng.integers(5, 120))) for a in lo_codes]
         # a real box whose float32 points quantize to exactly these codes: the codes' own values
-        box = Box(
-            tuple((a - quant_in.zero_point) * Fraction(quant_in.scale) for a in lo_codes),
-            tuple((b - quant_in.zero_point) * Fraction(quant_in.scale) for b in hi_codes),
-        )
-        assert [int(v) for v in implementation_box(qnet, box).lo] == lo_codes
+        lo_reals = [(a - quant_in.zero_point) * Fraction(quant_in.scale) for a in lo_codes]
+        hi_reals = [(b - quant_in.zero_point) * Fraction(quant_in.scale) for b in hi_codes]
+        if rng.random() < 0.3:
+            # input 0 pinned to a decimal no float32 equals (issue 40): the model receives its
+            # nearest float32 and quantizes that, one code
+            offset = float(rng.uniform(-0.4, 0.4))
+            value = Fraction(f"{(lo_codes[0] - quant_in.zero_point + offset) * quant_in.scale:.16g}")
+            (pinned,) = quant_in.quantize(np.array([float(value)], dtype=np.float32))
+            lo_codes[0] = hi_codes[0] = int(pinned)
+            lo_reals[0] = hi_reals[0] = value
+        box = Box(tuple(lo_reals), tuple(hi_reals))
+        converted = implementation_box(qnet, box)
+        assert [int(v) for v in converted.lo] == lo_codes and [int(v) for v in converted.hi] == hi_codes
         points = np.array(
             list(itertools.product(*(range(a, b + 1) for a, b in zip(lo_codes, hi_codes)))), dtype=np.int64
         )

@@ -348,12 +348,18 @@ def test_builtin_reports_origin_and_statistics():
     assert plain.stable_relus < result.stable_relus
 
 
-def test_an_empty_region_has_nothing_to_inject():
+def test_a_region_between_two_words_is_the_nearer_word():
+    """No multiple of 1/16 lies in [0.009, 0.011]: the input stage rounds the box to the word 0 in
+    every input (issue 40; it used to be an empty region with nothing to inject)."""
     qnet = quantize_network(acas_net(), ImplementationOptions(FixedFormat(24, 4)))
-    prop = robustness([0.01] * 5, 0.001, label=0, n_outputs=5)  # no multiple of 1/16 in the box
-    assert input_boxes(qnet, prop) == []
+    prop = robustness([0.01] * 5, 0.001, label=0, n_outputs=5)
+    (box,) = input_boxes(qnet, prop)
+    assert box.lo.tolist() == box.hi.tolist() == [0] * 5
     result = compute_bounds(qnet, prop, IntervalMethod.BUILTIN)
-    assert result.bounds is None and result.stats.boxes == 0
+    assert result.bounds is not None and result.stats.boxes == 1
+    outputs = simulate(qnet, np.zeros((1, 5), dtype=np.int64)).outputs[0]
+    last = result.bounds.layers[-1]
+    assert np.all(last.post_lo <= outputs) and np.all(outputs <= last.post_hi)
 
 
 def test_raw_unit_properties_are_refused(rng):

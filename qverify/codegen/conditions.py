@@ -6,10 +6,13 @@ A_i; as the left side is an integer, `>= t` becomes `>= ceil(t)`, `> t` becomes 
 and so on: the C comparison holds exactly when the real one does.
 Float: `y >= c` holds for a float y exactly when y >= (the smallest float >= c), and so on; a
 difference `y_i - y_j >= 0` is compared as `y_i >= y_j` (exact for IEEE numbers).
-Input boxes: `[lo, hi]` becomes the words `[ceil(lo * 2^l), floor(hi * 2^l)]` (exactly the
-representable points), or the floats `[smallest float >= lo, largest float <= hi]`.
+Input boxes: `[lo, hi]` becomes what the implementation's input stage makes of its reals
+(`qverify.quant.inputs`): the words `[Q(lo), Q(hi)]` (Q: the format's rounding of x * 2^l), the
+floats `[R(lo), R(hi)]` (R: round to nearest in the C type), or for int8 the codes of `R(lo)` and
+`R(hi)` in float32. The image of a non-empty box is never empty: a bound written between two
+representable values becomes the nearer one (a point `X_0 = 0.1` is the float nearest 0.1).
 int8: an output code y_i means (y_i - zero_point) * scale, an atom is compared as for fixed point
-with that affine reading; an input box becomes the codes its float32 points quantize to.
+with that affine reading.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from qverify.errors import RangeError, UnsupportedError
 from qverify.network import TensorQuant
 from qverify.properties import Atom, Box, Relation
 from qverify.quant import FixedFormat, FloatFormat, FloatKind
+from qverify.quant.inputs import fixed_word, nearest_float
 
 INT64_LIMIT = 1 << 62
 
@@ -116,7 +120,7 @@ def int8_atom(atom: Atom, output: TensorQuant) -> CAtom:
 
 
 def _float_up(value: Fraction, number: FloatFormat) -> float:
-    """The smallest value of the float type >= value."""
+    """The smallest value of the float type >= value (|value| within the type's finite range)."""
     candidate = number.dtype(float(value))
     if Fraction(float(candidate)) < value:
         candidate = np.nextafter(candidate, number.dtype(np.inf))
@@ -144,6 +148,14 @@ def float_atom(atom: Atom, number: FloatFormat) -> CAtom:
                 Relation.LT: Relation.GT,
             }[relation]
         bound = -atom.constant / coefficient
+        largest = Fraction(float(np.finfo(number.dtype).max))
+        if abs(bound) > largest:  # beyond every finite value: only an infinite output is beyond it
+            sign = 1 if bound > 0 else -1
+            above = relation in (Relation.GE, Relation.GT)
+            relation = {(1, True): Relation.GT, (1, False): Relation.LE}.get(
+                (sign, above), Relation.GE if above else Relation.LT
+            )
+            bound = sign * largest  # y >= 1e39 <=> y > max; y <= 1e39 <=> y <= max; mirrored below
         rounded = (
             _float_up(bound, number) if relation in (Relation.GE, Relation.LT) else _float_down(bound, number)
         )
@@ -161,57 +173,69 @@ def float_atom(atom: Atom, number: FloatFormat) -> CAtom:
 
 @dataclass(frozen=True, slots=True)
 class CBox:
-    """One input box in the implementation's domain; `empty` when it holds no representable point."""
+    """One input box in the implementation's domain: the image of a real box under the input stage
+    (`qverify.quant.inputs`), never empty for a box that is not empty as real numbers."""
 
     lo: tuple[str, ...]
     hi: tuple[str, ...]
-    empty: bool
-    clipped: bool  # the box reached beyond the word range and was cut to it
+    clipped: bool  # the box reached beyond the range of the input type and was cut to it
     comment: str
+    moved: int = 0  # bounds between two representable values, rounded to the nearest of them
+
+
+def _moved(values: list[Fraction], converted: list[tuple[Fraction, bool]]) -> int:
+    """How many bounds lay between two representable values (not counting those cut to the range)."""
+    return sum(exact != value and not clipped for value, (exact, clipped) in zip(values, converted))
+
+
+def _describe(box: Box, lo: list, hi: list) -> str:
+    return ", ".join(
+        f"[{float(a):.10g}, {float(b):.10g}] -> [{p}, {q}]" for a, b, p, q in zip(box.lo, box.hi, lo, hi)
+    )
 
 
 def fixed_box(box: Box, fmt: FixedFormat) -> CBox:
-    lo = [max(_ceil(v * fmt.scale), fmt.min_q) for v in box.lo]
-    hi = [min(_floor(v * fmt.scale), fmt.max_q) for v in box.hi]
-    clipped = any(_ceil(v * fmt.scale) < fmt.min_q for v in box.lo) or any(
-        _floor(v * fmt.scale) > fmt.max_q for v in box.hi
-    )
-    empty = any(low > high for low, high in zip(lo, hi))
-    pairs = ", ".join(
-        f"[{float(a):.10g}, {float(b):.10g}] -> [{p}, {q}]" for a, b, p, q in zip(box.lo, box.hi, lo, hi)
-    )
-    return CBox(tuple(map(str, lo)), tuple(map(str, hi)), empty, clipped, pairs)
+    """The words the harness's conversion gives for the box's reals: [Q(lo), Q(hi)], Q the format's
+    rounding of x * 2^l, saturated to the word range."""
+    low = [fixed_word(v, fmt) for v in box.lo]
+    high = [fixed_word(v, fmt) for v in box.hi]
+    lo, hi = [w for w, _ in low], [w for w, _ in high]
+    clipped = any(c for _, c in low) or any(c for _, c in high)
+    moved = _moved([*box.lo, *box.hi], [(Fraction(w, fmt.scale), c) for w, c in low + high])
+    return CBox(tuple(map(str, lo)), tuple(map(str, hi)), clipped, _describe(box, lo, hi), moved)
 
 
 def float_box(box: Box, number: FloatFormat) -> CBox:
-    lo = [_float_up(v, number) for v in box.lo]
-    hi = [_float_down(v, number) for v in box.hi]
-    empty = any(low > high for low, high in zip(lo, hi))
-    pairs = ", ".join(f"[{float(a):.10g}, {float(b):.10g}]" for a, b in zip(box.lo, box.hi))
+    """The values of the C type the box's reals round to (nearest, ties to even): [R(lo), R(hi)]."""
+    low = [nearest_float(v, number) for v in box.lo]
+    high = [nearest_float(v, number) for v in box.hi]
+    lo, hi = [f for f, _ in low], [f for f, _ in high]
+    clipped = any(c for _, c in low) or any(c for _, c in high)
+    moved = _moved([*box.lo, *box.hi], [(Fraction(f), c) for f, c in low + high])
     return CBox(
         tuple(float_literal(v, number.c_type) for v in lo),
         tuple(float_literal(v, number.c_type) for v in hi),
-        empty,
-        False,
-        pairs,
+        clipped,
+        _describe(box, [repr(v) for v in lo], [repr(v) for v in hi]),
+        moved,
     )
 
 
 def int8_box(box: Box, quant: TensorQuant) -> CBox:
-    """The input codes of a box of real inputs: the network quantizes its float32 input x to
-    QuantizeLinear(x), a non-decreasing function, so the float32 values of [lo, hi] give exactly the
-    codes [Q(smallest float32 >= lo), Q(largest float32 <= hi)] (every code between is reached,
-    as a scale spans many float32 values). Inputs beyond the codes' range saturate."""
+    """The input codes of a box of real inputs: the model receives the float32 value of each real
+    (rounded to nearest) and quantizes it, QuantizeLinear(x): both steps are non-decreasing, so the
+    box's codes are [Q(R(lo)), Q(R(hi))] (every code between is reached: a scale spans many float32
+    values). Inputs beyond the codes' range saturate."""
     f32 = FloatFormat(FloatKind.FLOAT)
-    low_reals = np.array([_float_up(v, f32) for v in box.lo], dtype=np.float32)
-    high_reals = np.array([_float_down(v, f32) for v in box.hi], dtype=np.float32)
+    low = [nearest_float(v, f32) for v in box.lo]
+    high = [nearest_float(v, f32) for v in box.hi]
+    low_reals = np.array([f for f, _ in low], dtype=np.float32)
+    high_reals = np.array([f for f, _ in high], dtype=np.float32)
     lo, hi = quant.quantize(low_reals), quant.quantize(high_reals)
-    empty = bool(np.any(low_reals > high_reals))
     saturated = bool(np.any(lo == quant.code.qmin) or np.any(hi == quant.code.qmax))
-    pairs = ", ".join(
-        f"[{float(a):.10g}, {float(b):.10g}] -> [{p}, {q}]" for a, b, p, q in zip(box.lo, box.hi, lo, hi)
-    )
-    return CBox(tuple(map(str, lo)), tuple(map(str, hi)), empty, saturated, pairs)
+    saturated = saturated or any(c for _, c in low) or any(c for _, c in high)
+    moved = _moved([*box.lo, *box.hi], [(Fraction(f), c) for f, c in low + high])
+    return CBox(tuple(map(str, lo)), tuple(map(str, hi)), saturated, _describe(box, lo, hi), moved)
 
 
 def implementation_box(qnet, box: Box) -> CBox:
@@ -232,8 +256,3 @@ def implementation_atom(qnet, atom: Atom) -> CAtom:
     if qnet.is_int8:
         return int8_atom(atom, qnet.output_quant)
     return float_atom(atom, number)
-
-
-def box_is_empty(qnet, box: Box) -> bool:
-    """Does the box hold no representable input of the network's number format?"""
-    return implementation_box(qnet, box).empty

@@ -39,18 +39,17 @@ def nondet_kind(qnet: QuantizedNetwork) -> str:
 
 def _hull(boxes: list[CBox], fixed: bool) -> tuple[list[str], list[str]]:
     """Per input, the loosest bounds over all boxes (the per-input assume before the disjunction)."""
-    live = [box for box in boxes if not box.empty] or boxes
     if fixed:
-        lo = [str(min(int(box.lo[i]) for box in live)) for i in range(len(live[0].lo))]
-        hi = [str(max(int(box.hi[i]) for box in live)) for i in range(len(live[0].hi))]
+        lo = [str(min(int(box.lo[i]) for box in boxes)) for i in range(len(boxes[0].lo))]
+        hi = [str(max(int(box.hi[i]) for box in boxes)) for i in range(len(boxes[0].hi))]
         return lo, hi
     lo = [
-        min((box.lo[i] for box in live), key=lambda t: float.fromhex(t.rstrip("f")))
-        for i in range(len(live[0].lo))
+        min((box.lo[i] for box in boxes), key=lambda t: float.fromhex(t.rstrip("f")))
+        for i in range(len(boxes[0].lo))
     ]
     hi = [
-        max((box.hi[i] for box in live), key=lambda t: float.fromhex(t.rstrip("f")))
-        for i in range(len(live[0].hi))
+        max((box.hi[i] for box in boxes), key=lambda t: float.fromhex(t.rstrip("f")))
+        for i in range(len(boxes[0].hi))
     ]
     return lo, hi
 
@@ -114,7 +113,6 @@ def harness_context(qnet: QuantizedNetwork, prop: Property, bounds: NeuronBounds
         property_name=prop.name,
         property_source=prop.source,
         boxes=boxes,
-        all_empty=all(box.empty for box in boxes),
         input_conditions=input_conditions,
         box_conditions=box_conditions,
         clauses=clauses,

@@ -58,8 +58,6 @@ def in_region(qnet: QuantizedNetwork, prop: Property, x: np.ndarray) -> bool:
     harness's assumes state them?"""
     for box in prop.boxes:
         cbox = implementation_box(qnet, box)
-        if cbox.empty:
-            continue
         if qnet.is_integer:
             lo, hi = [int(v) for v in cbox.lo], [int(v) for v in cbox.hi]
             if all(a <= int(v) <= b for v, a, b in zip(x, lo, hi)):

@@ -1,11 +1,13 @@
 """The property's input region in the implementation's units, and operations on per-neuron bounds.
 
-A property's region is a union of real boxes. For the implementation it becomes, per box, exactly the
-representable inputs inside it -- the boxes of the harness's assumes, taken from
-`qverify.codegen.conditions` so the two cannot disagree:
-- fixed point `<k,l>`: the words `[ceil(lo * 2^l), floor(hi * 2^l)]`, cut to the word range;
-- float: `[smallest float >= lo, largest float <= hi]` in the C type.
-A box without a representable point is empty and contributes nothing.
+A property's region is a union of real boxes. For the implementation it becomes, per box, what the
+input stage makes of the box's reals (`qverify.quant.inputs`) -- the boxes of the harness's assumes,
+taken from `qverify.codegen.conditions` so the two cannot disagree:
+- fixed point `<k,l>`: the words `[Q(lo), Q(hi)]` (the format's rounding of x * 2^l), cut to the
+  word range;
+- float: `[R(lo), R(hi)]`, R rounding to nearest in the C type;
+- int8: the codes of those float32 values.
+A box that is not empty as real numbers never becomes empty.
 """
 
 from __future__ import annotations
@@ -36,15 +38,13 @@ def _float_value(literal: str) -> float:
 
 
 def input_boxes(qnet: QuantizedNetwork, prop: Property) -> list[InputBox]:
-    """The non-empty boxes of the region, in the order of the property (may be an empty list)."""
+    """The boxes of the region, in the order of the property."""
     if prop.units is not Units.NORMALISED:
         raise InputError(f"property {prop.name} is in raw units: convert it with to_normalised first")
     prop.check_against(qnet.n_inputs, qnet.n_outputs)
     result = []
     for box in prop.boxes:
         cbox = implementation_box(qnet, box)
-        if cbox.empty:
-            continue
         if qnet.is_integer:
             lo = np.array([int(v) for v in cbox.lo], dtype=np.int64)
             hi = np.array([int(v) for v in cbox.hi], dtype=np.int64)

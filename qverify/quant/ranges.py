@@ -14,7 +14,7 @@ import numpy as np
 
 from qverify.errors import RangeError
 from qverify.network import AveragePool2D, Network
-from qverify.quant.fixed import MAX_WORD_BITS, FixedFormat, Overflow, quantize_real
+from qverify.quant.fixed import MAX_WORD_BITS, FixedFormat, Overflow, quantize_real, round_real_to_int
 from qverify.quant.intervals import implementation_bounds, real_bounds
 from qverify.quant.network import ImplementationOptions, QuantizedNetwork, quantize_network
 from qverify.quant.simulate import neuron_name
@@ -59,9 +59,11 @@ def largest_real_value(net: Network, lo: np.ndarray, hi: np.ndarray) -> tuple[fl
 
 
 def input_box_words(lo: np.ndarray, hi: np.ndarray, fmt: FixedFormat) -> tuple[np.ndarray, np.ndarray]:
-    """The integer box [ceil(lo*2^l), floor(hi*2^l)] intersected with the word range."""
-    lo_q = np.ceil(np.ldexp(np.asarray(lo, dtype=np.float64), fmt.frac_bits))
-    hi_q = np.floor(np.ldexp(np.asarray(hi, dtype=np.float64), fmt.frac_bits))
+    """The words the input stage gives for the float64 box [lo, hi] (`qverify.quant.inputs`: the
+    format's rounding of x * 2^l, exact for a float64 x), cut to the word range: never empty for
+    lo <= hi."""
+    lo_q = round_real_to_int(np.ldexp(np.asarray(lo, dtype=np.float64), fmt.frac_bits), fmt.rounding)
+    hi_q = round_real_to_int(np.ldexp(np.asarray(hi, dtype=np.float64), fmt.frac_bits), fmt.rounding)
     return (
         np.clip(lo_q, fmt.min_q, fmt.max_q).astype(np.int64),
         np.clip(hi_q, fmt.min_q, fmt.max_q).astype(np.int64),
@@ -82,8 +84,8 @@ SHOWN_SITES = 3  # neurons named in the overflow warning
 
 def overflow_warnings(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) -> list[str]:
     """The warnings of a fixed-point network over the real input box [lo, hi]: inputs beyond the
-    word range, an empty box, and one line counting the neurons that can overflow (naming the
-    first few: interval bounds over a whole box flag many, and a line each buried the verdict)."""
+    word range, and one line counting the neurons that can overflow (naming the first few: interval
+    bounds over a whole box flag many, and a line each buried the verdict)."""
     if not qnet.is_fixed:
         return []
     fmt: FixedFormat = qnet.number  # type: ignore[assignment]
@@ -92,10 +94,6 @@ def overflow_warnings(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) ->
     if outside.any():
         messages.append(f"the input box exceeds the range of {fmt}; inputs are limited to the word range")
     lo_q, hi_q = input_box_words(lo, hi, fmt)
-    if np.any(lo_q > hi_q):
-        return messages + [
-            f"the input box holds no representable input of {fmt}: the property holds vacuously"
-        ]
     sites = overflow_sites(qnet, lo_q, hi_q)
     if sites:  # one line, however many: interval bounds over a whole box flag many neurons
         shown = "; ".join(sites[:SHOWN_SITES]) + ("; ..." if len(sites) > SHOWN_SITES else "")
@@ -127,7 +125,7 @@ def propose_int_bits(
         except RangeError:
             continue  # a constant does not fit yet
         lo_q, hi_q = input_box_words(lo, hi, fmt)
-        if np.any(lo_q > hi_q) or not overflow_sites(qnet, lo_q, hi_q):  # an empty box cannot overflow
+        if not overflow_sites(qnet, lo_q, hi_q):
             return IntBitsProposal(k, frac_bits, real_k, magnitude, where)
     raise RangeError(
         f"no format with {frac_bits} fractional bits and at most {MAX_WORD_BITS} bits holds this network "

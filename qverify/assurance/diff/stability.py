@@ -112,7 +112,7 @@ def side_box(side: Implementation, lo: np.ndarray, hi: np.ndarray, widen: bool) 
         for texts, values in ((converted.lo, low), (converted.hi, high))
         for text, value in zip(texts, values)
     )
-    return box if same and not converted.empty else None
+    return box if same else None
 
 
 def prove_side(

@@ -111,8 +111,8 @@ def query_for(
     invariants: tuple[LayerBounds, ...] | None = None,
 ) -> NetworkQuery:
     """The query the generated harness of (qnet, prop) states, built without any C: the boxes go
-    through the codegen's own conversion to the implementation's domain (empty ones are left out),
-    the unsafe set is the property's."""
+    through the codegen's own conversion to the implementation's domain, the unsafe set is the
+    property's."""
     from qverify.codegen.conditions import implementation_box
 
     integer = qnet.is_integer
@@ -120,8 +120,6 @@ def query_for(
     regions = []
     for box in prop.boxes:
         converted = implementation_box(qnet, box)
-        if converted.empty:
-            continue
         lo = np.array([_literal_value(t, integer) for t in converted.lo], dtype=dtype)
         hi = np.array([_literal_value(t, integer) for t in converted.hi], dtype=dtype)
         regions.append(InputRegion(lo, hi))
