@@ -241,15 +241,20 @@ def test_pads_that_cannot_be_folded_are_errors_naming_the_node(tmp_path, case, k
     )
 
 
-def test_transposes_that_cannot_be_folded_are_errors(tmp_path):
+def test_transposes_no_dense_layer_absorbs_are_permute_nodes(tmp_path):
+    """tf2onnx's NHWC -> NCHW before a Conv, and a reordering of the outputs: `Permute` nodes, with
+    onnxruntime's values."""
     rng = np.random.default_rng(8)
     params = _params(rng, W1=(2, 2, 2, 2), B1=(2,), W2=(4, 3))
     before_conv = [
         helper.make_node("Transpose", ["x"], ["t"], name="swap", perm=[0, 3, 1, 2]),
         helper.make_node("Conv", ["t", "W1", "B1"], ["y"], kernel_shape=[2, 2]),
     ]
-    with pytest.raises(UnsupportedError, match=r"'swap' \(Transpose\) reorders values.*Conv"):
-        read_onnx(save_model(tmp_path, before_conv, params, [1, 3, 3, 2], None, name="a.onnx"))
+    path = save_model(tmp_path, before_conv, params, [1, 3, 3, 2], None, name="a.onnx")
+    net = read_onnx(path)
+    assert [layer.describe().split()[0] for layer in net.layers] == ["permute", "conv"]
+    x = rng.normal(size=(20, 18))
+    np.testing.assert_allclose(evaluate(net, x), run_onnxruntime(path, x), rtol=1e-5, atol=1e-6)
     at_output = [
         helper.make_node("MatMul", ["x", "W2"], ["m"]),
         helper.make_node("Reshape", ["m", "shape"], ["r"]),
@@ -257,8 +262,11 @@ def test_transposes_that_cannot_be_folded_are_errors(tmp_path):
     ]
     params["shape"] = np.array([1, 2, 3], dtype=np.int64)
     params["W2"] = rng.normal(size=(4, 6)).astype(np.float32)
-    with pytest.raises(UnsupportedError, match=r"'last' \(Transpose\)"):
-        read_onnx(save_model(tmp_path, at_output, params, [1, 4], None, name="b.onnx"))
+    path = save_model(tmp_path, at_output, params, [1, 4], None, name="b.onnx")
+    net = read_onnx(path)
+    assert [layer.describe().split()[0] for layer in net.layers] == ["dense", "permute"]
+    x = rng.normal(size=(20, 4))
+    np.testing.assert_allclose(evaluate(net, x), run_onnxruntime(path, x), rtol=1e-5, atol=1e-6)
     bad_perm = [helper.make_node("Transpose", ["x"], ["y"], name="odd", perm=[0, 0])]
     with pytest.raises(InputError, match="not a permutation"):
         read_onnx(save_model(tmp_path, bad_perm, {}, [1, 4], None, name="c.onnx"))

@@ -12,7 +12,18 @@ import numpy as np
 
 from qverify import __version__
 from qverify.codegen.literals import array_rows, matrix_rows, number_literal, tensor_rows
-from qverify.network import Activation, AveragePool2D, Conv2D, Dense, MaxPool2D, Network
+from qverify.network import (
+    NETWORK_INPUT,
+    Activation,
+    Add,
+    AveragePool2D,
+    Concat,
+    Conv2D,
+    Dense,
+    MaxPool2D,
+    Network,
+    Permute,
+)
 from qverify.quant import (
     Accumulation,
     FixedFormat,
@@ -157,12 +168,35 @@ def _int8_context(qnet: QuantizedNetwork, layer: QuantizedLayer, row_variable: s
     }
 
 
+def array_name(producer: int) -> str:
+    """The C array holding a node's output (`h<k>` for node k, 1-based; `x` for the input)."""
+    return "x" if producer == NETWORK_INPUT else f"h{producer + 1}"
+
+
+def _join_context(layer: QuantizedLayer, names: list[str]) -> dict:
+    """An addition's inputs; a concatenation's parts (input array, first output index, count); a
+    permutation's index table."""
+    source = layer.source
+    if isinstance(source, Add):
+        return {"kind": "add"}
+    if isinstance(source, Concat):
+        starts = np.concatenate(([0], np.cumsum(source.input_sizes)))
+        parts = [
+            {"input": name, "start": int(start), "stop": int(stop)}
+            for name, start, stop in zip(names, starts[:-1], starts[1:])
+        ]
+        return {"kind": "concat", "parts": parts}
+    assert isinstance(source, Permute)
+    return {"kind": "permute", "order_rows": array_rows(source.order, "int")}
+
+
 def _layer_context(
     qnet: QuantizedNetwork, index: int, layer: QuantizedLayer, bounds: NeuronBounds | None
 ) -> dict:
     literal_type = _literal_type(qnet)
     last = index == len(qnet.layers)
-    input_name = "x" if index == 1 else f"h{index - 1}"
+    names = [array_name(p) for p in qnet.wiring[index - 1]]
+    input_name = names[0]
     source = layer.source
     context = {
         "index": index,
@@ -171,6 +205,7 @@ def _layer_context(
         "description": source.describe(),  # type: ignore[union-attr]
         "activation": layer.activation.value,
         "input": input_name,
+        "inputs": names,
         "output": "y" if last else f"h{index}",
         "apply": _apply(layer.activation),
         "tree": None,
@@ -181,6 +216,9 @@ def _layer_context(
         else None,
     }
     weight_type = "int" if qnet.is_int8 else literal_type
+    if layer.is_join:
+        context.update(_join_context(layer, names))
+        return context
     if isinstance(source, Dense):
         context.update(
             kind="dense",
@@ -230,7 +268,9 @@ def loop_variables(layers: list[dict], balanced: bool) -> list[str]:
     """The C loop variables the layers use (declared once; unused ones would not compile)."""
     used: set[str] = set()
     for layer in layers:
-        if layer["kind"] == "dense":
+        if layer["kind"] in ("add", "concat", "permute"):
+            used |= {"j"}
+        elif layer["kind"] == "dense":
             used |= {"j"} if balanced else {"j", "i"}
         elif layer["kind"] == "conv":
             used |= {"j", "oc", "oy", "ox", "ic", "ky", "kx", "iy", "ix"}

@@ -59,7 +59,9 @@ def _multiply_adds(query: NetworkQuery) -> int:
     total = 0
     for layer in query.qnet.layers:
         source = layer.source
-        if layer.is_mac and not layer.is_dense:
+        if layer.is_join:
+            total += layer.n_in
+        elif layer.is_mac and not layer.is_dense:
             total += int(source.taps().count.sum())  # type: ignore[union-attr]
         elif not layer.is_mac:
             total += int(source.windows().count.sum())  # type: ignore[union-attr]

@@ -53,7 +53,7 @@ from qverify.quant import (
     Rounding,
     implementation_bounds,
 )
-from qverify.quant.intervals import activate_bounds
+from qverify.quant.intervals import activate_bounds, node_interval
 from qverify.quant.roundoff import TINY, U64, gamma
 
 SLOPE_BITS = 32  # fractional bits of the relaxation slopes (rounded up)
@@ -65,7 +65,7 @@ def symbolic_applies(qnet: QuantizedNetwork) -> bool:
     """Dense layers in fixed point, float or double: what the linear relations below cover."""
     if qnet.is_int8 or (qnet.is_float and qnet.number.is_half):  # type: ignore[union-attr]
         return False
-    return all(layer.is_dense for layer in qnet.layers)
+    return qnet.source.is_chain and all(layer.is_dense for layer in qnet.layers)
 
 
 def symbolic_cost(qnet: QuantizedNetwork) -> int:
@@ -303,7 +303,7 @@ def symbolic_bounds(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) -> t
     symbolic = True
     with np.errstate(over="ignore", invalid="ignore"):
         for index, layer in enumerate(qnet.layers):
-            (interval,) = implementation_bounds(replace(qnet, layers=(layer,)), post_lo, post_hi)
+            interval = node_interval(qnet, layer, post_lo, post_hi)
             pre_lo, pre_hi = interval.pre_lo, interval.pre_hi
             finite = np.isfinite(pre_lo.astype(np.float64)) & np.isfinite(pre_hi.astype(np.float64))
             symbolic = symbolic and bool(finite.all())

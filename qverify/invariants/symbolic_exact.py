@@ -55,7 +55,7 @@ from qverify.quant import (
     Rounding,
     implementation_bounds,
 )
-from qverify.quant.intervals import activate_bounds
+from qverify.quant.intervals import activate_bounds, node_interval
 
 GRID_BITS = 64  # fractional bits of the coefficient grid beyond the input scaling
 
@@ -364,7 +364,7 @@ def exact_symbolic_bounds(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray
     result = []
     symbolic = True
     for index, layer in enumerate(qnet.layers):
-        (interval,) = implementation_bounds(replace(qnet, layers=(layer,)), post_lo, post_hi)
+        interval = node_interval(qnet, layer, post_lo, post_hi)
         pre_lo, pre_hi = interval.pre_lo, interval.pre_hi
         finite = np.isfinite(pre_lo.astype(np.float64)) & np.isfinite(pre_hi.astype(np.float64))
         symbolic = symbolic and bool(finite.all())

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from qverify.network.model import Activation, Network
+from qverify.network.joins import Add, Concat, Permute
+from qverify.network.model import Activation, Network, gather_inputs
 from qverify.network.spatial import AveragePool2D, MaxPool2D
 
 
@@ -36,9 +37,16 @@ def pool_values(layer: MaxPool2D | AveragePool2D, values: np.ndarray, dtype: typ
 
 
 def apply_layer(layer, values: np.ndarray) -> np.ndarray:
-    """One layer of the float64 reference on a batch (batch, n_in)."""
+    """One node of the float64 reference on a batch (batch, n_in): its producers' outputs
+    concatenated."""
     if isinstance(layer, (MaxPool2D, AveragePool2D)):
         return pool_values(layer, values)
+    if isinstance(layer, Concat):
+        return values
+    if isinstance(layer, Permute):
+        return values[:, layer.order]
+    if isinstance(layer, Add):
+        return apply_activation(layer.activation, values.reshape(len(values), layer.count, -1).sum(axis=1))
     return apply_activation(layer.activation, values @ layer.matrix.T + layer.expanded_bias())
 
 
@@ -46,10 +54,11 @@ def evaluate_core(net: Network, x_norm: np.ndarray) -> np.ndarray:
     """Normalised inputs (n_in,) or (batch, n_in) to normalised outputs, float64."""
     values = np.asarray(x_norm, dtype=np.float64)
     single = values.ndim == 1
-    values = np.atleast_2d(values)
-    for layer in net.layers:
-        values = apply_layer(layer, values)
-    return values[0] if single else values
+    x = np.atleast_2d(values)
+    outputs: list[np.ndarray] = []
+    for index, layer in enumerate(net.layers):
+        outputs.append(apply_layer(layer, gather_inputs(net.wiring, index, x, outputs)))
+    return outputs[-1][0] if single else outputs[-1]
 
 
 def evaluate(net: Network, x: np.ndarray) -> np.ndarray:

@@ -1,4 +1,12 @@
-"""The network IR: a feed-forward stack of dense layers with NNet-style normalisation.
+"""The network IR: a feed-forward graph of layers (a chain in the common case) with NNet-style
+normalisation.
+
+A `Network` is a list of nodes in topological order -- dense, convolution and pooling layers
+(`qverify.network.spatial`) and joins (`qverify.network.joins`: a residual `Add`, a channel
+`Concat`) -- and its `wiring`: which nodes' outputs each node reads. Node k reads the outputs of
+`wiring[k]` concatenated (`NETWORK_INPUT` is the network's input); the last node's output is the
+network's output. A chain (each node reads the one before it) is the special case every NNet file
+and most ONNX files are, and the default wiring.
 
 Conventions (shared by every stage):
 - `Dense.weights` has shape (n_out, n_in): row i holds the weights into neuron i, so y = W x + b
@@ -18,9 +26,13 @@ import numpy as np
 from qverify.errors import InputError
 from qverify.network.activation import Activation
 from qverify.network.arrays import frozen_array, require_finite
+from qverify.network.joins import Add, Concat
 from qverify.network.qparams import AffineQuantization
 from qverify.network.spatial import AveragePool2D, Conv2D, MaxPool2D
 from qverify.network.taps import Taps
+
+NETWORK_INPUT = -1  # in `Network.wiring`: the network's input
+Wiring = tuple[tuple[int, ...], ...]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -54,6 +66,10 @@ class Dense:
     @property
     def output_shape(self) -> tuple[int]:
         return (self.n_out,)
+
+    @property
+    def input_sizes(self) -> tuple[int, ...]:
+        return (self.n_in,)
 
     @property
     def matrix(self) -> np.ndarray:
@@ -141,40 +157,50 @@ class OutputNormalisation:
         return np.asarray(y_norm) * self.range + self.mean
 
 
+def gather_inputs(wiring: Wiring, index: int, x: np.ndarray, outputs: list[np.ndarray]) -> np.ndarray:
+    """What node `index` reads: its producers' values (`outputs[p]`, or the network input `x`)
+    joined along the last axis, in order (one producer: its array itself). Every stage that runs
+    the network node by node (reference, simulator, bounds, attack) gathers a node's input here."""
+    parts = [x if p == NETWORK_INPUT else outputs[p] for p in wiring[index]]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
+
+
+def chain_wiring(count: int) -> Wiring:
+    """Each of `count` nodes reading the one before it (the first reads the network's input)."""
+    return tuple((index - 1,) for index in range(count))
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Network:
-    """A feed-forward network: layers, optional normalisation, and where it came from.
+    """A feed-forward network: nodes, their wiring, optional normalisation, and where it came from.
 
-    `layers` are `Dense`, `Conv2D`, `MaxPool2D` or `AveragePool2D` (qverify.network.spatial), each
-    mapping a flat vector to a flat vector. `quantization` holds the int8 affine parameters of a
-    model read from a quantized ONNX file (`qverify.network.qparams`): the layers then hold the
-    dequantized weights, and `quantize_network` with the int8 format uses the integers.
+    `layers` are the nodes in topological order: `Dense`, `Conv2D`, `MaxPool2D`, `AveragePool2D`
+    (qverify.network.spatial), `Add` or `Concat` (qverify.network.joins), each mapping a flat vector
+    (its producers' outputs concatenated) to a flat vector. `wiring[k]` lists node k's producers
+    (`NETWORK_INPUT` for the input; default: a chain). `quantization` holds the int8 affine
+    parameters of a model read from a quantized ONNX file (`qverify.network.qparams`): the layers
+    then hold the dequantized weights, and `quantize_network` with the int8 format uses the integers.
     """
 
-    layers: tuple[Dense | Conv2D | MaxPool2D | AveragePool2D, ...]
+    layers: tuple[Dense | Conv2D | MaxPool2D | AveragePool2D | Add | Concat, ...]
     input_norm: InputNormalisation | None = None
     output_norm: OutputNormalisation | None = None
     name: str = "network"
     source: str = ""
     image_shape: tuple[int, ...] | None = field(default=None)
     quantization: AffineQuantization | None = field(default=None)
+    wiring: Wiring = field(default=())
+    notes: tuple[str, ...] = field(default=())  # what reading the file changed (e.g. a dropped Softmax)
+    output_softmax: bool = field(default=False)  # the file ends in a Softmax, dropped (`io.onnx_graph`)
+    _input_size: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layers", tuple(self.layers))
         if not self.layers:
             raise InputError("network has no layers")
-        for index, (before, after) in enumerate(zip(self.layers, self.layers[1:]), start=1):
-            if before.n_out != after.n_in:
-                raise InputError(
-                    f"layer {index} has {before.n_out} outputs but layer {index + 1} "
-                    f"expects {after.n_in} inputs"
-                )
-            spatial_pair = len(before.output_shape) == 3 and len(after.input_shape) == 3
-            if spatial_pair and before.output_shape != after.input_shape:
-                raise InputError(
-                    f"shape mismatch: layer {index} gives a tensor of shape {before.output_shape} but "
-                    f"layer {index + 1} expects {after.input_shape}"
-                )
+        wiring = tuple(tuple(int(p) for p in producers) for producers in self.wiring)
+        object.__setattr__(self, "wiring", wiring or chain_wiring(len(self.layers)))
+        self._check_wiring()
         if self.input_norm is not None and self.input_norm.size != self.n_inputs:
             raise InputError(
                 f"input normalisation has {self.input_norm.size} entries for {self.n_inputs} inputs"
@@ -184,9 +210,73 @@ class Network:
         if self.quantization is not None:
             self.quantization.check_against(self.layers)
 
+    def _check_wiring(self) -> None:
+        """Topological order, sizes and shapes of every edge, and every node used by the output."""
+        if len(self.wiring) != len(self.layers):
+            raise InputError(f"wiring lists {len(self.wiring)} nodes, the network has {len(self.layers)}")
+        input_size = None
+        used = {len(self.layers) - 1}
+        for index in range(len(self.layers) - 1, -1, -1):
+            if index in used:
+                used.update(p for p in self.wiring[index] if p != NETWORK_INPUT)
+        for index, (layer, producers) in enumerate(zip(self.layers, self.wiring)):
+            where = f"node {index + 1} ({layer.describe()})"
+            if not producers or any(not NETWORK_INPUT <= p < index for p in producers):
+                raise InputError(f"{where} reads {list(producers)}: only earlier nodes or the input (-1)")
+            if index not in used:
+                raise InputError(
+                    f"{where}: its output is never used (it does not reach the network's output)"
+                )
+            expected = layer.input_sizes
+            if len(expected) != len(producers):
+                raise InputError(f"{where} reads {len(expected)} tensors, the wiring gives {len(producers)}")
+            for slot, (producer, size) in enumerate(zip(producers, expected)):
+                if producer == NETWORK_INPUT:
+                    if input_size is not None and input_size != size:
+                        raise InputError(
+                            f"{where} reads the input as {size} values, another node as {input_size}"
+                        )
+                    input_size = size
+                    continue
+                before = self.layers[producer]
+                which = f" as input {slot + 1}" if len(producers) > 1 else ""
+                if before.n_out != size:
+                    raise InputError(
+                        f"layer {producer + 1} has {before.n_out} outputs but layer {index + 1} "
+                        f"expects {size} inputs{which}"
+                    )
+                shapes = getattr(layer, "input_shapes", None) or (getattr(layer, "input_shape", ()),)
+                wanted = shapes[slot] if slot < len(shapes) else ()
+                if len(before.output_shape) == 3 and len(wanted) == 3 and before.output_shape != wanted:
+                    raise InputError(
+                        f"shape mismatch: layer {producer + 1} gives a tensor of shape {before.output_shape} "
+                        f"but layer {index + 1} expects {wanted}{which}"
+                    )
+        if input_size is None:
+            raise InputError("no node reads the network's input")
+        object.__setattr__(self, "_input_size", input_size)
+
+    @property
+    def is_chain(self) -> bool:
+        """Each node reads the one before it (every network NNet and the original reader held)."""
+        return self.wiring == chain_wiring(len(self.layers))
+
+    def producers(self, index: int) -> tuple[int, ...]:
+        """The nodes node `index` reads, in order (`NETWORK_INPUT` for the network's input)."""
+        return self.wiring[index]
+
+    def consumers(self) -> tuple[tuple[int, ...], ...]:
+        """Per node, the nodes that read its output (the last node's: none)."""
+        readers: list[list[int]] = [[] for _ in self.layers]
+        for index, producers in enumerate(self.wiring):
+            for producer in producers:
+                if producer != NETWORK_INPUT:
+                    readers[producer].append(index)
+        return tuple(tuple(r) for r in readers)
+
     @property
     def n_inputs(self) -> int:
-        return self.layers[0].n_in
+        return self._input_size  # type: ignore[attr-defined]
 
     @property
     def n_outputs(self) -> int:
@@ -198,14 +288,16 @@ class Network:
 
     @property
     def is_dense(self) -> bool:
-        """Only dense layers (what NNet files and the balanced MAC layout can express)."""
-        return all(isinstance(layer, Dense) for layer in self.layers)
+        """A chain of dense layers only (what NNet files and the balanced MAC layout can express)."""
+        return self.is_chain and all(isinstance(layer, Dense) for layer in self.layers)
 
     def digest(self) -> str:
         """A SHA-256 of the weights, biases, activations, geometry, normalisation and quantization
         parameters (hex, 16 chars). Generated C records it, so a file can be traced back to the
         exact network. Dense-only networks hash as they always did."""
         sha = hashlib.sha256()
+        if not self.is_chain:  # (chains hash as they always did)
+            sha.update(repr(self.wiring).encode())
         for layer in self.layers:
             if not isinstance(layer, Dense):
                 sha.update(layer.describe().encode())

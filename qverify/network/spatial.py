@@ -155,6 +155,10 @@ class Conv2D:
         return math.prod(self.input_shape)
 
     @property
+    def input_sizes(self) -> tuple[int, ...]:
+        return (self.n_in,)
+
+    @property
     def n_out(self) -> int:
         return math.prod(self.output_shape)
 
@@ -269,6 +273,10 @@ class _Pool2D:
     @property
     def n_in(self) -> int:
         return math.prod(self.input_shape)
+
+    @property
+    def input_sizes(self) -> tuple[int, ...]:
+        return (self.n_in,)
 
     @property
     def n_out(self) -> int:

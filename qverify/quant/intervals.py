@@ -16,7 +16,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from qverify.errors import InputError
-from qverify.network import Activation, AveragePool2D, MaxPool2D, Network, apply_activation
+from qverify.network import (
+    Activation,
+    Add,
+    AveragePool2D,
+    Concat,
+    MaxPool2D,
+    Network,
+    Permute,
+    apply_activation,
+    gather_inputs,
+)
 from qverify.network.evaluate import pool_values
 from qverify.quant.fixed import FixedFormat, Overflow, round_shift
 from qverify.quant.lut import lut_fixed, lut_float
@@ -51,20 +61,32 @@ def real_bounds(net: Network, lo: np.ndarray, hi: np.ndarray) -> tuple[LayerBoun
     lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
     if lo.shape != (net.n_inputs,) or hi.shape != (net.n_inputs,) or np.any(lo > hi):
         raise InputError(f"input box must give {net.n_inputs} intervals with lo <= hi")
-    result = []
-    for layer in net.layers:
+    result: list[LayerBounds] = []
+    for index, layer in enumerate(net.layers):
+        h_lo = gather_inputs(net.wiring, index, lo, [bounds.post_lo for bounds in result])
+        h_hi = gather_inputs(net.wiring, index, hi, [bounds.post_hi for bounds in result])
+        none = np.zeros(layer.n_out, dtype=bool)
         if isinstance(layer, (MaxPool2D, AveragePool2D)):
-            pre_lo, pre_hi = _real_pool(layer, lo, hi)
-            result.append(LayerBounds(pre_lo, pre_hi, pre_lo, pre_hi, np.zeros(layer.n_out, dtype=bool)))
-            lo, hi = pre_lo, pre_hi
+            pre_lo, pre_hi = _real_pool(layer, h_lo, h_hi)
+            result.append(LayerBounds(pre_lo, pre_hi, pre_lo, pre_hi, none))
             continue
-        weights, bias = layer.matrix, layer.expanded_bias()
-        positive, negative = np.maximum(weights, 0), np.minimum(weights, 0)
-        pre_hi = positive @ hi + negative @ lo + bias
-        pre_lo = positive @ lo + negative @ hi + bias
-        magnitude = np.abs(weights) @ np.maximum(np.abs(lo), np.abs(hi)) + np.abs(bias)
-        slack = (layer.n_in + 3) * EPS64 * magnitude + 1e-300  # float64 dot-product error bound
-        pre_lo, pre_hi = pre_lo - slack, pre_hi + slack
+        if isinstance(layer, (Concat, Permute)):
+            order = layer.order if isinstance(layer, Permute) else slice(None)
+            result.append(LayerBounds(h_lo[order], h_hi[order], h_lo[order], h_hi[order], none))
+            continue
+        if isinstance(layer, Add):
+            parts_lo, parts_hi = h_lo.reshape(layer.count, -1), h_hi.reshape(layer.count, -1)
+            magnitude = np.maximum(np.abs(parts_lo), np.abs(parts_hi)).sum(axis=0)
+            slack = (layer.count + 3) * EPS64 * magnitude + 1e-300
+            pre_lo, pre_hi = parts_lo.sum(axis=0) - slack, parts_hi.sum(axis=0) + slack
+        else:
+            weights, bias = layer.matrix, layer.expanded_bias()
+            positive, negative = np.maximum(weights, 0), np.minimum(weights, 0)
+            pre_hi = positive @ h_hi + negative @ h_lo + bias
+            pre_lo = positive @ h_lo + negative @ h_hi + bias
+            magnitude = np.abs(weights) @ np.maximum(np.abs(h_lo), np.abs(h_hi)) + np.abs(bias)
+            slack = (layer.n_in + 3) * EPS64 * magnitude + 1e-300  # float64 dot-product error bound
+            pre_lo, pre_hi = pre_lo - slack, pre_hi + slack
         post_lo, post_hi = _outward(
             apply_activation(layer.activation, pre_lo), apply_activation(layer.activation, pre_hi)
         )
@@ -73,8 +95,7 @@ def real_bounds(net: Network, lo: np.ndarray, hi: np.ndarray) -> tuple[LayerBoun
                 apply_activation(layer.activation, pre_lo),
                 apply_activation(layer.activation, pre_hi),
             )
-        result.append(LayerBounds(pre_lo, pre_hi, post_lo, post_hi, np.zeros(layer.n_out, dtype=bool)))
-        lo, hi = post_lo, post_hi
+        result.append(LayerBounds(pre_lo, pre_hi, post_lo, post_hi, none))
     return tuple(result)
 
 
@@ -233,29 +254,55 @@ def _int8_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray) -> tuple:
     )
 
 
+def _join_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: QuantizedNetwork):
+    """Joins: the C's additions on the bounds (monotone once the overflow mode is applied; a wrap
+    that may happen, or a float NaN, widens to the whole range), values moved otherwise."""
+    from qverify.quant.simulate import join_values
+
+    values, overflow = join_values(layer, np.stack([lo, hi]), qnet)
+    low, high = values[0], values[1]
+    may = overflow.any(axis=0)
+    if qnet.is_fixed and qnet.number.overflow is Overflow.WRAP:  # type: ignore[union-attr]
+        fmt: FixedFormat = qnet.number  # type: ignore[assignment]
+        low, high = np.where(may, fmt.min_q, low), np.where(may, fmt.max_q, high)
+    elif qnet.is_float:
+        unknown = np.isnan(low) | np.isnan(high)
+        low = np.where(unknown, -np.inf, low).astype(low.dtype)
+        high = np.where(unknown, np.inf, high).astype(high.dtype)
+    return (low, high), may
+
+
+def node_interval(
+    qnet: QuantizedNetwork, layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray
+) -> LayerBounds:
+    """Bounds of one node's values for its input (its producers' values concatenated) in [lo, hi]."""
+    if qnet.is_int8:
+        (pre_lo, pre_hi), (post_lo, post_hi) = _int8_layer(layer, lo, hi)
+        return LayerBounds(pre_lo, pre_hi, post_lo, post_hi, np.zeros(layer.n_out, dtype=bool))
+    if layer.is_mac:
+        bounds_of = _fixed_layer if qnet.is_fixed else _float_layer
+        (pre_lo, pre_hi), may_overflow = bounds_of(layer, lo, hi, qnet)
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            bounds_of = _join_layer if layer.is_join else _pool_layer
+            (pre_lo, pre_hi), may_overflow = bounds_of(layer, lo, hi, qnet)
+    post_lo, post_hi = activate_bounds(qnet, layer.activation, pre_lo, pre_hi)
+    return LayerBounds(pre_lo, pre_hi, post_lo, post_hi, may_overflow)
+
+
 def implementation_bounds(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) -> tuple[LayerBounds, ...]:
     """Bounds of the C's neuron values for inputs in [lo, hi] (words for fixed, values for float,
-    codes for int8; for int8 `pre` is the int32 accumulator)."""
+    codes for int8; for int8 `pre` is the int32 accumulator), node by node in the wiring's order."""
     if qnet.is_integer:
         lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
-        layer_bounds = _fixed_layer
     else:
         dtype = qnet.number.dtype  # type: ignore[union-attr]
         lo, hi = np.asarray(lo, dtype=dtype), np.asarray(hi, dtype=dtype)
-        layer_bounds = _float_layer
     if lo.shape != (qnet.n_inputs,) or np.any(lo > hi):
         raise InputError(f"input box must give {qnet.n_inputs} intervals with lo <= hi")
-    result = []
-    for layer in qnet.layers:
-        if qnet.is_int8:
-            (pre_lo, pre_hi), (lo, hi) = _int8_layer(layer, lo, hi)
-            result.append(LayerBounds(pre_lo, pre_hi, lo, hi, np.zeros(layer.n_out, dtype=bool)))
-            continue
-        if layer.is_mac:
-            (pre_lo, pre_hi), may_overflow = layer_bounds(layer, lo, hi, qnet)
-        else:
-            with np.errstate(over="ignore", invalid="ignore"):
-                (pre_lo, pre_hi), may_overflow = _pool_layer(layer, lo, hi, qnet)
-        lo, hi = activate_bounds(qnet, layer.activation, pre_lo, pre_hi)
-        result.append(LayerBounds(pre_lo, pre_hi, lo, hi, may_overflow))
+    result: list[LayerBounds] = []
+    for index, layer in enumerate(qnet.layers):
+        h_lo = qnet.node_inputs(index, lo, [bounds.post_lo for bounds in result])
+        h_hi = qnet.node_inputs(index, hi, [bounds.post_hi for bounds in result])
+        result.append(node_interval(qnet, layer, h_lo, h_hi))
     return tuple(result)

@@ -15,15 +15,19 @@ import numpy as np
 from qverify.errors import InputError, RangeError, UnsupportedError
 from qverify.network import (
     Activation,
+    Add,
     AveragePool2D,
     CodeType,
+    Concat,
     Conv2D,
     Dense,
     Layer,
     MaxPool2D,
     Network,
+    Permute,
     PoolQuant,
     TensorQuant,
+    gather_inputs,
 )
 from qverify.network.qparams import LayerQuant, MacQuant
 from qverify.quant.affine import Int8Format, Int8Kernel, RequantMode, accumulator_bounds, thresholds
@@ -102,7 +106,7 @@ class QuantizedLayer:
     for dense, the 4-D kernel for a convolution) and `bias` per output channel: words (fixed),
     values of the float type, or int8 weights and int32 biases (int8). Average pools: `weights`
     holds the reciprocal of each output neuron's divisor in the format (the C multiplies the window's
-    sum by it), `bias` is empty. Max pools: both empty.
+    sum by it), `bias` is empty. Max pools and joins (`Add`, `Concat`, `Permute`): both empty.
     """
 
     weights: np.ndarray
@@ -126,6 +130,15 @@ class QuantizedLayer:
     @property
     def is_mac(self) -> bool:
         return isinstance(self.source, (Dense, Conv2D))
+
+    @property
+    def is_pool(self) -> bool:
+        return isinstance(self.source, (MaxPool2D, AveragePool2D))
+
+    @property
+    def is_join(self) -> bool:
+        """A node that adds, concatenates or moves its inputs (`qverify.network.joins`)."""
+        return isinstance(self.source, (Add, Concat, Permute))
 
     @property
     def is_dense(self) -> bool:
@@ -198,11 +211,21 @@ class QuantizedNetwork:
 
     @property
     def n_inputs(self) -> int:
-        return self.layers[0].n_in
+        return self.source.n_inputs
 
     @property
     def n_outputs(self) -> int:
         return self.layers[-1].n_out
+
+    @property
+    def wiring(self) -> tuple[tuple[int, ...], ...]:
+        """Per node, the nodes it reads (`qverify.network.Network.wiring`)."""
+        return self.source.wiring
+
+    def node_inputs(self, index: int, x: np.ndarray, outputs: list[np.ndarray]) -> np.ndarray:
+        """What node `index` reads: its producers' values (`outputs[p]`, or the input `x`) joined
+        along the last axis, in order (one producer: its array itself)."""
+        return gather_inputs(self.source.wiring, index, x, outputs)
 
     def output_reals(self, outputs: np.ndarray) -> list[Fraction]:
         """The exact (normalised) real values of one output vector: words * 2^-l, codes
@@ -251,7 +274,7 @@ def _quantize_values(values: np.ndarray, number: NumberFormat, what: str) -> np.
 def _quantize_layer(index: int, layer: Layer, number: NumberFormat) -> QuantizedLayer:
     """A layer's constants in a fixed-point or float format."""
     empty = np.zeros(0)
-    if isinstance(layer, MaxPool2D):
+    if isinstance(layer, (MaxPool2D, Add, Concat, Permute)):
         return QuantizedLayer(empty, empty, layer.activation, layer)
     if isinstance(layer, AveragePool2D):
         reciprocals = _quantize_values(1.0 / layer.divisors(), number, f"layer {index} pool reciprocal")

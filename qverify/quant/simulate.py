@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from qverify.errors import InputError
-from qverify.network import Activation, AveragePool2D
+from qverify.network import Activation, Add, AveragePool2D, Permute
 from qverify.quant.affine import apply_thresholds
 from qverify.quant.fixed import FixedFormat, Overflow, add, apply_overflow, mult, round_shift
 from qverify.quant.floatfmt import FloatFormat
@@ -209,6 +209,38 @@ def pool_words(layer: QuantizedLayer, x: np.ndarray, qnet: QuantizedNetwork) -> 
         return (acc * layer.weights.astype(fmt.dtype)[None, :]).astype(fmt.dtype), overflow  # type: ignore[union-attr]
 
 
+def join_values(
+    layer: QuantizedLayer, x: np.ndarray, qnet: QuantizedNetwork
+) -> tuple[np.ndarray, np.ndarray]:
+    """A join on a batch (its inputs concatenated), as the C computes it, and which neurons
+    overflowed (fixed point): an `Add` sums its inputs left to right (fxp_add, or one rounded
+    addition in the float type per input after the first), a `Concat` is its input, a `Permute`
+    moves values."""
+    source = layer.source
+    if isinstance(source, Permute):
+        return x[:, source.order], np.zeros((len(x), layer.n_out), dtype=bool)
+    if not isinstance(source, Add):  # Concat: the concatenated input is the output
+        return x, np.zeros(x.shape, dtype=bool)
+    parts = x.reshape(len(x), source.count, source.size)
+    acc = parts[:, 0]
+    overflow = np.zeros(acc.shape, dtype=bool)
+    fmt = qnet.number
+    with np.errstate(over="ignore", invalid="ignore"):
+        for i in range(1, source.count):
+            if isinstance(fmt, FixedFormat):
+                acc, overflowed = add(acc, parts[:, i], fmt)
+                overflow |= overflowed
+            else:
+                acc = (acc + parts[:, i]).astype(fmt.dtype)  # type: ignore[union-attr]
+    return acc, overflow
+
+
+def _join(layer: QuantizedLayer, x: np.ndarray, qnet: QuantizedNetwork, log: _OverflowLog, offset: int):
+    values, overflowed = join_values(layer, x, qnet)
+    log.record(overflowed, offset)
+    return values
+
+
 def _pool(layer: QuantizedLayer, x: np.ndarray, qnet: QuantizedNetwork, log: _OverflowLog, offset: int):
     words, overflowed = pool_words(layer, x, qnet)
     log.record(overflowed, offset)
@@ -276,21 +308,26 @@ def simulate(qnet: QuantizedNetwork, x: np.ndarray, trace: bool = False) -> Simu
     words or codes, or float values, exactly what the C's replay main prints (with `--raw` for
     words and codes).
     """
-    values = _check_inputs(qnet, x)
-    log = _OverflowLog(values.shape[0])
+    inputs = _check_inputs(qnet, x)
+    log = _OverflowLog(inputs.shape[0])
     traces = []
+    outputs: list[np.ndarray] = []
     offset = 0
-    for layer in qnet.layers:
+    for index, layer in enumerate(qnet.layers):
+        values = qnet.node_inputs(index, inputs, outputs)
         if qnet.is_int8:
             pre = values = _int8_layer(layer, values)
         else:
-            if not layer.is_mac:
+            if layer.is_join:
+                pre = _join(layer, values, qnet, log, offset)
+            elif layer.is_pool:
                 pre = _pool(layer, values, qnet, log, offset)
             elif qnet.is_fixed:
                 pre = _fixed_accumulate(layer, values, qnet, log, offset)
             else:
                 pre = _float_accumulate(layer, values, qnet.number, qnet.options.layout)  # type: ignore[arg-type]
             values = _activate(qnet, layer.activation, pre)
+        outputs.append(values)
         if trace:
             traces.append(LayerTrace(pre=pre, post=values))
         offset += layer.n_out

@@ -175,13 +175,14 @@ def to_implementation(model: NetModel, region: InputRegion, reals: np.ndarray) -
 
 def surrogate_forward(model: NetModel, x: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     """The real-valued network in float64 on a batch; also every layer's pre-activation values."""
-    values = np.atleast_2d(x)
-    pres = []
-    for layer in model.layers:
-        pre = layer.op.forward(values) + layer.bias
+    x = np.atleast_2d(x)
+    pres: list[np.ndarray] = []
+    outputs: list[np.ndarray] = []
+    for index, layer in enumerate(model.layers):
+        pre = layer.op.forward(model.gather(index, x, outputs)) + layer.bias
         pres.append(pre)
-        values = layer.activation.forward(pre)
-    return values, pres
+        outputs.append(layer.activation.forward(pre))
+    return outputs[-1], pres
 
 
 def surrogate_outputs(model: NetModel, x: np.ndarray) -> np.ndarray:
@@ -214,11 +215,23 @@ def unsafe_loss(model: NetModel, forms: list[AtomForm], x: np.ndarray) -> tuple[
         better = values[rows, worst] < best_value
         best_value = np.where(better, values[rows, worst], best_value)
         best_atom = np.where(better, worst, best_atom)
-    grad = matrix[best_atom]
-    for index in range(len(model.layers) - 1, -1, -1):
+    last = len(model.layers) - 1
+    pending: dict[int, np.ndarray] = {last: matrix[best_atom]}  # the gradient in each node's output
+    grad_x = np.zeros_like(np.atleast_2d(x), dtype=np.float64)
+    for index in range(last, -1, -1):
+        if index not in pending:
+            continue
         layer = model.layers[index]
-        grad = layer.op.backward(layer.activation.pullback(grad, pres[index]))
-    return best_value, grad
+        grad = layer.op.backward(layer.activation.pullback(pending.pop(index), pres[index]))
+        start = 0
+        for producer, width in zip(model.producers(index), model.input_widths(index)):
+            part = grad[..., start : start + width]
+            start += width
+            if producer < 0:
+                grad_x = grad_x + part
+            else:
+                pending[producer] = pending[producer] + part if producer in pending else part
+    return best_value, grad_x
 
 
 def gradient_attack(

@@ -43,7 +43,8 @@ import numpy as np
 from qverify.engine.netlevel.activations import Relaxation, relu_lower_slopes, scatter
 from qverify.engine.netlevel.model import NetLayer, NetModel
 from qverify.engine.netlevel.roundoff import TINY, U64, gamma
-from qverify.quant import LayerBounds, implementation_bounds
+from qverify.quant import LayerBounds
+from qverify.quant.intervals import node_interval
 
 REFINE_CHUNK_VALUES = 1 << 23  # one node's back-substitution rows x width at once (64 MB of float64)
 
@@ -86,13 +87,25 @@ class Bounds:
         lam . z >= (lam W) . h + lam . center - |lam| . charge holds for the stored floats."""
         cached = self.affine.get(j)
         if cached is None:
-            h_lo, h_hi = self.post(model, j - 1) if j > 0 else (xl, xu)
+            h_lo, h_hi = self.inputs(model, j, xl, xu)
             cached = affine_charge(model.layers[j], self.err_lo[j], self.err_hi[j], h_lo, h_hi)
             self.affine[j] = cached
         return cached
 
     def post(self, model: NetModel, index: int) -> tuple[np.ndarray, np.ndarray]:
         return model.layers[index].post_bounds(self.pre_lo[index], self.pre_hi[index])
+
+    def inputs(self, model: NetModel, index: int, xl: np.ndarray, xu: np.ndarray):
+        """Bounds of node `index`'s input: its producers' post-activation bounds (the box for the
+        network's input) joined in order."""
+        producers = model.producers(index)
+        if len(producers) == 1:
+            p = producers[0]
+            return (xl, xu) if p < 0 else self.post(model, p)
+        pairs = [(xl, xu) if p < 0 else self.post(model, p) for p in producers]
+        return np.concatenate([lo for lo, _ in pairs], axis=-1), np.concatenate(
+            [hi for _, hi in pairs], axis=-1
+        )
 
     def unstable(self, model: NetModel, index: int) -> np.ndarray:
         if not model.layers[index].relu:
@@ -229,16 +242,30 @@ def backsubstitute(
     (or post-activation with `post`), by substitution down to the input box [xl, xu]. A batch: xl
     (B, n), coefficients (R, n_k) shared or (B, R, n_k) per box; `alphas` (lower ReLU slopes per
     row: (R, n_j), or (B, R, n_j)) replace DeepPoly's. `terms`: the node's bounds (and so its fixed
-    ReLU phases) as Lagrangian terms (`BoundTerms`, beta-CROWN), at every layer kind."""
+    ReLU phases) as Lagrangian terms (`BoundTerms`, beta-CROWN), at every layer kind.
+
+    The walk follows the wiring backwards (auto_LiRPA's order on a general graph): node j's
+    coefficients go through its statement to its input, which splits into its producers' parts;
+    a node read by several consumers collects the sum of their parts before its own turn (every
+    consumer comes after it), each float64 addition's rounding charged as the others are."""
     lam = np.array(coefficients, dtype=np.float64, ndmin=2)
     if xl.ndim == 2 and lam.ndim == 2:
         lam = np.broadcast_to(lam, (xl.shape[0], *lam.shape))
     const = np.zeros(lam.shape[:-1])
     slack = np.zeros(lam.shape[:-1])
     lam_post: dict[int, np.ndarray] = {}
-    if post and model.layers[index].relaxed:
-        lam, const, slack = _through_activation(model, bounds, index, lam, const, slack, alphas)
+    pending: dict[int, np.ndarray] = {}  # per node, the coefficients on its post-activation values
+    lam_input = None
+    if post:
+        pending[index] = lam
     for j in range(index, -1, -1):
+        if j != index or post:
+            if j not in pending:
+                continue  # (not an ancestor of the bounded node)
+            lam = pending.pop(j)
+            if keep and j != index:
+                lam_post[j] = lam
+            lam, const, slack = _through_activation(model, bounds, j, lam, const, slack, alphas)
         layer = model.layers[j]
         if terms is not None and j in terms.nus:
             lam, const, slack = terms.add(bounds, j, lam, const, slack)
@@ -249,13 +276,34 @@ def backsubstitute(
         const = const + matvec(lam, center)
         slack = slack + matvec(np.abs(lam), charge)
         lam = layer.op.backward(lam)
-        if j == 0:
-            break
-        if keep:
-            lam_post[j - 1] = lam
-        lam, const, slack = _through_activation(model, bounds, j - 1, lam, const, slack, alphas)
+        producers = model.producers(j)
+        widths = model.input_widths(j) if len(producers) > 1 else [lam.shape[-1]]
+        start = 0
+        for producer, width in zip(producers, widths):
+            part = lam[..., start : start + width]
+            start += width
+            if producer < 0:
+                if lam_input is None:
+                    lam_input = part
+                else:
+                    lam_input, slack = _accumulate(lam_input, part, slack, np.maximum(np.abs(xl), np.abs(xu)))
+            elif producer not in pending:
+                pending[producer] = part
+            else:
+                h_lo, h_hi = bounds.post(model, producer)
+                h_max = np.maximum(np.abs(h_lo), np.abs(h_hi))
+                pending[producer], slack = _accumulate(pending[producer], part, slack, h_max)
+    if lam_input is None:  # (the bounded node does not depend on the input: a constant)
+        lam_input = np.zeros((*lam.shape[:-1], xl.shape[-1]))
     offset = const - (slack + 4 * U64 * np.abs(const)) * (1 + 1e-6)  # the additions that built const
-    return LinearBound(linear_minimum(lam, offset, xl, xu), lam, lam_post, offset)
+    return LinearBound(linear_minimum(lam_input, offset, xl, xu), lam_input, lam_post, offset)
+
+
+def _accumulate(total: np.ndarray, part: np.ndarray, slack: np.ndarray, v_max: np.ndarray):
+    """total + part, coefficients of one tensor from two consumers: the stored sum's rounding (at
+    most u |sum| per entry, u/(1-u) |stored|, charged as 2u |stored| max |v|) added to the slack."""
+    added = total + part
+    return added, slack + 2 * U64 * matvec(np.abs(added), v_max) + TINY
 
 
 def _free_terms(bounds: Bounds, j: int, lam, const, slack):
@@ -337,14 +385,13 @@ def _free_interval(model: NetModel, index: int, h_lo: np.ndarray, h_hi: np.ndarr
     overflow, and which of them may (fixed point only; one box)."""
     qnet = model.qnet
     fmt = qnet.number
-    if index == 0 and region_words is not None:
+    if model.producers(index) == (-1,) and region_words is not None:
         lo_w, hi_w = region_words
     else:
         lo_w = np.clip(np.ceil(h_lo / model.unit), fmt.min_q, fmt.max_q).astype(np.int64)
         hi_w = np.clip(np.floor(h_hi / model.unit), fmt.min_q, fmt.max_q).astype(np.int64)
         hi_w = np.maximum(hi_w, lo_w)
-    single = dataclasses.replace(qnet, layers=(qnet.layers[index],))
-    layer_bounds: LayerBounds = implementation_bounds(single, lo_w, hi_w)[0]
+    layer_bounds: LayerBounds = node_interval(qnet, qnet.layers[index], lo_w, hi_w)
     return (
         layer_bounds.pre_lo.astype(np.float64) * model.unit,
         layer_bounds.pre_hi.astype(np.float64) * model.unit,
@@ -390,7 +437,7 @@ def layer_bounds(
     for k in range(start, n_layers):
         layer = model.layers[k]
         shape = (*batch, layer.n_out)
-        h_lo, h_hi = bounds.post(model, k - 1) if k > 0 else (xl, xu)
+        h_lo, h_hi = bounds.inputs(model, k, xl, xu)
         h_max = np.maximum(np.abs(h_lo), np.abs(h_hi))
         err_lo, err_hi, related = model.error_terms(k, h_max)
         free = ~related
@@ -412,7 +459,13 @@ def layer_bounds(
         if parent_lo is not None and parent_hi is not None and k < len(parent_lo):
             lo, hi = np.maximum(lo, parent_lo[k]), np.minimum(hi, parent_hi[k])
         phase = None if phases is None or k >= len(phases) else phases[k]
-        if k > 0 and layer.relaxed and not layer.op.exact and (k < n_layers - 1 or layer.stairs is not None):
+        first = model.reads_input_only(k)
+        if (
+            not first
+            and layer.relaxed
+            and not layer.op.exact
+            and (k < n_layers - 1 or layer.stairs is not None)
+        ):
             bounds.pre_lo[k], bounds.pre_hi[k] = lo, hi
             refine = layer.open_neurons(lo, hi) & ~free
             if phase is not None:
@@ -587,18 +640,19 @@ def tighten_intermediate(
             return None
         bounds.pre_lo[k], bounds.pre_hi[k] = lo, hi
         bounds.relaxations.pop(k, None)
-        bounds.affine.pop(k + 1, None)  # its charge reads this layer's max |h|
-        if model.is_fixed and not model.real:
-            # neurons now inactive make the next layer's products by them exact: fewer roundings
-            keep = bounds.free[k + 1]
-            h_lo, h_hi = bounds.post(model, k)
-            err_lo, err_hi, _ = model.error_terms(k + 1, np.maximum(np.abs(h_lo), np.abs(h_hi)))
-            bounds.err_lo[k + 1] = np.where(
-                keep, bounds.err_lo[k + 1], np.maximum(bounds.err_lo[k + 1], err_lo)
-            )
-            bounds.err_hi[k + 1] = np.where(
-                keep, bounds.err_hi[k + 1], np.minimum(bounds.err_hi[k + 1], err_hi)
-            )
+        for reader in model.consumers(k):
+            bounds.affine.pop(reader, None)  # its charge reads this layer's max |h|
+            if model.is_fixed and not model.real:
+                # neurons now inactive make the readers' products by them exact: fewer roundings
+                keep = bounds.free[reader]
+                h_lo, h_hi = bounds.inputs(model, reader, xl, xu)
+                err_lo, err_hi, _ = model.error_terms(reader, np.maximum(np.abs(h_lo), np.abs(h_hi)))
+                bounds.err_lo[reader] = np.where(
+                    keep, bounds.err_lo[reader], np.maximum(bounds.err_lo[reader], err_lo)
+                )
+                bounds.err_hi[reader] = np.where(
+                    keep, bounds.err_hi[reader], np.minimum(bounds.err_hi[reader], err_hi)
+                )
     return bounds
 
 
@@ -671,10 +725,11 @@ def relaxed_gradients(model, bounds, linear, alphas, xl, xu, stop: int | None = 
     that pays, if z lies outside [lo, hi]). These only steer the optimisation; every bound is
     recomputed."""
     x = np.where(linear.lam_input > 0, xl[..., None, :], xu[..., None, :])
-    values = x
+    outputs: list[np.ndarray] = []
     gradients, split_gradients = {}, {}
     for k in range(min(len(model.layers) - 1, len(model.layers) if stop is None else stop)):
         layer = model.layers[k]
+        values = model.gather(k, x, outputs)
         z = layer.op.forward(values) + layer.bias
         if terms is not None and k in terms.nus:
             lo_k, hi_k, nu = bounds.pre_lo[k][..., None, :], bounds.pre_hi[k][..., None, :], terms.nus[k]
@@ -683,12 +738,12 @@ def relaxed_gradients(model, bounds, linear, alphas, xl, xu, stop: int | None = 
                 nu > 0, above, np.where(nu < 0, below, np.where(above > 0, above, np.minimum(below, 0.0)))
             )
         if not layer.relu:
-            values = layer.activation.forward(z)
+            outputs.append(layer.activation.forward(z))
             continue
         lo, hi = bounds.pre_lo[k][..., None, :], bounds.pre_hi[k][..., None, :]
         lam = linear.lam_post.get(k)
         if lam is None:
-            values = np.maximum(z, 0.0)
+            outputs.append(np.maximum(z, 0.0))
             continue
         unstable = (lo < 0) & (hi > 0)
         alpha = alphas.get(k)
@@ -698,7 +753,7 @@ def relaxed_gradients(model, bounds, linear, alphas, xl, xu, stop: int | None = 
             a = relu_lower_slopes(lo, hi, a, alpha)
         lower_used = lam >= 0
         relaxed = np.where(lower_used, a * z, s * z + t)
-        values = np.where(unstable, relaxed, np.where(lo >= 0, z, 0.0))
+        outputs.append(np.where(unstable, relaxed, np.where(lo >= 0, z, 0.0)))
         if k in alphas:
             gradients[k] = np.where(unstable & lower_used, lam * z, 0.0)
     return gradients, split_gradients

@@ -91,7 +91,26 @@ def _children_bounds(
     by_layer: dict[int, list[tuple[int, int]]] = {}
     for index, (k, j) in enumerate(candidates):
         by_layer.setdefault(k, []).append((index, j))
+    pending: dict[int, np.ndarray] = {}  # post-activation coefficients per node (the wiring's sums)
+    lam_input = np.zeros((count, len(rows), len(xl)))
     for depth in range(last, -1, -1):
+        if depth != last:
+            if depth not in pending:
+                continue
+            lam = pending.pop(depth)
+            if model.layers[depth].relu:
+                lo = np.broadcast_to(bounds.pre_lo[depth], (count, 1, len(bounds.pre_lo[depth]))).copy()
+                hi = np.broadcast_to(bounds.pre_hi[depth], lo.shape).copy()
+                for index, j in by_layer.get(depth, ()):
+                    lo[2 * index, 0, j] = 0.0  # active: z >= 0, h = z
+                    hi[2 * index + 1, 0, j] = 0.0  # inactive: z <= 0, h = 0
+                alpha = None
+                if alphas is not None and depth in alphas:
+                    alpha = alphas[depth][rows][None].astype(np.float64)
+                a, s, t = relu_relaxation(lo, hi, alpha)
+                positive, negative = np.maximum(lam, 0.0), np.minimum(lam, 0.0)
+                const += (negative * t).sum(axis=-1)
+                lam = positive * a + negative * s
         layer = model.layers[depth]
         if nus is not None and depth in nus:
             nu = nus[depth][rows][None].astype(np.float64)
@@ -102,20 +121,14 @@ def _children_bounds(
         radius = (bounds.err_hi[depth] - bounds.err_lo[depth]) / 2
         const += lam @ centre - np.abs(lam) @ radius
         lam = layer.op.backward(lam)
-        if depth == 0:
-            break
-        k = depth - 1
-        if not model.layers[k].relu:
-            continue
-        lo = np.broadcast_to(bounds.pre_lo[k], (count, 1, len(bounds.pre_lo[k]))).copy()
-        hi = np.broadcast_to(bounds.pre_hi[k], lo.shape).copy()
-        for index, j in by_layer.get(k, ()):
-            lo[2 * index, 0, j] = 0.0  # active: z >= 0, h = z
-            hi[2 * index + 1, 0, j] = 0.0  # inactive: z <= 0, h = 0
-        alpha = None if alphas is None or k not in alphas else alphas[k][rows][None].astype(np.float64)
-        a, s, t = relu_relaxation(lo, hi, alpha)
-        positive, negative = np.maximum(lam, 0.0), np.minimum(lam, 0.0)
-        const += (negative * t).sum(axis=-1)
-        lam = positive * a + negative * s
+        start = 0
+        for producer, width in zip(model.producers(depth), model.input_widths(depth)):
+            part = lam[..., start : start + width]
+            start += width
+            if producer < 0:
+                lam_input = lam_input + part
+            else:
+                pending[producer] = pending[producer] + part if producer in pending else part
+    lam = lam_input
     lower = (np.maximum(lam, 0.0) * xl).sum(axis=-1) + (np.minimum(lam, 0.0) * xu).sum(axis=-1) + const
     return (lower + constants[rows]).min(axis=1)

@@ -18,7 +18,7 @@ from fractions import Fraction
 import numpy as np
 
 from qverify.errors import UnsupportedError
-from qverify.network import Activation, AveragePool2D, Conv2D, Dense, MaxPool2D
+from qverify.network import Activation, Add, AveragePool2D, Conv2D, Dense, MaxPool2D, Permute
 from qverify.quant import QuantizedLayer, QuantizedNetwork
 
 
@@ -83,10 +83,17 @@ class _DyadicLayer:
     inputs: np.ndarray | None = None
     maximum: np.ndarray | None = None  # a max pool: which window positions are inputs
     table: _Table | None = None  # sigmoid / tanh: the C's lookup table
+    join: object = None  # a join's node (qverify.network.joins): values added, joined or moved
 
     def pre_activation(self, values: np.ndarray, shift: int) -> np.ndarray:
         """(W h + b 2^shift) for h = values / 2^shift: the numerators over 2^(self.shift + shift);
-        a max pool's outputs over 2^shift (self.shift is 0)."""
+        a max pool's or a join's outputs over 2^shift (self.shift is 0)."""
+        if isinstance(self.join, Add):
+            return values.reshape(self.join.count, self.join.size).sum(axis=0)
+        if isinstance(self.join, Permute):
+            return values[self.join.order]
+        if self.join is not None:  # Concat
+            return values
         if self.maximum is not None:
             windows = values[self.inputs]
             return np.array([max(row[valid]) for row, valid in zip(windows, self.maximum)], dtype=object)
@@ -130,6 +137,26 @@ def _dyadic_network(qnet: QuantizedNetwork) -> tuple[_DyadicLayer, ...]:
     scale = qnet.number.scale if qnet.is_fixed else 1  # type: ignore[union-attr]
     layers = []
     for layer in qnet.layers:
+        if layer.is_join:
+            empty = np.zeros(0, dtype=object)
+            table = (
+                _table(qnet, layer.activation)
+                if layer.activation in (Activation.SIGMOID, Activation.TANH)
+                else None
+            )
+            if layer.activation not in (
+                Activation.RELU,
+                Activation.IDENTITY,
+                Activation.SIGMOID,
+                Activation.TANH,
+            ):
+                raise UnsupportedError(f"exact real outputs: {layer.activation.value} is not supported")
+            layers.append(
+                _DyadicLayer(
+                    empty, empty, 0, layer.activation is Activation.RELU, table=table, join=layer.source
+                )
+            )
+            continue
         if isinstance(layer.source, MaxPool2D):
             windows = layer.source.windows()
             empty = np.zeros(0, dtype=object)
@@ -199,12 +226,16 @@ def real_outputs(qnet: QuantizedNetwork, x: np.ndarray) -> list[Fraction]:
     layers = _cached(qnet)
     x = np.asarray(x)
     if qnet.is_fixed:
-        shift = qnet.number.frac_bits  # type: ignore[union-attr]
-        values = np.array([int(v) for v in x], dtype=object)
+        x_shift = qnet.number.frac_bits  # type: ignore[union-attr]
+        x_values = np.array([int(v) for v in x], dtype=object)
     else:
-        shift = _dyadic_bits(x.astype(np.float64))
-        values = _numerators(x.astype(np.float64), shift, 1)
-    for layer in layers:
+        x_shift = _dyadic_bits(x.astype(np.float64))
+        x_values = _numerators(x.astype(np.float64), x_shift, 1)
+    outputs: list[tuple[np.ndarray, int]] = []
+    for index, layer in enumerate(layers):
+        parts = [(x_values, x_shift) if p < 0 else outputs[p] for p in qnet.wiring[index]]
+        shift = max(part_shift for _, part_shift in parts)  # one denominator for the joined input
+        values = np.concatenate([part * (1 << (shift - part_shift)) for part, part_shift in parts])
         # z = (W / 2^s) (h / 2^shift) + b / 2^s  =  (W h + b 2^shift) / 2^(s + shift)
         values = layer.pre_activation(values, shift)
         shift += layer.shift
@@ -212,4 +243,6 @@ def real_outputs(qnet: QuantizedNetwork, x: np.ndarray) -> list[Fraction]:
             values = np.array([max(0, v) for v in values], dtype=object)
         if layer.table is not None:
             values, shift = layer.table.apply(values, shift)
+        outputs.append((values, shift))
+    values, shift = outputs[-1]
     return [Fraction(int(v), 1 << shift) for v in values]

@@ -141,11 +141,13 @@ def solve_node(
 
     columns = _Columns()
     rows = _Rows()
-    previous = columns.add(xl, xu)  # the columns of the previous layer's values; -1: the value is 0
+    x_columns = columns.add(xl, xu)
+    posts: list[np.ndarray] = []  # per node, the columns of its values; -1: the value is 0
     for k, layer in enumerate(model.layers):
         lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
+        previous = _distinct(columns, rows, model.gather(k, x_columns, posts), bounds, model, k, xl, xu)
         if isinstance(layer.activation, MaxPool):
-            previous = _max_pool(columns, rows, layer.activation, lo, hi, previous, integer)
+            posts.append(_max_pool(columns, rows, layer.activation, lo, hi, previous, integer))
             continue
         live = previous >= 0
         weights, inputs = layer.op.rows()[:, live], previous[live]
@@ -185,9 +187,10 @@ def solve_node(
             )
             rows.add_sparse(weights[folded], inputs, low - widen, high + widen)
         if layer.stairs is not None:
-            previous = _table(columns, rows, bounds.relaxation(model, k), layer.post_bounds(lo, hi), own)
+            table = _table(columns, rows, bounds.relaxation(model, k), layer.post_bounds(lo, hi), own)
+            posts.append(table)
             if model.stepped:
-                _hull_rows(rows, layer.stairs, lo, hi, own, previous)
+                _hull_rows(rows, layer.stairs, lo, hi, own, table)
                 if integer and k in (0, len(model.layers) - 1):
                     # the first layer's neurons (every open one) and the outputs the clause reads
                     touched = np.ones(layer.n_out, dtype=bool)
@@ -195,10 +198,10 @@ def solve_node(
                         touched = _first_layer_choice(model, bounds, clause_forms, xl, xu)
                     if k == len(model.layers) - 1:
                         touched = np.any([form.coefficients != 0 for form in clause_forms], axis=0)
-                    _exact_steps(columns, rows, layer.stairs, lo, hi, own, previous, touched)
+                    _exact_steps(columns, rows, layer.stairs, lo, hi, own, table, touched)
             continue
         if not relu:
-            previous = own
+            posts.append(own)
             continue
         post = own.copy()  # stable active: h = z; inactive: -1 (h = 0)
         if unstable.any():
@@ -220,7 +223,8 @@ def solve_node(
             else:
                 _, s, t = relu_relaxation(u_lo, u_hi)
                 rows.add(pair, np.column_stack([np.ones(len(z)), -s]), -np.inf, t)
-        previous = post
+        posts.append(post)
+    previous = posts[-1]
     live = previous >= 0
     if not integer:
         return _worst_atom_bound(model, bounds, xl, xu, clause_forms, columns, rows, previous, deadline)
@@ -345,6 +349,25 @@ def _max_pool(
         block[:, 1] = np.where(x >= 0, -1.0, 0.0)
         rows.add(cols, block, -np.inf, big)
     return post
+
+
+def _distinct(
+    columns: _Columns, rows: _Rows, gathered: np.ndarray, bounds: Bounds, model: NetModel, k: int, xl, xu
+) -> np.ndarray:
+    """A node's input columns with each column once: a join reading one tensor twice (or values a
+    max pool repeats) would give a row the same column twice, which HiGHS refuses; every repeat
+    gets a column of its own, equal to the first (its bounds: the input's)."""
+    present = gathered >= 0
+    _, first = np.unique(gathered[present], return_index=True)
+    repeats = np.setdiff1d(np.flatnonzero(present), np.flatnonzero(present)[first])
+    if not len(repeats):
+        return gathered
+    h_lo, h_hi = bounds.inputs(model, k, xl, xu)
+    result = gathered.copy()
+    source = gathered[repeats]
+    result[repeats] = columns.add(h_lo[repeats], h_hi[repeats])
+    _pair_rows(rows, result[repeats], source, np.ones(len(repeats)), 0.0, 0.0)
+    return result
 
 
 def _pair_rows(rows: _Rows, y: np.ndarray, x: np.ndarray, slope: np.ndarray, lo, hi) -> None:

@@ -48,12 +48,24 @@ from qverify.engine.netlevel.operations import (
     DenseOperation,
     IdentityOperation,
     LinearOperation,
+    PermuteOperation,
     SparseOperation,
+    SumOperation,
 )
 from qverify.engine.netlevel.query import Arithmetic, NetworkQuery
 from qverify.engine.netlevel.roundoff import TINY, gamma
 from qverify.engine.netlevel.staircase import Staircase
-from qverify.network import Activation, AveragePool2D, Conv2D, Dense, MaxPool2D
+from qverify.network import (
+    NETWORK_INPUT,
+    Activation,
+    Add,
+    AveragePool2D,
+    Concat,
+    Conv2D,
+    Dense,
+    MaxPool2D,
+    Permute,
+)
 from qverify.quant import FixedFormat, FloatFormat, Overflow, QuantizedLayer, QuantizedNetwork, Rounding
 
 _UNIT_ROUNDOFF = {np.float16: 2.0**-11, np.float32: 2.0**-24, np.float64: 2.0**-53}
@@ -66,7 +78,9 @@ def unsupported_reason(query: NetworkQuery) -> str | None:
     if qnet.is_int8 and query.arithmetic is Arithmetic.REAL:
         return "netlevel: int8 networks have no real-arithmetic reading"
     for index, layer in enumerate(qnet.layers, start=1):
+        joins = () if qnet.is_int8 else (Add, Concat, Permute)
         supported = (Dense, Conv2D, MaxPool2D) if qnet.is_int8 else (Dense, Conv2D, AveragePool2D, MaxPool2D)
+        supported = (*supported, *joins)
         if not isinstance(layer.source, supported):
             return f"netlevel: layer {index} ({layer.source.describe()}): not supported"
         activation = layer.activation
@@ -132,7 +146,8 @@ class NetLayer:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class NetModel:
-    """The layers and the arithmetic's error model (see the module docstring)."""
+    """The layers, their wiring (`qverify.network.Network.wiring`: node k reads its producers'
+    values concatenated) and the arithmetic's error model (see the module docstring)."""
 
     qnet: QuantizedNetwork
     layers: tuple[NetLayer, ...]
@@ -161,7 +176,39 @@ class NetModel:
 
     @property
     def n_inputs(self) -> int:
-        return self.layers[0].n_in
+        return self.qnet.n_inputs
+
+    @property
+    def wiring(self) -> tuple[tuple[int, ...], ...]:
+        return self.qnet.wiring
+
+    @property
+    def is_chain(self) -> bool:
+        return self.qnet.source.is_chain
+
+    def producers(self, index: int) -> tuple[int, ...]:
+        """The nodes node `index` reads, in order (`NETWORK_INPUT`: the input)."""
+        return self.qnet.wiring[index]
+
+    def reads_input_only(self, index: int) -> bool:
+        """Does node `index` read nothing but the network's input (its bounds over a box are then
+        those of one linear map of the input: back-substitution adds nothing)?"""
+        return all(p == NETWORK_INPUT for p in self.qnet.wiring[index])
+
+    def input_widths(self, index: int) -> list[int]:
+        """The sizes of node `index`'s producers' values, in order (how its input splits)."""
+        return [
+            self.n_inputs if p == NETWORK_INPUT else self.layers[p].n_post for p in self.qnet.wiring[index]
+        ]
+
+    def consumers(self, index: int) -> tuple[int, ...]:
+        """The nodes that read node `index`'s output."""
+        return tuple(k for k, producers in enumerate(self.qnet.wiring) if index in producers)
+
+    def gather(self, index: int, x, values: list):
+        """Node `index`'s input from the input `x` and the nodes' values (last axis joined)."""
+        parts = [x if p == NETWORK_INPUT else values[p] for p in self.qnet.wiring[index]]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
 
     def input_reals(self, x: np.ndarray) -> np.ndarray:
         """Implementation inputs (words or float values) as normalised reals (exact in float64)."""
@@ -277,8 +324,14 @@ def linear_operation(layer: QuantizedLayer, scale: float) -> tuple[LinearOperati
             rows, windows.inputs[windows.valid], reciprocal[rows], layer.n_out, layer.n_in
         )
         return op, np.zeros(layer.n_out)
-    if isinstance(source, MaxPool2D):
+    if isinstance(source, (MaxPool2D, Concat)):
         return IdentityOperation(layer.n_in), np.zeros(layer.n_in)
+    if isinstance(source, Add):
+        if source.count == 1:  # an activation of its own: z = h
+            return IdentityOperation(layer.n_in), np.zeros(layer.n_in)
+        return SumOperation.of(source.count, source.size), np.zeros(source.size)
+    if isinstance(source, Permute):
+        return PermuteOperation(source.order), np.zeros(layer.n_in)
     raise ValueError(f"no linear operation for {source.describe()}")  # type: ignore[union-attr]
 
 

@@ -19,8 +19,10 @@ analyses need of W, with any number of leading batch axes on the vectors:
 - `sum_reach(v)`: how large the C's partial sums can grow (overflow checks).
 
 `DenseOperation` holds a matrix; `SparseOperation` a convolution's taps (scipy CSR),
-`AveragePoolOperation` a pool's windows with the reciprocal of each divisor, and
-`IdentityOperation` the input of a max pool (the max itself is an activation, `activations.MaxPool`).
+`AveragePoolOperation` a pool's windows with the reciprocal of each divisor, `SumOperation` a
+residual addition of tensors, `IdentityOperation` the input of a max pool (the max itself is an
+activation, `activations.MaxPool`) and a concatenation, and `PermuteOperation` a permutation.
+A join reads its producers' values concatenated (`qverify.network.joins`), so it is one more W.
 """
 
 from __future__ import annotations
@@ -307,3 +309,76 @@ class IdentityOperation(LinearOperation):
         from scipy import sparse
 
         return sparse.csr_array(sparse.identity(self.n_in, format="csr"))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SumOperation(SparseOperation):
+    """A residual addition of `count` tensors of `size` values: z_j = sum_i h_(i size + j), W the
+    blocks [I I ... I]. The C adds words exactly unless a sum leaves the word range (fixed point:
+    no product, so no rounding, `live_products` is 0) and rounds each addition once in IEEE (the
+    error model's gamma over `forward_terms` = count terms covers it)."""
+
+    count: int = 0
+
+    @classmethod
+    def of(cls, count: int, size: int) -> SumOperation:
+        from scipy import sparse
+
+        blocks = sparse.hstack([sparse.identity(size, format="csr")] * count, format="csr")
+        return cls(blocks, count)
+
+    def live_products(self, live: np.ndarray) -> np.ndarray:
+        return np.zeros((*live.shape[:-1], self.n_out))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PermuteOperation(LinearOperation):
+    """z = h[order]: values moved, none computed (exact, as `IdentityOperation`)."""
+
+    order: np.ndarray
+    inverse: np.ndarray = field(init=False)
+    n_in: int = field(init=False)
+    n_out: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "order", np.asarray(self.order, dtype=np.int64))
+        set_(self, "inverse", np.argsort(self.order))
+        set_(self, "n_in", int(self.order.size))
+        set_(self, "n_out", int(self.order.size))
+
+    @property
+    def exact(self) -> bool:
+        return True
+
+    @property
+    def forward_terms(self) -> int:
+        return 1
+
+    @property
+    def backward_terms(self) -> int:
+        return 1
+
+    def forward(self, h: np.ndarray) -> np.ndarray:
+        return h[..., self.order]
+
+    def backward(self, lam: np.ndarray) -> np.ndarray:
+        return lam[..., self.inverse]  # (lam W)_i = lam_o with order[o] = i
+
+    def magnitude(self, v: np.ndarray) -> np.ndarray:
+        return v[..., self.order]
+
+    def interval(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return lo[..., self.order], hi[..., self.order]
+
+    def live_products(self, live: np.ndarray) -> np.ndarray:
+        return np.zeros_like(live)
+
+    def matrix(self) -> np.ndarray:
+        return np.eye(self.n_in)[self.order]
+
+    def rows(self) -> sparse.csr_array:
+        from scipy import sparse
+
+        ones = np.ones(self.n_out)
+        return sparse.csr_array((ones, (np.arange(self.n_out), self.order)), shape=(self.n_out, self.n_in))

@@ -41,17 +41,26 @@ def input_split_scores(
         # its influence arrays (B, neurons, inputs) were 150 MB at digits28-maxpool int8's first layer
         return np.where(atoms.any(axis=1)[:, None], score, width)
     inputs = width.shape[1]
-    # |W_1| diag(width), (B, inputs, neurons): each input's reach into the first layer's neurons
-    influence = model.layers[0].op.magnitude(np.eye(inputs)[None] * width[:, :, None])
-    influence = influence.transpose(0, 2, 1)  # (B, neurons, inputs)
+    # per node (B, neurons, inputs): each input's reach into the node's neurons, starting from
+    # diag(width) at the input (|W_1| diag(width) at a first layer); a node's input joins its
+    # producers' reaches (a node's array is dropped after its last reader)
+    reach_of_input = np.eye(inputs)[None] * width[:, None, :]
+    last_reader = {p: k for k in range(len(model.layers)) for p in model.producers(k)}
+    influences: dict[int, np.ndarray] = {}
     for k, layer in enumerate(model.layers):
-        if k > 0:
-            influence = layer.op.magnitude(influence.transpose(0, 2, 1)).transpose(0, 2, 1)
+        parts = [reach_of_input if p < 0 else influences[p] for p in model.producers(k)]
+        incoming = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+        for p in model.producers(k):
+            if p >= 0 and last_reader[p] == k:
+                del influences[p]
+        influence = layer.op.magnitude(incoming.transpose(0, 2, 1)).transpose(0, 2, 1)
+        if not model.reads_input_only(k):
             peak = influence.max(axis=(1, 2), keepdims=True)
             influence = influence / np.where(peak > 0, peak, 1.0)  # only the shares of each row matter
         if not layer.activation.elementwise:
             influence = _pooled(layer, influence)
         if not layer.relu:
+            influences[k] = influence
             continue
         lo, hi = pre_lo[k], pre_hi[k]
         unstable = (lo < 0) & (hi > 0) & (phases[k] == 0)
@@ -63,6 +72,7 @@ def input_split_scores(
             score = score + (error[:, None, :] @ shares)[:, 0, :]
         alive = (hi > 0) & (phases[k] >= 0)
         influence = influence * alive[:, :, None]
+        influences[k] = influence
     return np.where(atoms.any(axis=1)[:, None], score, width)
 
 

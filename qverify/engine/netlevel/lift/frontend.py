@@ -27,11 +27,19 @@ from pycparser import c_ast, c_generator
 
 from qverify.engine.cfront import parse_text
 from qverify.engine.netlevel.lift.arrays import ConstArray, extract_arrays, initialiser
-from qverify.engine.netlevel.lift.cnodes import fail, integer_constant, type_names
+from qverify.engine.netlevel.lift.cnodes import fail, index_ref, integer_constant, type_names
 from qverify.engine.netlevel.lift.errors import NotRecognised
 from qverify.engine.netlevel.lift.harness import InputDomain, match_main
 from qverify.engine.netlevel.lift.inputs import MARKER, InputBlock, extract_inputs
 from qverify.engine.netlevel.lift.int8 import CODE_TYPES, check_int8_arrays, int8_network, match_int8_layer
+from qverify.engine.netlevel.lift.joins import (
+    JoinLoop,
+    is_concat_part,
+    is_join,
+    match_add,
+    match_concat,
+    match_permute,
+)
 from qverify.engine.netlevel.lift.layers import Arith, LayerLoop, fresh, match_layer
 from qverify.engine.netlevel.lift.lut import LUT_ACTIVATIONS, check_tables, match_lut
 from qverify.engine.netlevel.lift.preprocess import Preprocessed, preprocess_skeleton
@@ -39,7 +47,7 @@ from qverify.engine.netlevel.lift.spatial import SpatialLoop, is_spatial, match_
 from qverify.engine.netlevel.query import Arithmetic, InputRegion, NetworkQuery
 from qverify.errors import InputError, RangeError
 from qverify.input_limits import check_file
-from qverify.network import Dense, Network
+from qverify.network import NETWORK_INPUT, Dense, Network
 from qverify.quant import (
     Accumulation,
     FixedFormat,
@@ -48,6 +56,7 @@ from qverify.quant import (
     ImplementationOptions,
     Int8Format,
     LayerBounds,
+    Layout,
     Lut,
     Overflow,
     QuantizedLayer,
@@ -331,17 +340,62 @@ def _layer_bounds(
     return tuple(result)
 
 
+def _loops(
+    nodes: list[c_ast.Node],
+    arith: Arith,
+    loop_vars: set[str],
+    forbidden: set[str],
+    readable: set[str],
+    int_arrays: set[str],
+) -> list:
+    """qv_network's statements as layer and join loops (a concatenation spans several)."""
+    loops: list = []
+    position = 0
+    while position < len(nodes):
+        node = nodes[position]
+        if is_concat_part(node):
+            loop, taken = match_concat(nodes[position:], loop_vars, forbidden)
+            loops.append(loop)
+            position += taken
+            continue
+        if is_join(node, readable):
+            if _reads_through_table(node):
+                loops.append(match_permute(node, loop_vars, forbidden, int_arrays))
+            else:
+                loops.append(match_add(node, arith, loop_vars, forbidden, {}))
+        elif is_spatial(node):
+            loops.append(match_spatial(node, arith, loop_vars, forbidden))
+        else:
+            loops.append(match_layer(node, arith, loop_vars, forbidden))
+        position += 1
+    return loops
+
+
+def _reads_through_table(node: c_ast.For) -> bool:
+    """Does the join loop start from IN[P[j]] (a permutation) rather than A[j]?"""
+    first = node.stmt.block_items[0] if isinstance(node.stmt, c_ast.Compound) else node.stmt
+    ref = index_ref(first.init) if isinstance(first, c_ast.Decl) and first.init is not None else None
+    return ref is not None and len(ref[1]) == 1 and isinstance(ref[1][0], c_ast.ArrayRef)
+
+
 def _network(
     path: Path,
-    loops: list[LayerLoop],
+    loops: list,
     arrays: dict[str, np.ndarray],
     options: ImplementationOptions,
     luts: tuple[Lut, ...] = (),
+    wiring: tuple[tuple[int, ...], ...] = (),
 ) -> QuantizedNetwork:
     layers = []
     sources = []
     scale = options.number.scale if isinstance(options.number, FixedFormat) else 1
     for loop in loops:
+        if isinstance(loop, JoinLoop):
+            source = loop.source(arrays)
+            empty = np.zeros(0)
+            sources.append(source)
+            layers.append(QuantizedLayer(empty, empty, source.activation, source))
+            continue
         if isinstance(loop, SpatialLoop):
             layer = loop.layer(arrays, scale)
             sources.append(layer.source)
@@ -357,9 +411,9 @@ def _network(
         sources.append(source)
         layers.append(QuantizedLayer(weights, bias, loop.activation, source))
     try:
-        net = Network(tuple(sources), name=f"lifted {path.name}", source=str(path))
+        net = Network(tuple(sources), name=f"lifted {path.name}", source=str(path), wiring=wiring)
     except InputError as error:
-        raise NotRecognised(f"{path}: the layers do not chain as a network ({error})") from error
+        raise NotRecognised(f"{path}: the layers do not form a network ({error})") from error
     return QuantizedNetwork(source=net, options=options, layers=tuple(layers), luts=luts)
 
 
@@ -435,9 +489,15 @@ def _match(
     int8 = isinstance(number, Int8Format)
     arrays: dict[str, np.ndarray] = {}
     element_types: dict[str, tuple[str, ...] | None] = {}
+    int_arrays: set[str] = set()  # index tables (a permutation's), kept as they are
     for name, decl in skeleton.arrays.items():
         dims, element = _array_dims(decl)
         array = extracted[name]
+        if not int8 and element == ("int",) and dims == array.shape and array.integer and len(dims) == 1:
+            arrays[name] = array.values.astype(np.int64)
+            int_arrays.add(name)
+            element_types[name] = element
+            continue
         if dims != array.shape or (element != ("qv_num",) and not int8):
             raise fail(decl, f"{name}: declaration does not match its initialiser")
         arrays[name] = _values(array, options, f"{where}:{array.line}")
@@ -468,28 +528,26 @@ def _match(
         ]
         if not loops8:
             raise fail(network, "qv_network has no layer loop")
-        _check_chain(loops8, local_arrays, x_name, y_name, arrays)  # type: ignore[arg-type]
+        _check_graph(loops8, local_arrays, x_name, y_name, arrays)  # type: ignore[arg-type]
         check_int8_arrays(loops8, arrays, element_types)
         qnet = int8_network(path, loops8, arrays, CODE_TYPES[skeleton.number_type])
         invariants = _layer_bounds(loops8, arrays, False, where)  # type: ignore[arg-type]
         return _query(path, skeleton, inputs, qnet, local_arrays, (x_name, y_name), invariants, semantics)
     arith = Arith("fixed", number.frac_bits) if fixed else Arith("half" if number.is_half else "float")
-    loops = [
-        (match_spatial if is_spatial(node) else match_layer)(node, arith, loop_vars, forbidden)
-        for node in loops_nodes
-    ]
+    loops = _loops(loops_nodes, arith, loop_vars, forbidden, {x_name, *local_arrays}, int_arrays)
     if not loops:
         raise fail(network, "qv_network has no layer loop")
-    _check_chain(loops, local_arrays, x_name, y_name, arrays)
+    wiring = _check_graph(loops, local_arrays, x_name, y_name, arrays)
     if "qv_relu" not in skeleton.functions and any(loop.activation.value == "relu" for loop in loops):
         raise fail(network, "qv_relu is called but not defined in the harness")
     accumulations = {loop.accumulation for loop in loops if loop.accumulation is not None}
-    layouts = {loop.layout for loop in loops}
+    layouts = {loop.layout for loop in loops if loop.layout is not None}
     if len(accumulations) > 1 or len(layouts) > 1:
         raise fail(network, "layers mix accumulations or layouts (one implementation option for all)")
     accumulation = accumulations.pop() if accumulations else Accumulation.PER_OP
-    options = ImplementationOptions(number, accumulation, layouts.pop())
-    qnet = _network(path, loops, arrays, options, _luts(skeleton, loops, arrays, number, where))
+    options = ImplementationOptions(number, accumulation, layouts.pop() if layouts else Layout.SEQUENTIAL)
+    luts = _luts(skeleton, loops, arrays, number, where)
+    qnet = _network(path, loops, arrays, options, luts, wiring)
     if fixed and options.accumulation is Accumulation.WIDE:
         try:
             check_wide_accumulator(qnet.layers, number)
@@ -541,31 +599,38 @@ def _query(
     return NetworkQuery(qnet, tuple(regions), main.unsafe, semantics, invariants, main.messages)
 
 
-def _check_chain(
-    loops: list[LayerLoop],
+def _check_graph(
+    loops: list,
     local_arrays: dict[str, int],
     x_name: str,
     y_name: str,
     constants: dict[str, np.ndarray],
-) -> None:
-    """Layer 1 reads x, layer k+1 reads what layer k wrote, the last writes y; sizes agree."""
-    expected_input = x_name
-    written: set[str] = set()
+) -> tuple[tuple[int, ...], ...]:
+    """Every loop reads x or what an earlier loop wrote, writes a fresh local array (the last one,
+    y), with the arrays' lengths; its wiring (`qverify.network.Network.wiring`)."""
+    writer: dict[str, int] = {x_name: NETWORK_INPUT}
+    wiring = []
     for index, loop in enumerate(loops):
         last = index == len(loops) - 1
-        if loop.input != expected_input:
-            raise NotRecognised(f"{loop.line}: layer reads {loop.input}, expected {expected_input}")
-        if loop.output in written or loop.output in (x_name,) or loop.output not in local_arrays:
+        inputs = getattr(loop, "inputs", (loop.input,))
+        sizes = getattr(loop, "input_sizes", (loop.n_in,))
+        for name, size in zip(inputs, sizes):
+            if name not in writer:
+                raise NotRecognised(f"{loop.line}: layer reads {name}, which no earlier layer writes")
+            if local_arrays[name] != size:
+                raise NotRecognised(f"{loop.line}: array lengths do not match the loop bounds")
+        if loop.output in writer or loop.output not in local_arrays:
             raise NotRecognised(f"{loop.line}: layer writes {loop.output}, not a fresh local array")
         if (loop.output == y_name) != last:
             raise NotRecognised(f"{loop.line}: only the last layer may write {y_name}")
-        if local_arrays[loop.input] != loop.n_in or local_arrays[loop.output] != loop.n_out:
+        if local_arrays[loop.output] != loop.n_out:
             raise NotRecognised(f"{loop.line}: array lengths do not match the loop bounds")
         for name in loop.constant_names():
             if name not in constants:
                 raise NotRecognised(f"{loop.line}: {name} is not a constant array of the harness")
-        written.add(loop.output)
-        expected_input = loop.output
+        wiring.append(tuple(writer[name] for name in inputs))
+        writer[loop.output] = index
+    return tuple(wiring)
 
 
 def lift_file(
