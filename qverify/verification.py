@@ -300,8 +300,10 @@ def _pipeline(
     started = clock.start
     qnet = quantize_network(net, implementation)
     prop.check_against(qnet.n_inputs, qnet.n_outputs)
+    if net.output_softmax:
+        check_order_property(prop, net.name)
     started = clock.lap("quantize", started)
-    warnings = []
+    warnings = list(net.notes)
     for box in prop.boxes:
         warnings += overflow_warnings(qnet, box.lo_array(), box.hi_array())
     framac = FramacOptions(timeout_s=max(MIN_STAGE_S, INVARIANTS_SHARE * options.limits.timeout_s))
@@ -351,6 +353,25 @@ def _pipeline(
         invariants=bounds.method_used.value,
         harness=str(harness) if options.workdir is not None else "",
     )
+
+
+def check_order_property(prop: Property, name: str) -> None:
+    """A model whose final Softmax was dropped (`qverify.io.onnx_graph`) is verified on its logits:
+    Softmax keeps the order of the outputs, so an atom comparing two outputs (a Y_i - a Y_j rel 0)
+    means the same on both; any other atom (a probability against a constant) does not.
+
+    :raises InputError: naming the atom."""
+    for clause in prop.unsafe.clauses:
+        for atom in clause.atoms:
+            coefficients = [c for _, c in atom.terms]
+            pairwise = len(coefficients) == 2 and coefficients[0] == -coefficients[1] and atom.constant == 0
+            if not pairwise:
+                raise InputError(
+                    f"{name} ends in a Softmax, which qverify drops (it keeps the order of the outputs): "
+                    f"the property's atom '{atom.text}' compares a probability with a constant, which the "
+                    "logits do not determine; state it as comparisons of outputs (Y_i - Y_j), or give "
+                    "the model without its Softmax"
+                )
 
 
 def input_bounds_moved(qnet, prop: Property) -> str:

@@ -466,7 +466,9 @@ def test_a_branch_that_does_not_reach_the_output_is_skipped(tmp_path: Path) -> N
     """A node whose output nothing reads is dead code (onnxruntime computes it and drops it)."""
     params = _dense_params(np.random.default_rng(0), [3, 2, 2])
     nodes = _two_layer_nodes()
-    nodes.insert(3, helper.make_node("LeakyRelu", ["a1"], ["z"], name="side"))  # (the output: the last node's)
+    nodes.insert(
+        3, helper.make_node("LeakyRelu", ["a1"], ["z"], name="side")
+    )  # (the output: the last node's)
     net = assert_matches_onnxruntime(save_model(tmp_path, nodes, params, [1, 3]), 3)
     assert net.is_chain and len(net.layers) == 2
 

@@ -55,8 +55,16 @@ def _fmt(value: float) -> str:
     return f"{value:.6g}"
 
 
-def _layer_line(index: int, layer, quant) -> str:
-    text = f"  layer {index}: {layer.describe()}, {layer.activation.value}"
+def _reads(net: Network, index: int) -> str:
+    """What node `index` (0-based) reads, for a graph: ` <- input`, ` <- 2, 5` (1-based layers)."""
+    if net.is_chain:
+        return ""
+    names = ["input" if p < 0 else str(p + 1) for p in net.wiring[index]]
+    return f" <- {', '.join(names)}"
+
+
+def _layer_line(index: int, layer, quant, reads: str = "") -> str:
+    text = f"  layer {index}{reads}: {layer.describe()}, {layer.activation.value}"
     if hasattr(layer, "weights"):
         text += (
             f"  weights [{_fmt(layer.weights.min())}, {_fmt(layer.weights.max())}]  "
@@ -78,18 +86,20 @@ def describe_network(net: Network) -> list[str]:
         layer.weights.size + layer.bias.size for layer in net.layers if hasattr(layer, "weights")
     )
     kinds = sorted({type(layer).__name__ for layer in net.layers})
+    shape = "layers" if net.is_chain else "nodes of a graph (each reads the layers after <-)"
     lines = [
         f"network {net.name}  ({net.source})  sha256:{net.digest()}",
         (
-            f"sizes {' -> '.join(map(str, net.sizes))}  ({len(net.layers)} layers: {', '.join(kinds)}; "
+            f"sizes {' -> '.join(map(str, net.sizes))}  ({len(net.layers)} {shape}: {', '.join(kinds)}; "
             f"{n_parameters} parameters)"
         ),
     ]
+    lines.extend(f"note: {note}" for note in net.notes)
     if net.quantization is not None:
         lines.append(f"quantization: {net.quantization.describe()}")
     quants = net.quantization.layers if net.quantization is not None else (None,) * len(net.layers)
     for index, (layer, quant) in enumerate(zip(net.layers, quants), start=1):
-        lines.append(_layer_line(index, layer, quant))
+        lines.append(_layer_line(index, layer, quant, _reads(net, index - 1)))
     norm = net.input_norm
     if norm is None:
         lines.append("input normalisation: none (inputs are used as given)")

@@ -347,6 +347,7 @@ class _GraphBuilder:
         handlers = {
             "Pad": self.pad,
             "Transpose": self.transpose,
+            "Gather": self.gather,
             "MatMul": self.matmul,
             "Gemm": self.gemm,
             "Conv": self.conv,
@@ -462,6 +463,28 @@ class _GraphBuilder:
             self.materialise(tensor, name, step)
         self.close(tensor, name)
         if tensor.stage is _Stage.INPUT:  # the normalisation is kept in the current order
+            tensor.mean, tensor.scale = tensor.mean[order], tensor.scale[order]
+        tensor.order = order if tensor.order is None else tensor.order[order]
+        tensor.order_step = step
+        return tensor
+
+    def gather(self, step: Step, tensor: _Tensor, name: str) -> _Tensor:
+        """A Gather of every value of a vector in another order (a permutation, as `qverify.io`
+        writes a `Permute`): held like a Transpose's reordering."""
+        names = self.inputs(step, 2, 2)
+        size = self.vector_size(tensor)
+        axis = int(self.attribute(step, "axis", 0))
+        if names[1] not in self.constants or size is None or axis not in (-1, len(tensor.shape) - 1):
+            raise self.unsupported(
+                step, "is supported only as a permutation of a vector's values (constant indices, last axis)"
+            )
+        order = np.asarray(self.constants[names[1]]).reshape(-1).astype(np.int64)
+        if order.size != size or not np.array_equal(np.sort(order), np.arange(size)):
+            raise self.unsupported(step, f"gathers {order.size} values of {size} that are not a permutation")
+        if tensor.stage is _Stage.OUTPUT:
+            self.materialise(tensor, name, step)
+        self.close(tensor, name)
+        if tensor.stage is _Stage.INPUT:
             tensor.mean, tensor.scale = tensor.mean[order], tensor.scale[order]
         tensor.order = order if tensor.order is None else tensor.order[order]
         tensor.order_step = step

@@ -10,6 +10,11 @@ convolution or pool --, output `output` of shape [1, n_out]):
                                                          layer that follows one
     Mul(output_range) -> Add(output_mean)                if it has an output normalisation
 
+A graph (`Network.wiring`) is written node by node: a node reads its producers' tensors (the input,
+or a node's output), an `Add` join is ONNX Add (and its activation), a `Concat` ONNX Concat on
+axis 1, a `Permute` a Gather on the flattened tensor; a Flatten or Reshape goes where a dense layer
+reads an image or a spatial layer a vector.
+
 All tensors are DOUBLE by default, so every weight survives a round trip bit for bit (onnxruntime's CPU provider
 runs MatMul, Add, Sub, Div, Mul, Relu, Sigmoid and Tanh in double; but its extended graph optimisation
 fuses Div-by-constant into FusedMatMul with a float32 `alpha`, so run with ORT_ENABLE_BASIC for results
@@ -30,10 +35,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from qverify.errors import InputError, UnsupportedError
 from qverify.io.onnx_reader import METADATA_INPUT_MAX, METADATA_INPUT_MIN, encode_bounds
-from qverify.network import AveragePool2D, Conv2D, Dense, MaxPool2D
+from qverify.network import Add, AveragePool2D, Concat, Conv2D, Dense, MaxPool2D, Permute
 from qverify.network.model import Activation, Network
 
-__all__ = ["OPSET", "write_onnx"]
+__all__ = ["OPSET", "input_shape", "write_onnx"]
 
 OPSET = 13
 _IR_VERSION = 7  # the IR version that introduced opset 13; accepted by every onnxruntime since 1.6
@@ -46,7 +51,7 @@ _ACTIVATION_OPS = {
 
 
 class _GraphParts:
-    """Nodes and initializers appended in chain order; `current` is the tensor flowing through."""
+    """Nodes and initializers appended in order; `current` is the tensor the next operator reads."""
 
     def __init__(self, dtype: type) -> None:
         self.nodes: list[onnx.NodeProto] = []
@@ -72,10 +77,12 @@ def _spatial_attributes(layer: Conv2D | MaxPool2D | AveragePool2D) -> dict:
     return {"kernel_shape": list(kernel), "strides": list(layer.strides), "pads": list(layer.pads)}
 
 
-def _add_layer(parts: _GraphParts, k: int, layer, previous_spatial: bool, gemm: bool) -> None:
+def _is_image(layer) -> bool:
+    return len(getattr(layer, "output_shape", ())) == 3
+
+
+def _add_layer(parts: _GraphParts, k: int, layer, gemm: bool) -> None:
     if isinstance(layer, Dense):
-        if previous_spatial:
-            parts.op("Flatten", [parts.current], f"flatten{k}", axis=1)
         if gemm:
             inputs = [parts.current, parts.tensor(f"W{k}", layer.weights), parts.tensor(f"B{k}", layer.bias)]
             parts.op("Gemm", inputs, f"W{k}_gemm", transB=1)
@@ -95,31 +102,99 @@ def _add_layer(parts: _GraphParts, k: int, layer, previous_spatial: bool, gemm: 
             count_include_pad=int(layer.count_include_pad),
             **_spatial_attributes(layer),
         )
-    if layer.activation is Activation.RELU6:
+    _add_activation(parts, k, layer.activation)
+
+
+def _add_activation(parts: _GraphParts, k: int, activation: Activation) -> None:
+    if activation is Activation.RELU6:
         bounds = [
             parts.tensor(f"layer{k}_clip_min", np.array(0.0)),
             parts.tensor(f"layer{k}_clip_max", np.array(6.0)),
         ]
         parts.op("Clip", [parts.current, *bounds], f"layer{k}_relu6")
-    elif layer.activation in _ACTIVATION_OPS:
-        parts.op(_ACTIVATION_OPS[layer.activation], [parts.current], f"layer{k}_{layer.activation.value}")
+    elif activation in _ACTIVATION_OPS:
+        parts.op(_ACTIVATION_OPS[activation], [parts.current], f"layer{k}_{activation.value}")
+
+
+def _add_join(parts: _GraphParts, k: int, layer, inputs: list[str]) -> None:
+    """An `Add` (ONNX Add of its inputs, or Identity for one), a `Concat` (axis 1), a `Permute`
+    (Gather on axis 1 of the flattened tensor)."""
+    if isinstance(layer, Add):
+        if layer.count == 1:
+            parts.op("Identity", inputs, f"layer{k}_identity")
+        else:
+            parts.op("Add", inputs[:2], f"layer{k}_add")
+            for index, name in enumerate(inputs[2:], start=2):
+                parts.op("Add", [parts.current, name], f"layer{k}_add{index}")
+        _add_activation(parts, k, layer.activation)
+    elif isinstance(layer, Concat):
+        parts.op("Concat", inputs, f"layer{k}_concat", axis=1)
+    else:
+        indices = parts.tensor(f"layer{k}_order", layer.order)
+        parts.initializers[-1] = numpy_helper.from_array(np.asarray(layer.order, dtype=np.int64), indices)
+        parts.op("Gather", [inputs[0], indices], f"layer{k}_permute", axis=1)
+
+
+def _reading(parts: _GraphParts, name: str, image: bool, wanted: tuple[int, ...]) -> str:
+    """The tensor `name` (an image or a vector) as the consumer wants it: flattened (`wanted` ()),
+    or reshaped to [1, C, H, W]."""
+    if image == (len(wanted) == 3):
+        return name
+    if not wanted:  # a vector
+        parts.op("Flatten", [name], f"{name}_flat", axis=1)
+        return parts.current
+    dims = parts.tensor(f"{name}_shape{len(parts.nodes)}", np.array([1, *wanted]))
+    parts.initializers[-1] = numpy_helper.from_array(np.array([1, *wanted], dtype=np.int64), dims)
+    parts.op("Reshape", [name, dims], f"{name}_image{len(parts.nodes)}")
+    return parts.current
+
+
+def _wanted(layer, slot: int) -> tuple[int, ...]:
+    """The shape a node reads its input `slot` in: (C, H, W) for spatial layers and image joins,
+    () (a vector) for dense layers, vector joins and a permutation (a Gather on the flat tensor)."""
+    if isinstance(layer, (Conv2D, MaxPool2D, AveragePool2D)):
+        return layer.input_shape
+    if isinstance(layer, Add) and len(layer.shape) == 3:
+        return layer.shape
+    if isinstance(layer, Concat) and len(layer.output_shape) == 3:
+        return layer.input_shapes[slot]
+    return ()
+
+
+def input_shape(net: Network) -> list[int]:
+    """The graph input's shape: [1, C, H, W] when every node reading the input is a spatial layer
+    (a convolution or pool), else [1, n_in]."""
+    readers = [layer for k, layer in enumerate(net.layers) if -1 in net.wiring[k]]
+    if all(isinstance(layer, (Conv2D, MaxPool2D, AveragePool2D)) for layer in readers):
+        return [1, *readers[0].input_shape]
+    return [1, net.n_inputs]
 
 
 def _build_graph(net: Network, float32: bool, gemm: bool) -> onnx.GraphProto:
     parts = _GraphParts(np.float32 if float32 else np.float64)
     element = TensorProto.FLOAT if float32 else TensorProto.DOUBLE
-    first = net.layers[0]
-    input_shape = [1, *first.input_shape] if len(first.input_shape) == 3 else [1, net.n_inputs]
+    shape = input_shape(net)
+    spatial_input = len(shape) == 4
     if net.input_norm is not None:
-        if len(input_shape) != 2:
+        if spatial_input:
             raise UnsupportedError("an input normalisation before a convolution cannot be written to ONNX")
         parts.constant_op("Sub", "input_mean", net.input_norm.mean)
         parts.constant_op("Div", "input_range", net.input_norm.range)
-    previous_spatial = len(input_shape) == 4
+    sources = {-1: (parts.current, spatial_input)}
     for k, layer in enumerate(net.layers, start=1):
-        _add_layer(parts, k, layer, previous_spatial, gemm)
-        previous_spatial = not isinstance(layer, Dense)
-    if previous_spatial:
+        names = []
+        for slot, producer in enumerate(net.wiring[k - 1]):
+            name, image = sources[producer]
+            names.append(_reading(parts, name, image, _wanted(layer, slot)))
+        parts.current = names[0]
+        if isinstance(layer, (Add, Concat, Permute)):
+            _add_join(parts, k, layer, names)
+        else:
+            _add_layer(parts, k, layer, gemm)
+        sources[k - 1] = (parts.current, _is_image(layer) and not isinstance(layer, Permute))
+    last, image = sources[len(net.layers) - 1]
+    parts.current = last
+    if image:
         parts.op("Flatten", [parts.current], "flatten_output", axis=1)
     if net.output_norm is not None:
         n_out = net.n_outputs
@@ -129,7 +204,7 @@ def _build_graph(net: Network, float32: bool, gemm: bool) -> onnx.GraphProto:
     return helper.make_graph(
         parts.nodes,
         net.name,
-        [helper.make_tensor_value_info("input", element, input_shape)],
+        [helper.make_tensor_value_info("input", element, shape)],
         [helper.make_tensor_value_info("output", element, [1, net.n_outputs])],
         parts.initializers,
     )

@@ -83,6 +83,7 @@ def quantize_with_onnxruntime(
     except ImportError:
         raise ToolMissingError("qverify quantize needs onnxruntime (pip install onnxruntime)") from None
     from qverify.io import read_onnx, write_onnx
+    from qverify.io.onnx_writer import input_shape
 
     calibration = np.asarray(calibration, dtype=np.float64)
     if calibration.ndim != 2 or calibration.shape[1] != net.n_inputs or calibration.shape[0] == 0:
@@ -90,8 +91,7 @@ def quantize_with_onnxruntime(
             f"calibration data of shape {calibration.shape}: expected (samples, {net.n_inputs}) for {net.name}"
         )
     core = core_network(net)
-    first_shape = net.layers[0].input_shape
-    shape = tuple(first_shape) if len(first_shape) == 3 else (net.n_inputs,)
+    shape = tuple(input_shape(core)[1:])
     output = Path(output)
     with tempfile.TemporaryDirectory(prefix="qverify-quantize-") as scratch:
         float_model = Path(scratch) / "float.onnx"

@@ -50,7 +50,7 @@ from qverify.assurance.repair.target import (
     repaired_network,
 )
 from qverify.errors import InputError, InternalError
-from qverify.network import Network, apply_layer
+from qverify.network import Network, apply_layer, gather_inputs
 
 if TYPE_CHECKING:
     from qverify.suites.journal import Journal
@@ -67,10 +67,12 @@ def _accuracy(implementation: Implementation, x: np.ndarray, y: np.ndarray) -> f
 
 def reference_preactivation(net: Network, x_norm: np.ndarray, index: int) -> np.ndarray:
     """The float64 reference's layer `index` values before its activation (batch, n_out)."""
-    values = np.atleast_2d(np.asarray(x_norm, dtype=np.float64))
-    for layer in net.layers[:index]:
-        values = apply_layer(layer, values)
+    x = np.atleast_2d(np.asarray(x_norm, dtype=np.float64))
+    outputs: list[np.ndarray] = []
+    for k, layer in enumerate(net.layers[:index]):
+        outputs.append(apply_layer(layer, gather_inputs(net.wiring, k, x, outputs)))
     layer = net.layers[index]
+    values = gather_inputs(net.wiring, index, x, outputs)
     return values @ layer.matrix.T + layer.expanded_bias()  # type: ignore[union-attr]
 
 
@@ -78,7 +80,7 @@ def check_layers_match(float_net: Network, quantized: Network) -> None:
     """The float network and a separately given quantized model must have the same layers."""
     ours = [(type(layer).__name__, layer.n_in, layer.n_out) for layer in float_net.layers]
     theirs = [(type(layer).__name__, layer.n_in, layer.n_out) for layer in quantized.layers]
-    if ours != theirs:
+    if ours != theirs or float_net.wiring != quantized.wiring:
         raise InputError(
             f"the float network {float_net.name} and the quantized model {quantized.name} have different "
             f"layers: {[f'{k} {i}->{o}' for k, i, o in ours]} vs {[f'{k} {i}->{o}' for k, i, o in theirs]}"

@@ -120,10 +120,11 @@ def make_target(implementation: Implementation, layer: int | None) -> RepairTarg
 
 
 def layer_inputs(target: RepairTarget, inputs: np.ndarray, simulation: SimulationResult) -> np.ndarray:
-    """The values entering the layer on each sample (words or codes), from the simulator's trace."""
-    if target.index == 0:
-        return np.asarray(inputs, dtype=np.int64)
-    return np.asarray(simulation.layers[target.index - 1].post, dtype=np.int64)
+    """The values entering the layer on each sample (words or codes), from the simulator's trace:
+    its producers' outputs (the input, for a first layer) joined in the wiring's order."""
+    qnet = target.implementation.qnet
+    posts = [layer.post for layer in simulation.layers]
+    return np.asarray(qnet.node_inputs(target.index, np.asarray(inputs), posts), dtype=np.int64)  # type: ignore[union-attr]
 
 
 def layer_outputs(target: RepairTarget, simulation: SimulationResult) -> np.ndarray:
