@@ -72,6 +72,10 @@ def _layer_line(index: int, layer, quant, reads: str = "") -> str:
         )
     if quant is not None:
         text += f"\n      int8: output {quant.output.describe()}"
+        joined = getattr(quant, "inputs", None)
+        if joined is not None:
+            text += f", inputs {'; '.join(q.describe() for q in joined)}"
+            text += " (onnxruntime runs it unfused, in float32)" if quant.float_path else ""
         scales = getattr(quant, "weight_scales", None)
         if scales is not None:
             kind = "per channel" if scales.size > 1 else "per tensor"

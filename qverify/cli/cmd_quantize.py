@@ -49,9 +49,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--format",
         choices=[f.value for f in QuantFormat],
-        default=QuantFormat.QDQ.value,
-        help="QDQ (QuantizeLinear/DequantizeLinear around float operators; default) or "
-        "QOperator (QLinearConv, QGemm)",
+        default=None,
+        help="QDQ (QuantizeLinear/DequantizeLinear around float operators; the default for a chain of "
+        "layers) or QOperator (QLinearConv, QGemm, QLinearAdd; the default for a graph, whose QDQ forks "
+        "onnxruntime runs in float32)",
     )
     parser.add_argument("--per-channel", action="store_true", help="one weight scale per output channel")
     parser.add_argument(
@@ -118,9 +119,15 @@ def run(args: argparse.Namespace) -> int:
     if net.quantization is not None:
         raise InputError(f"{args.network} is already quantized")
     x, labels, description = _calibration(args, net)
-    settings = QuantizeSettings(
-        QuantFormat(args.format), args.per_channel, CodeType(args.activations), args.reduce_range
+    quant_format = (
+        QuantFormat(args.format) if args.format else QuantFormat.QDQ if net.is_chain else QuantFormat.QOP
     )
+    if args.format is None and not net.is_chain:
+        print(
+            "note: a graph is written in the QOperator format: onnxruntime runs the float operators of a QDQ "
+            "graph's forks unfused, in float32 (qverify.io.onnx_fusion)"
+        )
+    settings = QuantizeSettings(quant_format, args.per_channel, CodeType(args.activations), args.reduce_range)
     quantized = quantize_with_onnxruntime(net, x, settings, args.output)
     qnet = quantize_network(quantized, ImplementationOptions(Int8Format()))
     print(f"wrote {args.output}: {quantized.quantization.describe()}; calibrated on {description}")

@@ -47,6 +47,7 @@ from onnx import numpy_helper
 
 from qverify.errors import InputError, UnsupportedError
 from qverify.input_limits import check_file, check_tensor
+from qverify.io.onnx_fusion import has_float_groups, unfused_outputs
 from qverify.io.onnx_graph import GraphResult, Step, _GraphBuilder
 from qverify.io.onnx_quant import fold_dequantized_constants, is_quantized, read_quantized
 from qverify.io.onnx_static import fold_shape_computations
@@ -189,43 +190,6 @@ _FLOAT_INPUTS = {
     onnx.TensorProto.FLOAT16,
     onnx.TensorProto.BFLOAT16,
 }
-
-
-def _chain(graph: onnx.GraphProto, start: str, constants: dict[str, np.ndarray], where: str) -> list[Step]:
-    """The non-Constant nodes, checked to form one chain from the graph input to the graph output."""
-    produced = {start} | {name for node in graph.node for name in node.output}
-    current = start
-    steps = []
-    for index, node in enumerate(graph.node):
-        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
-            continue
-        if node.output and all(
-            name in constants for name in node.output
-        ):  # folded (DequantizeLinear of weights)
-            continue
-        step = Step(node, _label(index, node))
-        dynamic = [name for name in node.input if name and name not in constants]
-        for name in dynamic:
-            if name not in produced:
-                raise InputError(
-                    f"{where}: {step.describe()} reads '{name}', which is neither an initializer, "
-                    "a Constant nor a node output (missing initializer?)"
-                )
-        if dynamic != [current] or not node.output:
-            raise UnsupportedError(
-                f"{where}: {step.describe()} is not part of a sequential chain: its dynamic inputs are "
-                f"{dynamic}, expected only '{current}' (the previous node's output)"
-            )
-        steps.append(step)
-        current = node.output[0]
-    if not steps:
-        raise InputError(f"{where}: ONNX graph has no nodes")
-    if graph.output[0].name != current:
-        raise UnsupportedError(
-            f"{where}: graph output '{graph.output[0].name}' is not the output of the last node "
-            f"{steps[-1].describe()}; only sequential graphs are supported"
-        )
-    return steps
 
 
 _TAIL_OPS = ("Add", "Sub", "Mul", "Div", "Flatten", "Reshape", "Identity", "Dropout", "Softmax")
@@ -392,8 +356,13 @@ def read_onnx(path: str | Path) -> Network:
     check_tensor(shape, 8, f"{where}: graph input '{graph_input.name}'")  # read as float64
     if is_quantized(model):
         folded = fold_dequantized_constants(graph, constants, where)
-        steps = _chain(graph, graph_input.name, folded, where)
-        network = read_quantized(model, where, constants, [(step.node, step.label) for step in steps], shape)
+        walk = _walk(graph, graph_input.name, folded, where)
+        steps = [(step.node, step.label, dynamic) for step, dynamic in walk.steps]
+        output = graph.output[0].name
+        unfused = unfused_outputs(model, where) if has_float_groups(model) else frozenset()
+        network = read_quantized(
+            where, folded, steps, walk.readers, (graph_input.name, shape), output, unfused
+        )
         _check_output_shape(graph, network.n_outputs, where)
         return replace(network, image_shape=_image_shape(shape))
     walk = _walk(graph, graph_input.name, constants, where)

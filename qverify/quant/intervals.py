@@ -228,7 +228,15 @@ def _pool_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: Qua
 def _int8_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray) -> tuple:
     """int8: the exact accumulator's bounds, and the codes through the (monotone) table."""
     from qverify.quant.affine import apply_thresholds
+    from qverify.quant.simulate import int8_join_codes
 
+    if layer.is_join:  # monotone in every input code (an Add's weights are positive)
+        low, high = int8_join_codes(layer, lo[None])[0], int8_join_codes(layer, hi[None])[0]
+        if not isinstance(layer.source, Add):
+            return (low, high), (low, high)
+        parts_lo, parts_hi = lo.reshape(layer.source.count, -1), hi.reshape(layer.source.count, -1)
+        weights = layer.weights.astype(np.int64)[:, None]
+        return ((weights * parts_lo).sum(axis=0), (weights * parts_hi).sum(axis=0)), (low, high)
     if not layer.is_mac:
         windows = layer.source.windows()  # type: ignore[union-attr]
         low = np.where(windows.valid, lo[windows.inputs], np.iinfo(np.int64).min).max(axis=1)

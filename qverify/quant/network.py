@@ -21,6 +21,7 @@ from qverify.network import (
     Concat,
     Conv2D,
     Dense,
+    Join,
     Layer,
     MaxPool2D,
     Network,
@@ -29,11 +30,12 @@ from qverify.network import (
     TensorQuant,
     gather_inputs,
 )
-from qverify.network.qparams import LayerQuant, MacQuant
+from qverify.network.qparams import JoinQuant, LayerQuant, MacQuant
 from qverify.quant.affine import Int8Format, Int8Kernel, RequantMode, accumulator_bounds, thresholds
 from qverify.quant.code_tables import lookup_table
 from qverify.quant.fixed import FixedFormat, quantize_constants
 from qverify.quant.floatfmt import FloatFormat
+from qverify.quant.join8 import add_staircase, concat_staircase
 from qverify.quant.lut import LIPSCHITZ, Lut, LutDesign, design_lut
 from qverify.quant.pool8 import ambiguous_sums, exact_means
 from qverify.quant.x86 import PairedSums, paired_sums
@@ -359,11 +361,15 @@ def _int8_average_pool(
         False,
         quant.what,
         pool_divisor=divisor,
+        pool_global=tuple(layer.kernel) == tuple(layer.input_shape[1:])
+        and not any(layer.pads)
+        and not quant.float_path,
     )
     taps = int(conv.taps().count.max())
     acc_lo, acc_hi = accumulator_bounds(mac, np.full(channels, taps))
-    whole_image = tuple(layer.kernel) == tuple(layer.input_shape[1:]) and not any(layer.pads)
-    ambiguous = ambiguous_sums(mac, int(acc_lo.min()), int(acc_hi.max()), taps, whole_image)
+    ambiguous = np.zeros(0, dtype=np.int64)  # (the global path is exact: `pool8.global_codes`)
+    if not mac.pool_global:
+        ambiguous = ambiguous_sums(mac, int(acc_lo.min()), int(acc_hi.max()), taps)
     if ambiguous.size:
         sum_ = int(ambiguous[0])
         raise UnsupportedError(
@@ -384,11 +390,41 @@ def _int8_average_pool(
     )
 
 
+def _int8_join(index: int, layer: Join, quant: JoinQuant, mode: RequantMode) -> QuantizedLayer:
+    """A join on codes: a copy (a Permute, a Concat of inputs quantized as its output), or an exact
+    integer staircase (an Add; a Concat that requantizes): `qverify.quant.join8`."""
+    empty = np.zeros(0, dtype=np.int64)
+    where = f"layer {index} ({layer.describe()})"
+    if not isinstance(layer, Add) and quant.copies:
+        return QuantizedLayer(empty, empty, Activation.IDENTITY, layer, Int8Tables(quant, None, None, None))
+    if mode is not RequantMode.ONNXRUNTIME:
+        raise UnsupportedError(
+            f"{where}: an int8 {type(layer).__name__} that requantizes is modelled as onnxruntime's "
+            f"QLinear{type(layer).__name__}; not with {mode.value} requantization (use --format int8)"
+        )
+    if isinstance(layer, Add):
+        if layer.count != 2 or layer.activation is not Activation.IDENTITY:
+            raise UnsupportedError(f"{where}: an int8 Add is of two tensors, with no activation of its own")
+        stairs = add_staircase(quant, where)
+    else:
+        stairs = concat_staircase(quant)
+    stairs.table.flags.writeable = False
+    return QuantizedLayer(
+        stairs.weights,
+        empty,
+        Activation.IDENTITY,
+        layer,
+        Int8Tables(quant, stairs.table, stairs.acc_lo, stairs.acc_hi),
+    )
+
+
 def _int8_layer(
     index: int, layer: Layer, quant: LayerQuant, mode: RequantMode, kernel: Int8Kernel
 ) -> QuantizedLayer:
     """A layer of an int8 model: integer weights and bias, and its requantization table."""
     empty = np.zeros(0, dtype=np.int64)
+    if isinstance(quant, JoinQuant):
+        return _int8_join(index, layer, quant, mode)  # type: ignore[arg-type]
     if isinstance(quant, PoolQuant):
         if isinstance(layer, AveragePool2D):
             return _int8_average_pool(index, layer, quant, mode)
