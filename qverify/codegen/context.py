@@ -244,7 +244,7 @@ def _layer_context(
     }
     weight_type = "int" if qnet.is_int8 else literal_type
     if layer.is_join:
-        context.update(_join_context(layer, names))
+        context.update(_join_context(layer, names), requant=False)
         if qnet.is_int8:
             context.update(_int8_join_context(layer))
         return context

@@ -31,8 +31,8 @@ W, b the implementation's constants read as reals (exact in float64: fixed-point
   the output codes (`attack.atom_forms` rewrites the atoms over (code - zero) * scale).
 
 What the network level does not read is refused with a reason (`unsupported_reason`) so that the
-caller falls back to the scalar path: activations other than ReLU, identity and monotone sigmoid/tanh
-tables, int8 in real arithmetic, int8-x86's pair-saturating sums.
+caller falls back to the scalar path: activations other than ReLU, ReLU6, identity and monotone
+sigmoid/tanh tables, int8 in real arithmetic, int8-x86's pair-saturating sums.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qverify.engine.netlevel.activations import Identity, MaxPool, NetActivation, Relu, Stairs
+from qverify.engine.netlevel.activations import Clamp, Identity, MaxPool, NetActivation, Relu, Stairs
 from qverify.engine.netlevel.lookup import lut_staircase, monotone
 from qverify.engine.netlevel.operations import (
     AveragePoolOperation,
@@ -83,7 +83,13 @@ def unsupported_reason(query: NetworkQuery) -> str | None:
         if not isinstance(layer.source, supported):
             return f"netlevel: layer {index} ({layer.source.describe()}): not supported"
         activation = layer.activation
-        if activation not in (Activation.RELU, Activation.IDENTITY, Activation.SIGMOID, Activation.TANH):
+        if activation not in (
+            Activation.RELU,
+            Activation.RELU6,
+            Activation.IDENTITY,
+            Activation.SIGMOID,
+            Activation.TANH,
+        ):
             return f"netlevel: layer {index}: {activation.value} activation not supported"
         if activation in (Activation.SIGMOID, Activation.TANH) and not monotone(qnet.lut_for(activation)):
             return f"netlevel: layer {index}: the {activation.value} table is not monotone"
@@ -340,6 +346,8 @@ def _layer(layer: QuantizedLayer, scale: float, tables: dict[Activation, Stairs]
         return NetLayer(op, bias, max_pool(layer.source))
     if layer.activation in tables:  # sigmoid / tanh: the C's lookup table as a staircase
         return NetLayer(op, bias, tables[layer.activation])
+    if layer.activation is Activation.RELU6:  # clamped at 6, exactly 6 in every format's real units
+        return NetLayer(op, bias, Clamp(6.0))
     activation = Relu() if layer.activation is Activation.RELU else Identity()
     return NetLayer(op, bias, activation)
 

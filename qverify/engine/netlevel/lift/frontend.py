@@ -80,6 +80,10 @@ _OVERFLOW = {
 _INTEGER_MACROS = ("QV_K", "QV_L", "QV_N_INPUTS", "QV_N_OUTPUTS", "QV_HARNESS")
 _NUMBER_TYPES = {("float",): FloatKind.FLOAT, ("double",): FloatKind.DOUBLE, ("qv_half",): FloatKind.HALF}
 _RELU_TEXT = "inline static qv_num qv_relu(qv_num x)\n{\n  return (x < 0) ? (0) : (x);\n}\n\n"
+_RELU6_TEXT = re.compile(
+    r"inline static qv_num qv_relu6\(qv_num x\)\n\{\n  return \(x < 0\) \? \(0\) : "
+    r"\(\(x > ([0-9A-Fa-fx.p+\-]+f?)\) \? \(([0-9A-Fa-fx.p+\-]+f?)\) : \(x\)\);\n\}\n\n"
+)
 INT32_RANGE = (-(1 << 31), (1 << 31) - 1)
 
 
@@ -206,6 +210,7 @@ def _skeleton(ast: c_ast.FileAST, harness: str, extracted: dict[str, ConstArray]
             arrays[ext.name] = ext
         elif isinstance(ext, c_ast.FuncDef) and ext.decl.name in (
             "qv_relu",
+            "qv_relu6",
             "qv_network",
             "main",
             *LUT_ACTIVATIONS,
@@ -226,6 +231,27 @@ def _skeleton(ast: c_ast.FileAST, harness: str, extracted: dict[str, ConstArray]
         if text != _RELU_TEXT:
             raise fail(functions["qv_relu"], "qv_relu is not the template's `return x < 0 ? 0 : x;`")
     return _Skeleton(number_type, arrays, functions)
+
+
+def _check_relu6(function: c_ast.FuncDef | None, number, network: c_ast.Node) -> None:
+    """qv_relu6 is the template's `x < 0 ? 0 : (x > TOP ? TOP : x)` with TOP 6 in the format's units
+    (a word 6 * 2^l in fixed point, the float literal 6 otherwise)."""
+    if function is None:
+        raise fail(network, "qv_relu6 is called but not defined in the harness")
+    found = _RELU6_TEXT.fullmatch(c_generator.CGenerator().visit(function))
+    if found is None or found.group(1) != found.group(2):
+        raise fail(function, "qv_relu6 is not the template's `return x < 0 ? 0 : (x > TOP ? TOP : x);`")
+    literal = found.group(1)
+    try:
+        value = (
+            int(literal) / number.scale
+            if isinstance(number, FixedFormat)
+            else float.fromhex(literal.rstrip("fF"))
+        )
+    except ValueError:
+        raise fail(function, f"qv_relu6's top {literal} is not a number literal") from None
+    if value != 6.0:
+        raise fail(function, f"qv_relu6 clamps at {value:g}, not 6")
 
 
 def _options(
@@ -574,6 +600,8 @@ def _match(
     wiring = _check_graph(loops, local_arrays, x_name, y_name, arrays)
     if "qv_relu" not in skeleton.functions and any(loop.activation.value == "relu" for loop in loops):
         raise fail(network, "qv_relu is called but not defined in the harness")
+    if any(loop.activation.value == "relu6" for loop in loops):
+        _check_relu6(skeleton.functions.get("qv_relu6"), number, network)
     accumulations = {loop.accumulation for loop in loops if loop.accumulation is not None}
     layouts = {loop.layout for loop in loops if loop.layout is not None}
     if len(accumulations) > 1 or len(layouts) > 1:
