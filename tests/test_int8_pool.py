@@ -116,7 +116,9 @@ def windows_with_sums(
     return rows + quant.zero_point
 
 
-def _pool_quant(source: TensorQuant, target: TensorQuant, divisor: int, whole_image: bool = False) -> MacQuant:
+def _pool_quant(
+    source: TensorQuant, target: TensorQuant, divisor: int, whole_image: bool = False
+) -> MacQuant:
     channels = 1
     return MacQuant(
         source,
