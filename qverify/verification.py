@@ -42,6 +42,7 @@ from qverify.invariants import FramacOptions, IntervalMethod, compute_bounds
 from qverify.network import Network
 from qverify.properties import Property
 from qverify.quant import FloatFormat, ImplementationOptions, overflow_warnings, quantize_network
+from qverify.stage_times import PIPELINE, named_times
 
 INVARIANTS_SHARE = 1 / 3  # of the task's timeout, at most, for Frama-C (then the built-in analysis)
 MIN_STAGE_S = 1.0
@@ -94,7 +95,7 @@ class VerificationRecord:
     network_digest: str
     property: str
     implementation: str
-    number_format: str
+    number_format: str  # what is verified: "int8-x86", "<16,16>", ...
     lut_eps: float
     status: Status
     reason: str
@@ -108,6 +109,7 @@ class VerificationRecord:
     harness: str = ""
     version: str = __version__
     origins: Mapping[str, str] = field(default_factory=dict)  # option -> where its value came from
+    format_resolved_from: str = ""  # the label `number_format` was resolved from: "int8-ort" (the probe)
 
     @property
     def exit_code(self) -> int:
@@ -129,6 +131,7 @@ class VerificationRecord:
             "property": self.property,
             "implementation": self.implementation,
             "format": self.number_format,
+            "format_resolved_from": self.format_resolved_from,
             "lut_eps": self.lut_eps,
             "backend": self.verdict.backend if self.verdict else "",
             "solver": self.verdict.solver if self.verdict else "",
@@ -160,7 +163,7 @@ class VerificationRecord:
             reason=data.get("reason", ""),
             verdict=Verdict.from_json(data["verdict"]) if data.get("verdict") else None,
             counterexample=AdversarialExample.from_json(cex) if cex else None,
-            times_s=dict(data.get("times_s", {})),
+            times_s=named_times(data.get("times_s", {})),
             peak_memory_mb=float(data.get("peak_memory_mb", 0.0)),
             warnings=tuple(data.get("warnings", [])),
             invariants=data.get("invariants", ""),
@@ -168,6 +171,7 @@ class VerificationRecord:
             harness=data.get("harness", ""),
             version=data.get("qverify_version", ""),
             origins=dict(data.get("origins", {})),
+            format_resolved_from=data.get("format_resolved_from", ""),
         )
 
 
@@ -269,10 +273,11 @@ def verify_property(
 def _error_record(
     base: dict, implementation: ImplementationOptions, clock: _Stopwatch, error: QverifyError
 ) -> VerificationRecord:
-    clock.times["total"] = round(time.perf_counter() - clock.start, 6)
+    clock.times[PIPELINE] = round(time.perf_counter() - clock.start, 6)
     return VerificationRecord(
         **base,
         number_format=str(implementation.number),
+        format_resolved_from=getattr(implementation.number, "resolved_from", ""),
         lut_eps=0.0,
         status=Status.ERROR,
         reason=str(error),
@@ -336,10 +341,11 @@ def _pipeline(
             started = clock.lap("replay", started)
     finally:
         replay.cancel()
-    clock.times["total"] = round(time.perf_counter() - clock.start, 6)
+    clock.times[PIPELINE] = round(time.perf_counter() - clock.start, 6)
     return VerificationRecord(
         **base,
         number_format=str(qnet.number),
+        format_resolved_from=getattr(qnet.number, "resolved_from", ""),
         lut_eps=qnet.lut_error_bound,
         status=status,
         reason=reason,

@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "qverify.resources",
         "qverify.input_limits",
         "qverify.interrupts",
+        "qverify.stage_times",
         "qverify.tools",
     ),
     ("qverify.network", "qverify.data"),

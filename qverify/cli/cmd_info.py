@@ -21,7 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--tools",
         action="store_true",
-        help="list the external tools qverify finds (gcc, frama-c, esbmc and which one, solvers, chromium)",
+        help="list the external tools qverify finds (onnxruntime and which int8 kernel it runs here, gcc, "
+        "frama-c, esbmc and which one, solvers, chromium)",
     )
     parser.add_argument(
         "--ranges",
@@ -149,9 +150,10 @@ def _widest_fitting(net: Network, lo, hi, frac_bits: int) -> IntBitsProposal | N
 def run(args: argparse.Namespace) -> int:
     if args.tools:
         from qverify.backends.esbmc import esbmc_status
+        from qverify.quant.ort_kernel import onnxruntime_status
         from qverify.tools import detect_tools, format_tools
 
-        print("\n".join(format_tools(detect_tools(esbmc_status()))))
+        print("\n".join(format_tools(detect_tools(esbmc_status(), onnxruntime_status()))))
         if args.network is None:
             return 0
     if args.network is None:

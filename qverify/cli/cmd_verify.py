@@ -27,10 +27,11 @@ from qverify.cli.options import (
     property_from_args,
 )
 from qverify.cli.report import StageTicker, describe_example, say_kernel, warn
-from qverify.cli.startup import startup_times
+from qverify.cli.startup import process_seconds, startup_times
 from qverify.errors import EXIT_CODES_HELP, EXIT_UNKNOWN, InputError, ResourceLimitError
 from qverify.input_limits import reading_within
 from qverify.io import load_network
+from qverify.stage_times import PROCESS
 from qverify.tasks import Origin, check_same_network, float_view_note, for_network, read_spec
 from qverify.tasks.model import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 from qverify.verification import VerificationRecord, verify_property
@@ -128,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
     with StageTicker("verify", options.limits.timeout_s, not args.no_progress) as ticker:
         record = verify_property(net, prop, implementation, options, name, ticker.finished)
     warnings = (note, *record.warnings) if note else record.warnings
-    record = replace(record, origins=origins, times_s=times | record.times_s, warnings=warnings)
+    times = {PROCESS: process_seconds()} | times | record.times_s  # the headline first
+    record = replace(record, origins=origins, times_s=times, warnings=warnings)
     for message in record.warnings:
         warn(message)
     print(record.summary_line())

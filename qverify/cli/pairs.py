@@ -10,8 +10,9 @@ from qverify.cli.report import say_kernel
 from qverify.errors import InputError
 from qverify.io import load_network
 from qverify.network import Network
+from qverify.quant.labels import ORT_LABELS
 
-INT8_LABELS = ("int8", "int8-x86", "int8-tflite")
+INT8_LABELS = ("int8", "int8-x86", "int8-tflite", *ORT_LABELS)
 
 
 def pair_of_floats(text: str, option: str) -> tuple[float, float]:
