@@ -109,10 +109,12 @@ def _child_kernel(prefix: list[str]) -> Int8Kernel | None:
 def kernel_runner(kernel: Int8Kernel) -> tuple[list[str] | None, str]:
     """The command prefix that runs Python with onnxruntime summing u8 x s8 products as `kernel` does
     (the exact sums, or int16 pair saturation), and how; (None, why not) when this machine cannot."""
-    if kernel is probe_kernel().kernel:
-        return [sys.executable], f"natively ({probe_kernel().describe()})"
-    if _child_kernel([sys.executable]) is kernel:  # this process is emulated; its children are not
-        return [sys.executable], "natively, in a child process (this one runs under an emulator)"
+    # asked of a child: under qemu-user this process is emulated and its children are not
+    native = _child_kernel([sys.executable])
+    if native is kernel:
+        emulated = native is not probe_kernel().kernel
+        how = "natively (this process runs under an emulator)" if emulated else "natively"
+        return [sys.executable], f"{how}: {Int8Format(kernel=kernel).label}"
     if kernel is Int8Kernel.EXACT:
         return None, (
             "needs a CPU whose onnxruntime sums u8 x s8 products exactly (AVX-VNNI, AVX-512 VNNI or ARM): "

@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("qverify.engine",),
     ("qverify.backends",),
     ("qverify.counterexample",),
-    ("qverify.verification",),
+    ("qverify.verification", "qverify.record"),
     ("qverify.tasks",),
     ("qverify.suites", "qverify.vnncomp"),
     ("qverify.assurance",),

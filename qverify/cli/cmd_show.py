@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from qverify.cli.report import describe_example, describe_time, describe_times
-from qverify.counterexample.image import open_image
-from qverify.counterexample.picture import write_example_png
 from qverify.errors import InputError
-from qverify.verification import VerificationRecord
+
+if TYPE_CHECKING:
+    from qverify.verification import VerificationRecord
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,6 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def read_record(path: Path) -> VerificationRecord:
+    from qverify.record import VerificationRecord
+
     try:
         return VerificationRecord.from_json(json.loads(path.read_text()))
     except FileNotFoundError:
@@ -65,6 +68,9 @@ def run(args: argparse.Namespace) -> int:
                 "to record one)"
             )
         return 0
+    from qverify.counterexample.image import open_image  # Pillow: only for a picture
+    from qverify.counterexample.picture import write_example_png
+
     png = write_example_png(
         example, Path(args.png) if args.png else path.with_suffix(".png"), title=record.name
     )

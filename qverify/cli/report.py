@@ -7,7 +7,6 @@ import threading
 import time
 from typing import Self
 
-from qverify.quant.ort_kernel import kernel_statement
 from qverify.stage_times import PIPELINE, PRE_PIPELINE, PROCESS, pipeline_seconds
 
 
@@ -19,6 +18,8 @@ def warn(message: str) -> None:
 def say_kernel(net, number) -> None:
     """The one line about onnxruntime's x86 kernels for an int8 model in `number`
     (`quant.ort_kernel.kernel_statement`), on stderr."""
+    from qverify.quant.ort_kernel import kernel_statement  # numpy, the network: only for a model
+
     statement = kernel_statement(net, number)
     if statement is not None:
         print(f"{statement[0]}: {statement[1]}", file=sys.stderr)

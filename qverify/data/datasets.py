@@ -24,8 +24,8 @@ import numpy as np
 
 from qverify.errors import InputError, ToolMissingError
 from qverify.input_limits import check_tensor
+from qverify.vocabulary import BUILT_IN
 
-BUILT_IN = ("digits", "digits-raw")
 SPLITS = ("train", "test")
 MAX_FILE_BYTES = 4 << 30
 MAX_LABEL = 2**31 - 1

@@ -17,12 +17,9 @@ from qverify.quant.affine import Int8Format
 from qverify.quant.fixed import FixedFormat, Overflow, Rounding
 from qverify.quant.floatfmt import FloatFormat, FloatKind
 from qverify.quant.ort_kernel import ORT_LABEL, ort_kernel
+from qverify.vocabulary import FORMAT_HELP, MAX_WORD_BITS, MIN_WORD_BITS
 
-FORMAT_HELP = "K.L (fixed point, e.g. 16.16), float, double, half, int8, int8-x86, int8-ort or int8-tflite"
-WORD_LENGTH_HELP = (
-    "W (a word length, 2..32: integer bits from range analysis over the network's input domain)"
-)
-MIN_WORD_BITS, MAX_WORD_LENGTH = 2, 32
+MAX_WORD_LENGTH = MAX_WORD_BITS
 _FLOAT_LABELS = {kind.value: kind for kind in FloatKind}
 
 

@@ -20,8 +20,6 @@ from qverify.suites.executors import Executor
 from qverify.suites.tasks import TaskSpec, run_task
 from qverify.verification import VerifyOptions
 
-FRAC_POLICIES = ("fixed-int", "fit")
-
 
 @dataclass(frozen=True, slots=True)
 class SweepPoint:
