@@ -210,7 +210,7 @@ def _pipeline(
     started = clock.lap("quantize", started)
     warnings = []
     for box in prop.boxes:
-        warnings += overflow_warnings(qnet, box.lo_array(), box.hi_array())
+        warnings += overflow_warnings(qnet, box.lo_array(), box.hi_array(), verdict=True)
     framac = FramacOptions(timeout_s=max(MIN_STAGE_S, INVARIANTS_SHARE * options.limits.timeout_s))
     bounds = compute_bounds(qnet, prop, options.intervals, framac_options=framac)
     warnings += bounds.warnings
