@@ -34,10 +34,16 @@ demo: setup
 	QV=$(QV) ./scripts/demo.sh
 
 # every core (pytest-xdist); the package compiled first, so that the tests' hundreds of `qverify`
-# processes read bytecode even where PYTHONDONTWRITEBYTECODE is set (~0.3 s of CPU each otherwise)
+# processes read bytecode even where PYTHONDONTWRITEBYTECODE is set (~0.3 s of CPU each otherwise).
+# First the tools this machine has, onnxruntime's int8 kernel first (the bit-exactness tests compare
+# with it: int8 with AVX-VNNI, int8-x86 on AVX2 alone), so that a log says what was exercised; at
+# the end the skipped tests' reasons (-rs) and the slowest (--durations).
 test: setup
 	$(PY) -m compileall -q qverify tests >/dev/null
-	$(PY) -m pytest -q -n auto
+	@echo "make test: the tools found here (a test that needs a missing one skips, saying why):"
+	@$(QV) info --tools
+	@echo "make test: the fast tests, ~10 min on 2 idle cores (more on a busy machine); a dot per test passed, each line ending with the share done"
+	$(PY) -m pytest -q -n auto -rs --durations=15
 
 verify: setup
 	@$(if $(RESUME),echo "make verify: continuing the runs in $(RESULTS)/ (RESUME=1)",echo "make verify: replacing any previous run in $(RESULTS)/<suite> (--overwrite; RESUME=1 continues one instead)")
@@ -50,7 +56,8 @@ verify: setup
 
 test-slow: setup
 	$(PY) -m compileall -q qverify tests >/dev/null
-	$(PY) -m pytest -q -n auto -m slow
+	@$(QV) info --tools | head -1
+	$(PY) -m pytest -q -n auto -rs --durations=15 -m slow
 
 lint: setup
 	$(PY) -m ruff check qverify tests benchmarks

@@ -5,6 +5,7 @@ data set under each perturbation family at a grid of intensities (docs/impact.md
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -224,6 +225,11 @@ def run(args: argparse.Namespace) -> int:
     study = run_study(
         reference, candidates, data, canvas, grids, settings, lambda x: normalised_inputs(net, x)
     )
+    if not args.no_progress:  # the plots take seconds more after the bar's last cell
+        print(
+            f"impact: writing the report ({len(grids)} plots, report.md, report.html) in {out}",
+            file=sys.stderr,
+        )
     written = write_report(study, out)
     names = ", ".join(f"{c.label} ({c.network.name})" for c in candidates)
     print(
