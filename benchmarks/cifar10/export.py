@@ -224,6 +224,8 @@ def quantize_onnx(float_path: Path, images: np.ndarray, family: str) -> dict[str
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
     written = {}
+    if onnx_session(float_path).get_inputs()[0].shape[-1] == 3:  # tf2onnx's NHWC input
+        images = images.transpose(0, 2, 3, 1)
     with tempfile.TemporaryDirectory() as scratch:
         source = float_path
         if family in KEEP_BN:  # quantize the same network with BatchNorm folded
@@ -406,11 +408,38 @@ def export_family(family: str, calibration: np.ndarray, x_test: np.ndarray, y_te
     return record
 
 
+def table(zoo: dict) -> str:
+    """README.md's tables from zoo.json: accuracies and sizes per family, op types per file."""
+    labels = ("float", "int8-qdq", "int8-qop", "int8", "dynamic")
+    rows = [
+        "| family | params | epochs | training | float | int8 QDQ | int8 QOp | TFLite int8 | TFLite dynamic | sizes (kB) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    ops = ["| file | op types |", "|---|---|"]
+    for family, record in zoo["families"].items():
+        files = record["files"]
+        cells = [f"{100 * files[label]['accuracy']:.2f}" if label in files else "-" for label in labels]
+        sizes = " / ".join(f"{files[label]['bytes'] / 1e3:.0f}" for label in labels if label in files)
+        minutes = record["train_seconds"] / 60
+        rows.append(
+            f"| {family} | {record['params']:,} | {record['epochs']} | {minutes:.0f} min | {' | '.join(cells)} | {sizes} |"
+        )
+        ops += [f"| `{entry['file']}` | {', '.join(entry['ops'])} |" for entry in files.values()]
+    return "\n".join(rows) + "\n\n" + "\n".join(ops)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Export the CIFAR-10 zoo (benchmarks/cifar10/README.md).")
-    parser.add_argument("families", nargs="+", help=f"'all' or any of: {', '.join(EPOCHS)}")
+    parser.add_argument("families", nargs="*", help=f"'all' or any of: {', '.join(EPOCHS)}")
+    parser.add_argument("--table", action="store_true", help="print README.md's tables from zoo.json")
     args = parser.parse_args(argv)
+    if args.table:
+        print(table(json.loads(ZOO_FILE.read_text())))
+        return 0
     families = list(EPOCHS) if args.families == ["all"] else args.families
+    unknown = [f for f in families if f not in EPOCHS]
+    if unknown or not families:
+        parser.error(f"name families ('all' or any of: {', '.join(EPOCHS)}); unknown: {', '.join(unknown)}")
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(1)
