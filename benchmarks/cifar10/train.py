@@ -48,8 +48,8 @@ PAD = 4
 # gives the measured times); more epochs give higher accuracy (--epochs N)
 EPOCHS = {
     "lenet5": 10,
-    "resnet20": 4,
-    "vgg16": 3,
+    "resnet20": 2,
+    "vgg16": 2,
     "resnet18": 2,
     "mobilenetv2": 2,
     "resnet2b": 6,
@@ -172,7 +172,7 @@ def train_keras(x: np.ndarray, y: np.ndarray, epochs: int) -> tuple[object, list
     model = keras_cnn()
     steps = epochs * (len(x) // BATCH)
     schedule = keras.optimizers.schedules.CosineDecay(1e-3, steps)
-    model.compile(keras.optimizers.Adam(schedule), "sparse_categorical_crossentropy", ["accuracy"])
+    model.compile(optimizer=keras.optimizers.Adam(schedule), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     rng = np.random.default_rng(SEED)
     losses = []
     for epoch in range(epochs):
