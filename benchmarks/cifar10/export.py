@@ -408,7 +408,7 @@ def export_family(family: str, calibration: np.ndarray, x_test: np.ndarray, y_te
     return record
 
 
-def table(zoo: dict) -> str:
+def table(zoo: dict) -> tuple[str, str]:
     """README.md's tables from zoo.json: accuracies and sizes per family, op types per file."""
     labels = ("float", "int8-qdq", "int8-qop", "int8", "dynamic")
     rows = [
@@ -416,7 +416,8 @@ def table(zoo: dict) -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     ops = ["| file | op types |", "|---|---|"]
-    for family, record in zoo["families"].items():
+    for family in [name for name in EPOCHS if name in zoo["families"]]:  # train.py's order
+        record = zoo["families"][family]
         files = record["files"]
         cells = [f"{100 * files[label]['accuracy']:.2f}" if label in files else "-" for label in labels]
         sizes = " / ".join(f"{files[label]['bytes'] / 1e3:.0f}" for label in labels if label in files)
@@ -425,16 +426,28 @@ def table(zoo: dict) -> str:
             f"| {family} | {record['params']:,} | {record['epochs']} | {minutes:.0f} min | {' | '.join(cells)} | {sizes} |"
         )
         ops += [f"| `{entry['file']}` | {', '.join(entry['ops'])} |" for entry in files.values()]
-    return "\n".join(rows) + "\n\n" + "\n".join(ops)
+    return "\n".join(rows), "\n".join(ops)
+
+
+def update_readme(zoo: dict) -> None:
+    """Rewrite README.md's two generated tables (between their <!-- zoo:... --> markers)."""
+    readme = HERE / "README.md"
+    text = readme.read_text()
+    for marker, content in zip(("table", "ops"), table(zoo)):
+        start, end = f"<!-- zoo:{marker} -->", f"<!-- /zoo:{marker} -->"
+        head, rest = text.split(start)
+        _, tail = rest.split(end)
+        text = f"{head}{start}\n{content}\n{end}{tail}"
+    readme.write_text(text)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Export the CIFAR-10 zoo (benchmarks/cifar10/README.md).")
     parser.add_argument("families", nargs="*", help=f"'all' or any of: {', '.join(EPOCHS)}")
-    parser.add_argument("--table", action="store_true", help="print README.md's tables from zoo.json")
+    parser.add_argument("--readme", action="store_true", help="rewrite README.md's tables from zoo.json")
     args = parser.parse_args(argv)
-    if args.table:
-        print(table(json.loads(ZOO_FILE.read_text())))
+    if args.readme:
+        update_readme(json.loads(ZOO_FILE.read_text()))
         return 0
     families = list(EPOCHS) if args.families == ["all"] else args.families
     unknown = [f for f in families if f not in EPOCHS]
@@ -447,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     calibration = calibration_images()
     x_test, y_test = load_split("test")
     zoo = json.loads(ZOO_FILE.read_text()) if ZOO_FILE.is_file() else {}
-    zoo["test_data"] = {
+    zoo["test_data"] = {  # the file the accuracies were measured on
         "file": str(npz_path("test").relative_to(HERE)),
         "sha256": hashlib.sha256(npz_path("test").read_bytes()).hexdigest(),
     }
@@ -455,6 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     for family in families:
         families_record[family] = export_family(family, calibration, x_test, y_test)
         ZOO_FILE.write_text(json.dumps(zoo, indent=1) + "\n")
+    update_readme(zoo)
     return 0
 
 
