@@ -172,7 +172,11 @@ def train_keras(x: np.ndarray, y: np.ndarray, epochs: int) -> tuple[object, list
     model = keras_cnn()
     steps = epochs * (len(x) // BATCH)
     schedule = keras.optimizers.schedules.CosineDecay(1e-3, steps)
-    model.compile(optimizer=keras.optimizers.Adam(schedule), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    model.compile(
+        optimizer=keras.optimizers.Adam(schedule),
+        loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+    )
     rng = np.random.default_rng(SEED)
     losses = []
     for epoch in range(epochs):
