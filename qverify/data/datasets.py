@@ -11,9 +11,10 @@ seed 0: the split the digits networks were trained on); their `domain` (the rang
 [0, 1] and [0, 16]) is known, which the perturbation studies clip to. Files: `.npz` with an array `x` (samples
 first; any further dimensions are flattened in C order) and optionally `y` (integer labels), `scale` (a
 positive number: the inputs are x * scale, so that images can be stored as uint8 pixel levels, e.g.
-1/255 for networks that take [0, 1]) and `domain` (two numbers lo < hi: the range an input can take,
-after scaling), or a `.npy` holding `x` alone (benchmarks/cifar10/data.py writes CIFAR-10 this way). Everything is checked before use: a clear `InputError` for an empty set,
-NaN or infinite values, a label array of the wrong length or with negative or non-integer labels.
+1/255 for networks that take [0, 1]; benchmarks/cifar10/data.py writes CIFAR-10 so) and `domain` (two
+numbers lo < hi: the range an input can take, after scaling), or a `.npy` holding `x` alone.
+Everything is checked before use: a clear `InputError` for an empty set, NaN or infinite values, a
+label array of the wrong length or with negative or non-integer labels, a bad `scale` or `domain`.
 """
 
 from __future__ import annotations
