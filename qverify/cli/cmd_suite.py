@@ -12,10 +12,6 @@ from qverify.cli.options import (
     verify_options_from_args,
 )
 from qverify.errors import EXIT_CODES_HELP
-from qverify.quant import FloatFormat, parse_number_format, word_length
-from qverify.suites import make_executor, run_suite
-from qverify.suites.suite_file import BENCHMARKS, list_suite
-from qverify.verification import check_semantics, with_core_share
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -56,6 +52,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from qverify.quant import FloatFormat, parse_number_format, word_length
+    from qverify.suites import make_executor, run_suite
+    from qverify.verification import check_semantics, with_core_share
+
     suite = read_suite_within_limits(args)
     formats = (
         tuple(suite.check_format(f, "--format") for f in args.formats) if args.formats else suite.formats
@@ -98,6 +98,8 @@ def _with_default_timeout(args: argparse.Namespace, suite_timeout: float) -> arg
 
 
 def list_command(args: argparse.Namespace) -> int:
+    from qverify.suites.suite_file import BENCHMARKS, list_suite
+
     suites = [list_suite(path) for path in sorted(BENCHMARKS.glob("*/suite.toml"))]
     width = max((len(suite.name) for suite in suites), default=0)
     for suite in suites:

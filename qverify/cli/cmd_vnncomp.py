@@ -9,18 +9,13 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import TYPE_CHECKING
 
 from qverify.cli.report import warn
 from qverify.errors import InputError, QverifyError
-from qverify.tasks.model import timeout_problem
-from qverify.vnncomp import (
-    RunnerConfig,
-    Semantics,
-    check_version,
-    prepare_instance,
-    run_instance,
-    write_result,
-)
+
+if TYPE_CHECKING:  # the runner (the verifier) is imported by the actions, not by their parsers
+    from qverify.vnncomp import Semantics
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,7 +32,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("timeout", metavar="TIMEOUT", help="seconds, start-up included")
     run.add_argument(
         "--semantics",
-        default=Semantics.REAL.value,
         help="real (competition default): the real-valued network; quantized: the implementation in --format",
     )
     run.add_argument(
@@ -57,12 +51,18 @@ def _instance_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_prepare(args: argparse.Namespace) -> int:
+    from qverify.vnncomp import check_version, prepare_instance
+
     check_version(args.version)
     print(f"prepared ({args.category}): {prepare_instance(args.onnx, args.vnnlib)}")
     return 0
 
 
-def _semantics(text: str) -> Semantics:
+def _semantics(text: str | None) -> Semantics:
+    from qverify.vnncomp import Semantics
+
+    if text is None:
+        return Semantics.REAL
     try:
         return Semantics(text)
     except ValueError:
@@ -71,6 +71,8 @@ def _semantics(text: str) -> Semantics:
 
 
 def _timeout(text: str) -> float:
+    from qverify.tasks.model import timeout_problem
+
     try:
         value = float(text)
     except ValueError:
@@ -81,6 +83,8 @@ def _timeout(text: str) -> float:
 
 
 def run_run(args: argparse.Namespace) -> int:
+    from qverify.vnncomp import RunnerConfig, check_version, run_instance, write_result
+
     try:
         check_version(args.version)
         config = RunnerConfig(_semantics(args.semantics), args.format)
