@@ -26,7 +26,7 @@ from pathlib import Path
 
 import onnx
 
-from qverify.errors import InputError
+from qverify.errors import InputError, ToolMissingError
 
 FLOAT_COMPUTE_OPS = frozenset(
     {"Conv", "Gemm", "MatMul", "Add", "AveragePool", "GlobalAveragePool", "Sigmoid"}
@@ -41,8 +41,14 @@ def has_float_groups(model: onnx.ModelProto) -> bool:
 def unfused_outputs(model: onnx.ModelProto, where: str) -> frozenset[str]:
     """The output tensors of the float compute operators onnxruntime leaves unfused (runs in
     float32): tensor names, which its optimiser keeps (a node may have no name)."""
-    import onnxruntime as ort
-
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise ToolMissingError(
+            f"{where}: a QDQ model means what onnxruntime runs, and which of its float operators "
+            "onnxruntime fuses is asked of onnxruntime, but onnxruntime is not installed (pip install "
+            "onnxruntime, or `make setup`)"
+        ) from None
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
