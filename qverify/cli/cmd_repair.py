@@ -145,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
     from qverify.assurance.repair.reverify import load_properties, reverify
     from qverify.assurance.repair.target import check_format_supported, make_target
     from qverify.io import load_network
+    from qverify.network.align import align_nodes
     from qverify.suites.journal import Journal
 
     if args.format is None:
@@ -168,7 +169,8 @@ def run(args: argparse.Namespace) -> int:
         seed=args.random_seed,
     )
     net = load_network(args.network)
-    quantized_net = load_network(args.quantized) if args.quantized else net
+    # (the quantized export may list the graph's nodes in another topological order)
+    quantized_net = align_nodes(load_network(args.quantized), net) if args.quantized else net
     verify_options = verify_options_from_args(args, None, net.image_shape) if args.properties else None
     properties = load_properties(args.properties, net.n_inputs, net.n_outputs) if args.properties else []
     implementation = make_implementation(quantized_net, args.format, options)

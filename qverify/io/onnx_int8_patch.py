@@ -100,10 +100,15 @@ def write_int8_changes(source: str | Path, original: Network, changed: Network, 
     """
     model = onnx.load(str(source))
     graph = _Graph(model)
-    before, after = _mac_layers(original), _mac_layers(changed)
-    if len(before) != len(after):
-        raise InputError(f"{changed.name}: {len(after)} int8 layers, but {source} has {len(before)}")
-    for old, new in zip(before, after):
+    # layers are paired by their node's name: `changed` may list a graph's nodes in another order
+    before = {layer.what: layer for layer in _mac_layers(original)}
+    after = {layer.what: layer for layer in _mac_layers(changed)}
+    if set(before) != set(after):
+        raise InputError(
+            f"{changed.name}: its int8 layers {sorted(after)} are not {source}'s {sorted(before)}"
+        )
+    for name_of_layer, new in after.items():
+        old = before[name_of_layer]
         old_w, new_w = np.asarray(old.weights, np.int8), np.asarray(new.weights, np.int8)
         old_b, new_b = np.asarray(old.bias, np.int64), np.asarray(new.bias, np.int64)
         if np.array_equal(old_w, new_w) and np.array_equal(old_b, new_b):
@@ -119,8 +124,9 @@ def write_int8_changes(source: str | Path, original: Network, changed: Network, 
             graph.replace(bias_name, new_b.astype(np.int32).reshape(shape))
     path = Path(path)
     onnx.save(model, str(path))
-    written = _mac_layers(read_onnx(path))
-    for layer, want in zip(written, after):
+    written = {layer.what: layer for layer in _mac_layers(read_onnx(path))}
+    for what, want in after.items():
+        layer = written[what]
         if not (
             np.array_equal(np.asarray(layer.weights, np.int64), np.asarray(want.weights, np.int64))
             and np.array_equal(np.asarray(layer.bias, np.int64), np.asarray(want.bias, np.int64))
