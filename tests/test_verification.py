@@ -153,12 +153,15 @@ def test_replay_confirms_a_violating_input_and_rejects_others(tiny_harness):
 
 
 def test_a_word_length_format_and_records_without_temporary_paths(tmp_path):
-    """`--format 8` as in suites (the split from range analysis over the input domain), and the
-    record's notes name files by their place in the run, not by a deleted temporary folder."""
+    """`--format 8` as in suites (the split from range analysis over the input domain), and a
+    verdict's notes and reason name files by their place in the run, not by the deleted temporary
+    folder (a note of the scalar front end: `harness/harness.c:220: ...`)."""
+    from qverify.backends.base import Status, Verdict
     from qverify.io import write_onnx
+    from qverify.verification import _without_folder
     from tests.test_relu6 import relu6_network
 
-    network = tmp_path / "relu6.onnx"  # (ReLU6 takes the scalar path: its front end's note names the harness)
+    network = tmp_path / "relu6.onnx"
     write_onnx(relu6_network(), network, float32=True)
     out = tmp_path / "r.json"
     result = qverify("verify", str(network), "--center", "0,0,0", "--eps", "0.5", "--label", "0",
@@ -170,7 +173,17 @@ def test_a_word_length_format_and_records_without_temporary_paths(tmp_path):
         and sum(map(int, record["format"][1:-1].split(","))) == 16
     )
     notes = " ".join(record["verdict"]["notes"]) + record["reason"]
-    assert "harness/harness.c" in notes and "/tmp" not in notes and "qverify-" not in notes
+    assert "/tmp" not in notes and "qverify-" not in notes
+    folder = tmp_path / "qverify-run"
+    verdict = Verdict(
+        Status.UNKNOWN,
+        "internal",
+        reason=f"{folder}/harness/harness.c:12: timeout",
+        notes=(f"scalar front end: {folder}/harness/harness.c:220: not recognised",),
+    )
+    portable = _without_folder(verdict, folder)
+    assert portable.reason == "harness/harness.c:12: timeout"
+    assert portable.notes == ("scalar front end: harness/harness.c:220: not recognised",)
 
 
 def test_show_refuses_a_picture_it_cannot_draw(tmp_path):

@@ -100,6 +100,10 @@ def _run_task(request: dict, host: int) -> None:
             target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.dup2(target, fd)
             os.close(target)
+        # a host forked from a process whose sys.stdout/stderr are not its descriptors 1 and 2 (a
+        # command run inside pytest's capture) would print the answer into a copy of that buffer
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - the process ends with os._exit
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
         from qverify.engine import __main__ as engine_command
 
         code = engine_command.main(list(request["argv"]))
