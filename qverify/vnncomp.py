@@ -41,13 +41,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qverify.backends import InternalOptions, Limits, Status
+from qverify.cases import verify_cases
 from qverify.errors import InputError
 from qverify.invariants import IntervalMethod
 from qverify.io import load_network
+from qverify.io.files import format_suffix
 from qverify.network import Network
-from qverify.properties import Property, Units, read_vnnlib, to_normalised
+from qverify.properties import Property, PropertyCases, Units, read_vnnlib_cases, to_normalised
 from qverify.quant import FloatFormat, FloatKind, ImplementationOptions, Int8Format, parse_number_format
-from qverify.verification import VerificationRecord, VerifyOptions, verify_property
+from qverify.verification import VerificationRecord, VerifyOptions
 
 __all__ = [
     "INTERFACE_VERSION",
@@ -119,11 +121,13 @@ def check_version(version: str) -> None:
         )
 
 
-def _load(onnx: str | Path, vnnlib: str | Path) -> tuple[Network, Property, bool]:
-    """The network, the property in normalised units, and whether the graph's units are raw."""
+def _load(onnx: str | Path, vnnlib: str | Path) -> tuple[Network, Property | PropertyCases, bool]:
+    """The network, the property (or its cases) in normalised units, and whether the graph's units
+    are raw. The property's declarations are checked against the network as they are read."""
     net = load_network(onnx)
-    raw = Path(onnx).suffix.lower() == ".onnx" and (net.input_norm is not None or net.output_norm is not None)
-    prop = read_vnnlib(vnnlib, units=Units.RAW if raw else Units.NORMALISED)
+    raw = format_suffix(onnx) == ".onnx" and (net.input_norm is not None or net.output_norm is not None)
+    units = Units.RAW if raw else Units.NORMALISED
+    prop = read_vnnlib_cases(vnnlib, units=units, n_inputs=net.n_inputs, n_outputs=net.n_outputs)
     prop.check_against(net.n_inputs, net.n_outputs)
     return net, to_normalised(prop, net), raw
 
@@ -136,7 +140,11 @@ def prepare_instance(onnx: str | Path, vnnlib: str | Path) -> str:
     """
     net, prop, raw = _load(onnx, vnnlib)
     units = "raw (the graph normalises)" if raw else "as the network's"
-    return f"{net.name}: {net.n_inputs} inputs, {net.n_outputs} outputs; {prop.name}: {len(prop.boxes)} box(es); units {units}"
+    shape = f"{len(prop.cases)} cases, " if isinstance(prop, PropertyCases) else ""
+    return (
+        f"{net.name}: {net.n_inputs} inputs, {net.n_outputs} outputs; {prop.name}: {shape}"
+        f"{len(prop.boxes)} box(es); units {units}"
+    )
 
 
 def run_instance(
@@ -152,7 +160,7 @@ def run_instance(
     int8_model = net.quantization is not None
     options = config.verify_options(max(1.0, timeout_s - STARTUP_S), int8_model)
     implementation = config.implementation(int8_model)
-    record = verify_property(net, prop, implementation, options, f"{net.name}-{prop.name}")
+    record = verify_cases(net, prop, implementation, options, f"{net.name}-{prop.name}")
     witness = _witness(record, config, net if raw else None)
     return InstanceResult(_result_word(record), witness, record.summary_line(), record)
 

@@ -37,7 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("qverify.engine",),
     ("qverify.backends",),
     ("qverify.counterexample",),
-    ("qverify.verification",),
+    ("qverify.verification", "qverify.cases"),
     ("qverify.tasks",),
     ("qverify.suites", "qverify.vnncomp"),
     ("qverify.assurance",),

@@ -80,7 +80,7 @@ def _jobs(args: argparse.Namespace, widths: range):
     if args.network is None:
         raise InputError("give a network with --property (or --suite NAME)")
     net = load_network(args.network)
-    prop = property_from_args(args, net)
+    prop = property_from_args(args, net, cases=True)
     return [
         (
             prop.name,

@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from qverify.backends import Status
+from qverify.cases import verify_cases
 from qverify.cli.options import (
     add_implementation_options,
     add_property_options,
@@ -33,7 +34,7 @@ from qverify.input_limits import reading_within
 from qverify.io import load_network
 from qverify.tasks import Origin, check_same_network, float_view_note, for_network, read_spec
 from qverify.tasks.model import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
-from qverify.verification import VerificationRecord, verify_property
+from qverify.verification import VerificationRecord
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -74,7 +75,7 @@ def _from_spec(args: argparse.Namespace):
     origins = {"network": Origin.SPEC.value, "property": Origin.SPEC.value} | resolved.given()
     prop = spec.property
     if args.property is not None or args.center is not None:
-        prop = property_from_args(args, net)
+        prop = property_from_args(args, net, cases=True)
         origins["property"] = Origin.COMMAND_LINE.value
     shape = parse_image_shape(args.image_shape, net.n_inputs) or spec.image_shape
     options = resolved.options.verify_options(Path(args.keep) if args.keep else None, shape)
@@ -86,7 +87,7 @@ def _from_flags(args: argparse.Namespace):
     if args.network is None:
         raise InputError("give a network (NET --property P) or --spec FILE")
     net = load_network(args.network)
-    prop = property_from_args(args, net)
+    prop = property_from_args(args, net, cases=True)
     shape = parse_image_shape(args.image_shape, net.n_inputs) or net.image_shape
     resolved = for_network(options_from_args(args), net.quantization is not None)
     options = resolved.options.verify_options(Path(args.keep) if args.keep else None, shape)
@@ -126,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     times["load"] = round(time.perf_counter() - started, 6)
     net, prop, (implementation, note), options, name, origins = task
     with StageTicker("verify", options.limits.timeout_s, not args.no_progress) as ticker:
-        record = verify_property(net, prop, implementation, options, name, ticker.finished)
+        record = verify_cases(net, prop, implementation, options, name, ticker.finished)
     warnings = (note, *record.warnings) if note else record.warnings
     record = replace(record, origins=origins, times_s=times | record.times_s, warnings=warnings)
     for message in record.warnings:

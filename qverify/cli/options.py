@@ -15,11 +15,13 @@ from qverify.invariants import IntervalMethod
 from qverify.network import Network
 from qverify.properties import (
     Property,
+    PropertyCases,
     Units,
     hyper_rectangle,
     hypercube,
     read_center,
     read_vnnlib,
+    read_vnnlib_cases,
     robustness,
     to_normalised,
 )
@@ -192,13 +194,18 @@ def add_property_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def property_from_args(args: argparse.Namespace, net: Network) -> Property:
-    """The property the flags describe, checked against the network and in normalised units."""
+def property_from_args(
+    args: argparse.Namespace, net: Network, cases: bool = False
+) -> Property | PropertyCases:
+    """The property the flags describe, checked against the network and in normalised units.
+    `cases`: the command verifies a VNN-LIB file's cases too (else such a file is refused); the
+    file's declarations are checked against the network as they are read."""
     units = Units(args.units)
     if args.property is not None:
         if args.center is not None:
             raise InputError("give either --property FILE or --center/--label with --eps/--rect/--cube")
-        prop = read_vnnlib(args.property, units=units)
+        read = read_vnnlib_cases if cases else read_vnnlib
+        prop = read(args.property, units=units, n_inputs=net.n_inputs, n_outputs=net.n_outputs)
     else:
         prop = _built_property(args, net, units)
     prop.check_against(net.n_inputs, net.n_outputs)

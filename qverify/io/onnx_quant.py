@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 import onnx
 
 from qverify.errors import InputError, UnsupportedError
+from qverify.io.files import file_stem
 from qverify.network import (
     Activation,
     AffineQuantization,
@@ -545,7 +545,16 @@ class _Reader:
         return self.shape[1], self.shape[2], self.shape[3]
 
     def geometry(self, node: onnx.NodeProto, label: str, kernel: tuple[int, int]) -> dict:
-        if self.attribute(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"VALID", "VALID"):
+        auto_pad = self.attribute(node, "auto_pad", b"NOTSET")
+        auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else str(auto_pad)
+        if auto_pad != "NOTSET" and any(attribute.name == "pads" for attribute in node.attribute):
+            raise self.fail(
+                node,
+                label,
+                f"has both auto_pad {auto_pad} and a pads attribute: ONNX allows one or the "
+                "other (onnxruntime refuses the file)",
+            )
+        if auto_pad not in ("NOTSET", "VALID"):
             raise self.unsupported(node, label, "with auto_pad SAME_* is not supported in quantized models")
         if any(v != 1 for v in self.attribute(node, "dilations", [1, 1])):
             raise self.unsupported(node, label, "with dilations is not supported")
@@ -789,6 +798,6 @@ def read_quantized(
         quantization = AffineQuantization(
             reader.input_quant, tuple(reader.quants), "+".join(sorted(reader.origin))
         )
-        return Network(tuple(reader.layers), name=Path(where).stem, source=where, quantization=quantization)
+        return Network(tuple(reader.layers), name=file_stem(where), source=where, quantization=quantization)
     except InputError as error:
         raise InputError(f"{where}: {error}") from None

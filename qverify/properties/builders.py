@@ -22,6 +22,7 @@ from dataclasses import replace
 from fractions import Fraction
 from numbers import Rational
 from pathlib import Path
+from typing import overload
 
 import numpy as np
 
@@ -34,6 +35,7 @@ from qverify.properties.model import (
     Clause,
     OutputCondition,
     Property,
+    PropertyCases,
     Relation,
     RobustnessInfo,
     Units,
@@ -364,14 +366,26 @@ def _conversion_note(net: Network) -> str:
     return f"converted from raw units with the normalisation of {net.name}"
 
 
-def to_normalised(prop: Property, net: Network) -> Property:
+@overload
+def to_normalised(prop: Property, net: Network) -> Property: ...
+
+
+@overload
+def to_normalised(prop: PropertyCases, net: Network) -> PropertyCases: ...
+
+
+def to_normalised(prop: Property | PropertyCases, net: Network) -> Property | PropertyCases:
     """`prop` in normalised units: RAW properties are converted exactly with the net's NNet
-    normalisation (Fractions of its float values); NORMALISED ones are returned unchanged.
+    normalisation (Fractions of its float values); NORMALISED ones are returned unchanged. A
+    property of cases is converted case by case.
 
     :raises InputError: the property does not fit the network's numbers of inputs/outputs.
     """
     if prop.units is Units.NORMALISED:
         return prop
+    if isinstance(prop, PropertyCases):
+        cases = tuple(to_normalised(case, net) for case in prop.cases)
+        return replace(prop, cases=cases, units=Units.NORMALISED, notes=prop.notes + (_conversion_note(net),))
     prop.check_against(net.n_inputs, net.n_outputs)
     unsafe = OutputCondition(
         tuple(

@@ -41,8 +41,9 @@ from typing import Any
 from qverify.errors import InputError, QverifyError
 from qverify.input_limits import check_file, check_numerals
 from qverify.io import load_network
+from qverify.io.files import file_stem
 from qverify.network import Network
-from qverify.properties import Property, read_vnnlib, to_normalised
+from qverify.properties import Property, PropertyCases, read_vnnlib_cases, to_normalised
 from qverify.quant import (
     FORMAT_HELP,
     WORD_LENGTH_HELP,
@@ -87,7 +88,7 @@ class SuiteTask:
 
     name: str
     network_path: Path
-    property: Property  # normalised units
+    property: Property | PropertyCases  # normalised units
     timeout_s: float
     image_shape: tuple[int, ...] | None
 
@@ -227,9 +228,12 @@ def _instances(csv_path: Path, cache: _NetworkCache, source: str, shape) -> list
             except ValueError:
                 raise InputError(f"{where}: timeout '{row[2]}' is not a number") from None
             net = cache.get(network_path, where)
-            prop = to_normalised(read_vnnlib(vnnlib_path), net)
+            prop = read_vnnlib_cases(vnnlib_path, n_inputs=net.n_inputs, n_outputs=net.n_outputs)
+            prop = to_normalised(prop, net)
             prop.check_against(net.n_inputs, net.n_outputs)
-            tasks.append(SuiteTask(f"{network_path.stem}-{prop.name}", network_path, prop, timeout_s, shape))
+            tasks.append(
+                SuiteTask(f"{file_stem(network_path)}-{prop.name}", network_path, prop, timeout_s, shape)
+            )
     return tasks
 
 
