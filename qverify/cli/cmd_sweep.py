@@ -9,6 +9,7 @@ from qverify.cli.options import (
     add_implementation_options,
     add_property_options,
     add_verify_options,
+    capped_jobs,
     implementation_from_args,
     positive_int,
     property_from_args,
@@ -113,6 +114,7 @@ def render(result: SweepResult) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    args.jobs = capped_jobs(args.jobs)
     widths = parse_bits(args.bits)
     jobs = [(name, int_bits, specs) for name, int_bits, specs in _jobs(args, widths)]
     for name, _, specs in jobs:

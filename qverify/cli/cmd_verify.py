@@ -21,6 +21,7 @@ from qverify.cli.options import (
     add_implementation_options,
     add_property_options,
     add_verify_options,
+    capped_jobs,
     given_options,
     options_from_args,
     parse_image_shape,
@@ -115,6 +116,8 @@ def _note_float_view(net, resolved) -> None:
 
 def run(args: argparse.Namespace) -> int:
     times = startup_times()
+    if args.engine_jobs is not None:
+        args.engine_jobs = capped_jobs(args.engine_jobs)
     started = time.perf_counter()
     given = given_options(args)  # checks the limits first
     timeout, memory = given.get("timeout", DEFAULT_TIMEOUT_S), given.get("memory_mb", DEFAULT_MEMORY_MB)

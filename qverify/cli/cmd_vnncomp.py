@@ -1,17 +1,20 @@
 """`qverify vnncomp prepare|run v1 CATEGORY ONNX VNNLIB [RESULTS TIMEOUT]`: VNN-COMP's tool interface.
 
 The scripts in vnncomp/ call these with the competition's arguments. `run` always writes the result
-file (`error` when the instance cannot be read, with one `error:` line and exit code 2); its exit
-code is otherwise 0, whatever the verdict: the competition reads the file, not the code.
+file (`error` when the instance cannot be read or verified as asked, with one `error:` line and
+exit code 2); its exit code is otherwise 0, whatever the verdict: the competition reads the file,
+not the code.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 
+from qverify.backends import Status
 from qverify.cli.report import warn
-from qverify.errors import InputError, QverifyError
+from qverify.errors import EXIT_USAGE, InputError, QverifyError
 from qverify.tasks.model import timeout_problem
 from qverify.vnncomp import (
     RunnerConfig,
@@ -94,4 +97,9 @@ def run_run(args: argparse.Namespace) -> int:
             warn(message)
     write_result(args.results, outcome.result, outcome.witness)
     print(f"{outcome.result} ({outcome.detail})")
+    if outcome.record is not None and outcome.record.status is Status.ERROR:
+        # what cannot be verified as asked (an int8 format for a float model, ...) is an error of
+        # the instance, as the bad files above are: one line, exit 2, the file says error
+        print(f"error: {outcome.record.reason}", file=sys.stderr)
+        return EXIT_USAGE
     return 0

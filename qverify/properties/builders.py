@@ -61,6 +61,9 @@ _NUMBER_TEXT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d{1,3})?(/\d+)?$")
 _SEPARATORS = re.compile(r"[,\s;]+")
 
 
+_FLOAT64_MAX = Fraction(np.finfo(np.float64).max)
+
+
 def exact(value: Number | str, what: str = "value") -> Fraction:
     """The exact rational value: Fractions and ints as they are, floats by their binary value,
     strings by their decimal text ("0.1" -> 1/10, "1/255" -> 1/255).
@@ -76,7 +79,12 @@ def exact(value: Number | str, what: str = "value") -> Fraction:
         check_literal(text, what)
         if not _NUMBER_TEXT.match(text) or text.endswith("/0"):
             raise InputError(f"{what}: '{value}' is not a number")
-        return Fraction(text)
+        result = Fraction(text)
+        if abs(result) > _FLOAT64_MAX:  # every later stage computes with it in float64: inf there
+            raise InputError(
+                f"{what}: '{value}' is beyond float64's range (about 1.8e308): it would be infinite"
+            )
+        return result
     if isinstance(value, (float, np.floating)):
         if not np.isfinite(value):
             raise InputError(f"{what}: {value} is not finite")

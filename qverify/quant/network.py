@@ -138,7 +138,11 @@ class QuantizedLayer:
         convolution): what the linear analyses read."""
         if self.is_dense:
             return self.weights
-        check_tensor((self.n_out, self.n_in), self.weights.dtype.itemsize, "a convolution's dense matrix")
+        check_tensor(
+            (self.n_out, self.n_in),
+            self.weights.dtype.itemsize,
+            f"{self.source.describe()}: its dense matrix",
+        )
         taps = self.source.taps()  # type: ignore[union-attr]
         matrix = np.zeros((self.n_out, self.n_in), dtype=self.weights.dtype)
         valid = taps.valid

@@ -48,6 +48,7 @@ from qverify.quant import (
     FORMAT_HELP,
     WORD_LENGTH_HELP,
     ImplementationOptions,
+    Int8Format,
     parse_number_format,
     word_length,
 )
@@ -103,6 +104,27 @@ class Suite:
     implementation: ImplementationOptions  # defaults; the number format is replaced per run
     timeout_s: float
     variants: Mapping[str, Variant] = field(default_factory=dict)
+    int8_models: frozenset[Path] = frozenset()  # the network files (tasks', variants') that are int8 models
+
+    def check_usable(self, label: str) -> None:
+        """Refuse, before any task runs, a format label whose tasks cannot run: an int8 format (a
+        variant's or the label itself) verifies an int8 model's integers, so every task's network at
+        that label must be one (a float model gave each task an ERROR record).
+
+        :raises InputError: naming the label, a task and its network file.
+        """
+        number = self.number_label(label)
+        if word_length(number) is not None or not isinstance(parse_number_format(number), Int8Format):
+            return
+        for task in self.tasks:
+            network = self.resolve(label, task)[1]
+            if network not in self.int8_models:
+                where = f"[variants.{label}]" if label in self.variants else f"format {label}"
+                raise InputError(
+                    f"{self.path}: {where}: task {task.name} runs on {network}, a float model: {number} "
+                    "verifies an int8 model's integers (name its int8 model in the variant's networks, "
+                    "or make one with `qverify quantize`)"
+                )
 
     def check_format(self, label: str, source: str) -> str:
         """A label of `--format`/`formats`: a variant of this suite or any format label."""
@@ -339,7 +361,7 @@ def read_suite(name_or_path: str | Path) -> Suite:
     duplicate = next((name for name in names if names.count(name) > 1), None)
     if duplicate:
         raise InputError(f"{source}: two tasks are named '{duplicate}'")
-    return Suite(
+    suite = Suite(
         str(data.get("name", path.parent.name)),
         str(data.get("description", "")),
         path,
@@ -348,4 +370,8 @@ def read_suite(name_or_path: str | Path) -> Suite:
         implementation,
         timeout_s,
         variants,
+        frozenset(file for file, net in cache.loaded.items() if net.quantization is not None),
     )
+    for label in variants:  # a variant that cannot run is an error of the file, whether run or not
+        suite.check_usable(label)
+    return suite
