@@ -6,14 +6,17 @@ the case), SAFE only once every case is SAFE, and otherwise UNKNOWN (or ERROR) w
 the cases left open. Each case is an ordinary `Property` and goes through `verify_property`, the
 pipeline of one property; nothing here reasons about networks.
 
-Screening: before a case goes through the pipeline, the invariants that pipeline would inject into
-its harness (`compute_bounds`, the built-in analysis: sound bounds of every neuron as implemented
-over the input stage's image of the case's boxes) are asked whether they already exclude the case's
+Screening: before a case goes through the pipeline, the bounds that pipeline would inject into its
+harness as invariants (the built-in analysis: sound bounds of every neuron as implemented, over the
+input stage's image of each of the case's boxes) are asked whether they already exclude the case's
 unsafe set, exactly (the outputs' bounds as rationals, each clause needing an atom they refute, and
 no possible overflow). The back end trusts those same assumes, so a case they settle is SAFE by the
 same argument the pipeline's verdict would rest on, without the harness, the C and the engine's
-process (~0.1-0.3 s a case: VNN-COMP's nn4sys files hold hundreds of cases under a 30 s limit).
-Anything they leave open, and every UNSAFE, goes through `verify_property` (replayed as ever).
+process (~0.1-0.3 s a case: VNN-COMP's nn4sys files hold up to 60,000 cases under a 30 s limit).
+The interval level runs first for every box of every case at once (`implementation_bounds_batch`:
+lindex_10000's 10,000 boxes in a fraction of a second), the symbolic level case by case for the
+cases it leaves open, just before their turn. Anything they leave open, and every UNSAFE, goes
+through `verify_property` (replayed as ever).
 
 Time: the cases share the task's `--timeout`. Each case gets the time left divided by the cases
 left (at least `MIN_CASE_S`, when that much is left), so the time a quick case does not use goes
@@ -34,12 +37,14 @@ import numpy as np
 from qverify.backends import Status
 from qverify.errors import QverifyError
 from qverify.invariants import BoundsResult, IntervalMethod, compute_bounds
+from qverify.invariants.region import input_box
 from qverify.network import Network
 from qverify.properties import Atom, Property, PropertyCases, Relation
 from qverify.quant import (
     FloatFormat,
     ImplementationOptions,
     QuantizedNetwork,
+    implementation_bounds_batch,
     overflow_warnings,
     quantize_network,
 )
@@ -49,6 +54,7 @@ from qverify.verification import (
     VerifyOptions,
     check_semantics,
     input_bounds_moved,
+    moved_bounds_note,
     verify_property,
 )
 
@@ -84,9 +90,10 @@ class _CaseRun:
         self.deadline = self.started + options.limits.timeout_s
         self.qnet = _implementation(net, implementation, options)
         self.records: dict[int, VerificationRecord] = {}
-        self.screened: dict[int, float] = {}  # case -> seconds its screening took (the case is SAFE)
-        self.warnings: list[str] = []  # the screened cases'
         self.budgets: dict[int, float] = {}
+        screening = Screening(self.qnet, prop.cases, self.deadline) if self.qnet is not None else None
+        self.screened: dict[int, float] = dict(screening.settled) if screening else {}  # case -> seconds
+        self.warnings: list[str] = screening.warnings() if screening else []  # the screened cases'
 
     def run(self) -> None:
         """Every case, then the timed-out ones again (module docstring); stops at an UNSAFE, or at
@@ -112,10 +119,13 @@ class _CaseRun:
                     return
 
     def screen(self, index: int) -> bool:
+        """Settled by the interval screening, or now by the symbolic bounds of its boxes?"""
+        if index in self.screened:
+            return True
         if self.qnet is None or time.perf_counter() >= self.deadline:
             return False
         started = time.perf_counter()
-        warnings = screen(self.qnet, self.prop.cases[index])
+        warnings = screen(self.qnet, self.prop.cases[index], symbolic_only=True)
         if warnings is None:
             return False
         self.screened[index] = time.perf_counter() - started
@@ -145,12 +155,71 @@ def _implementation(net: Network, implementation: ImplementationOptions, options
         return None
 
 
-def screen(qnet: QuantizedNetwork, case: Property) -> tuple[str, ...] | None:
+class Screening:
+    """The interval level of the screening (module docstring) for every case at once: which cases
+    it settles (with the seconds each took, its share of the whole) and the bounds that moved."""
+
+    BATCH_PRODUCTS = 2_000_000  # boxes per batch x the widest layer's products (fixed point's memory)
+
+    def __init__(self, qnet: QuantizedNetwork, cases: tuple[Property, ...], deadline: float) -> None:
+        started = time.perf_counter()
+        self.qnet = qnet
+        self.moved = 0
+        self.beyond: list[str] = []  # fixed point: warnings of boxes beyond the word range
+        owners, boxes = [], []
+        for index, case in enumerate(cases):
+            try:
+                converted = [input_box(qnet, box) for box in case.boxes]
+            except QverifyError:
+                continue
+            owners += [index] * len(converted)
+            boxes += converted
+        refuted = self._refuted_boxes(cases, owners, [box for box, _ in boxes], deadline)
+        settled = {owner for owner in owners}
+        settled -= {owner for owner, ok in zip(owners, refuted) if not ok}
+        self.moved = sum(moved for (owner, (_, moved)) in zip(owners, boxes) if owner in settled)
+        for index in sorted(settled):
+            for box in cases[index].boxes:
+                self.beyond += [
+                    w for w in overflow_warnings(qnet, box.lo_array(), box.hi_array()) if "range" in w
+                ]
+        share = (time.perf_counter() - started) / max(1, len(cases))
+        self.settled = {index: share for index in sorted(settled)}
+
+    def _refuted_boxes(self, cases, owners: list[int], boxes: list, deadline: float) -> list[bool]:
+        """Per box: do its interval bounds refute every clause of its case's unsafe set?"""
+        qnet = self.qnet
+        widest = max((layer.n_out * layer.n_in for layer in qnet.layers), default=1)
+        step = max(1, self.BATCH_PRODUCTS // widest) if qnet.is_fixed else 4096
+        refuted: list[bool] = []
+        for start in range(0, len(boxes), step):
+            chunk = boxes[start : start + step]
+            if time.perf_counter() >= deadline:
+                return refuted + [False] * (len(boxes) - len(refuted))
+            lo, hi = np.stack([box.lo for box in chunk]), np.stack([box.hi for box in chunk])
+            layers = implementation_bounds_batch(qnet, lo, hi)
+            overflow = np.zeros(len(chunk), dtype=bool)
+            if qnet.is_fixed:
+                overflow = np.any([np.any(layer.may_overflow, axis=1) for layer in layers], axis=0)
+            last = layers[-1]
+            for row, owner in enumerate(owners[start : start + step]):
+                low, high = last.post_lo[row], last.post_hi[row]
+                ok = not overflow[row] and bool(np.all(np.isfinite(low)) and np.all(np.isfinite(high)))
+                refuted.append(ok and _outputs_refute(qnet, cases[owner], low, high))
+        return refuted
+
+    def warnings(self) -> list[str]:
+        moved = moved_bounds_note(self.qnet, self.moved)
+        return list(dict.fromkeys([*self.beyond, *([moved] if moved else [])]))
+
+
+def screen(qnet: QuantizedNetwork, case: Property, symbolic_only: bool = False) -> tuple[str, ...] | None:
     """Do the invariants the case's harness would assume exclude its unsafe set (module docstring)?
     The warnings the pipeline would give the case when they do; None whenever they cannot tell, or
     cannot be computed. Interval bounds first (~6 ms a case of nn4sys' lindex, where they settle 195
-    of 200), the symbolic ones (~40 ms) only when those leave the case open."""
-    for symbolic in (False, True):
+    of 200), the symbolic ones (~40 ms) only when those leave the case open (`symbolic_only`: the
+    interval level was asked already, by `Screening`)."""
+    for symbolic in (True,) if symbolic_only else (False, True):
         try:
             result = compute_bounds(qnet, case, IntervalMethod.BUILTIN, symbolic=symbolic)
         except QverifyError:
@@ -173,7 +242,12 @@ def _refutes(qnet: QuantizedNetwork, case: Property, result: BoundsResult) -> bo
     last = layers[-1]
     if not (np.all(np.isfinite(last.post_lo)) and np.all(np.isfinite(last.post_hi))):
         return False
-    lows, highs = qnet.output_reals(last.post_lo), qnet.output_reals(last.post_hi)
+    return _outputs_refute(qnet, case, last.post_lo, last.post_hi)
+
+
+def _outputs_refute(qnet: QuantizedNetwork, case: Property, low: np.ndarray, high: np.ndarray) -> bool:
+    """Do outputs within [low, high] (the implementation's units) miss every unsafe clause?"""
+    lows, highs = qnet.output_reals(low), qnet.output_reals(high)
     return all(any(_refuted(atom, lows, highs) for atom in clause.atoms) for clause in case.unsafe.clauses)
 
 

@@ -79,6 +79,9 @@ class RunnerConfig:
 
     semantics: Semantics = Semantics.REAL
     number_format: str = "16.16"  # quantized only: K.L, float or double
+    engine_jobs: int = (
+        0  # processes of the engine's search (0: every usable core; a category's rows share them)
+    )
 
     def implementation(self, int8_model: bool = False) -> ImplementationOptions:
         """What is verified: the float harness (real semantics), an int8 model's own arithmetic
@@ -94,7 +97,7 @@ class RunnerConfig:
         return VerifyOptions(
             limits=Limits(timeout_s=timeout_s),
             intervals=IntervalMethod.AUTO,
-            internal=InternalOptions(semantics=semantics),
+            internal=InternalOptions(semantics=semantics, jobs=self.engine_jobs),
         )
 
 

@@ -39,7 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("qverify.counterexample",),
     ("qverify.verification", "qverify.cases"),
     ("qverify.tasks",),
-    ("qverify.suites", "qverify.vnncomp"),
+    ("qverify.suites", "qverify.vnncomp", "qverify.competition"),
     ("qverify.assurance",),
     ("qverify.cli", "qverify.__main__"),
 )

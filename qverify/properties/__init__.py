@@ -13,6 +13,7 @@ from qverify.properties.builders import (
     read_center,
     robustness,
     to_normalised,
+    to_raw,
 )
 from qverify.properties.model import (
     AnyProperty,
@@ -56,4 +57,5 @@ __all__ = [
     "read_vnnlib_cases",
     "robustness",
     "to_normalised",
+    "to_raw",
 ]

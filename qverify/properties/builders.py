@@ -49,6 +49,7 @@ __all__ = [
     "read_center",
     "robustness",
     "to_normalised",
+    "to_raw",
 ]
 
 Number = float | int | Fraction | np.floating | np.integer
@@ -372,6 +373,47 @@ def _conversion_note(net: Network) -> str:
     if net.input_norm is None and net.output_norm is None:
         return f"raw units are normalised units for {net.name} (it has no normalisation)"
     return f"converted from raw units with the normalisation of {net.name}"
+
+
+def _raw_box(box: Box, net: Network) -> Box:
+    """x = x_norm * range + mean per bound (the inverse of `_normalised_box` inside [min, max])."""
+    norm = net.input_norm
+    if norm is None:
+        return box
+    scale = [(Fraction(float(r)), Fraction(float(m))) for r, m in zip(norm.range, norm.mean)]
+    return Box(
+        tuple(v * r + m for v, (r, m) in zip(box.lo, scale)),
+        tuple(v * r + m for v, (r, m) in zip(box.hi, scale)),
+    )
+
+
+def _raw_atom(atom: Atom, net: Network) -> Atom:
+    """y_norm = (y_raw - mean) / range: coefficient a_i -> a_i / range_i, constant -= a_i mean_i / range_i."""
+    norm = net.output_norm
+    if norm is None:
+        return atom
+    means = np.broadcast_to(norm.mean, (net.n_outputs,))
+    ranges = np.broadcast_to(norm.range, (net.n_outputs,))
+    terms = tuple((i, c / Fraction(float(ranges[i]))) for i, c in atom.terms)
+    constant = atom.constant - sum(
+        (c * Fraction(float(means[i])) / Fraction(float(ranges[i])) for i, c in atom.terms), Fraction(0)
+    )
+    return Atom(terms, constant, atom.relation)
+
+
+def to_raw(prop: Property | PropertyCases, net: Network) -> Property | PropertyCases:
+    """A normalised `prop` in the raw units of the network's normalisation, exactly: what a VNN-LIB
+    file about an ONNX graph that normalises must say (`to_normalised` reads it back to `prop`)."""
+    if prop.units is Units.RAW:
+        return prop
+    if isinstance(prop, PropertyCases):
+        return replace(prop, cases=tuple(to_raw(case, net) for case in prop.cases), units=Units.RAW)
+    unsafe = OutputCondition(
+        tuple(Clause(tuple(_raw_atom(atom, net) for atom in clause.atoms)) for clause in prop.unsafe.clauses)
+    )
+    return replace(
+        prop, boxes=tuple(_raw_box(box, net) for box in prop.boxes), unsafe=unsafe, units=Units.RAW
+    )
 
 
 @overload
