@@ -105,11 +105,17 @@ class _CaseRun:
                 if attempt == 1
                 else [k for k in order if k in self.records and _timed_out(self.records[k])]
             )
-            for position, index in enumerate(todo):
+            left = sum(
+                1 for k in todo if k not in self.screened
+            )  # the cases still to go through the pipeline
+            for index in todo:
+                if attempt == 1 and index in self.screened:
+                    continue
+                left -= 1
                 if attempt == 1 and self.screen(index):
                     continue
                 remaining = self.deadline - time.perf_counter()
-                share = remaining / (len(todo) - position)
+                share = remaining / (left + 1)
                 budget = share if attempt == 2 else max(share, min(remaining, MIN_CASE_S))
                 if remaining <= 0 or (attempt == 2 and budget < RETRY_GAIN * self.budgets[index]):
                     break
@@ -119,9 +125,7 @@ class _CaseRun:
                     return
 
     def screen(self, index: int) -> bool:
-        """Settled by the interval screening, or now by the symbolic bounds of its boxes?"""
-        if index in self.screened:
-            return True
+        """Settled now by the symbolic bounds of its boxes (the interval level was asked already)?"""
         if self.qnet is None or time.perf_counter() >= self.deadline:
             return False
         started = time.perf_counter()

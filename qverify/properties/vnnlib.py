@@ -75,7 +75,9 @@ _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 
 MAX_EXPONENT = 400  # |e| in "1e<e>": larger exponents are certainly typos, and 10^e gets slow
 MAX_DEPTH = 64  # parenthesis nesting; keeps the recursive passes far from Python's recursion limit
-MAX_CLAUSES = 500_000  # DNF size guard: (and (or a b) (or c d) ...) multiplies out; nn4sys lindex_60000 writes 120,000
+MAX_CLAUSES = (
+    500_000  # DNF size guard: (and (or a b) (or c d) ...) multiplies out; nn4sys lindex_60000 writes 120,000
+)
 
 _COMPARISONS = {"<=": Relation.LE, ">=": Relation.GE, "<": Relation.LT, ">": Relation.GT}
 _CLOSURE = {Relation.LT: Relation.LE, Relation.GT: Relation.GE}
