@@ -4,7 +4,7 @@ A VNN-LIB file declares the network's normalised inputs `X_i` and outputs `Y_j` 
 constraints whose conjunction is the *counterexample*: the property holds iff no input satisfies
 them all. The PyPI `vnnlib` package only reads VNN-LIB 2.0, hence this small hand-written reader:
 
-    text --_tokenize--> tokens --_read_sexprs--> s-expressions --_Reader--> formulas --> Property
+    text --_tokenize--> tokens --_top_level--> s-expressions --_Reader--> formulas --> Property (or PropertyCases)
 
 Accepted (everything VNN-COMP's benchmarks use, and a little more):
 - `(declare-const X_3 Real)`, `(declare-const Y_0 Real)`; comments from `;` to the end of a line.
@@ -75,9 +75,9 @@ _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 
 MAX_EXPONENT = 400  # |e| in "1e<e>": larger exponents are certainly typos, and 10^e gets slow
 MAX_DEPTH = 64  # parenthesis nesting; keeps the recursive passes far from Python's recursion limit
-MAX_CLAUSES = (
-    500_000  # DNF size guard: (and (or a b) (or c d) ...) multiplies out; nn4sys lindex_60000 writes 120,000
-)
+# DNF size guard: (and (or a b) (or c d) ...) multiplies out; VNN-COMP 2022's nn4sys lindex_60000
+# writes 120,000 disjuncts of the case form
+MAX_CLAUSES = 500_000
 
 _COMPARISONS = {"<=": Relation.LE, ">=": Relation.GE, "<": Relation.LT, ">": Relation.GT}
 _CLOSURE = {Relation.LT: Relation.LE, Relation.GT: Relation.GE}
@@ -154,11 +154,6 @@ def _top_level(text: str, source: str) -> Iterator[SExpr]:
     if stack:
         line = stack[0][0]
         raise _error(source, line, f"unbalanced parentheses: the '(' opened on line {line} is never closed")
-
-
-def _read_sexprs(text: str, source: str) -> list[SExpr]:
-    """The top-level s-expressions of `text` (see `_top_level`)."""
-    return list(_top_level(text, source))
 
 
 @functools.lru_cache(maxsize=4096)
