@@ -1164,3 +1164,14 @@ def test_jobs_are_capped_at_the_usable_cores_with_a_note(tmp_path, capsys):
     code, out, err, _ = run_case(Case("jobs", argv), tmp_path, capsys)
     assert code == 0 and "SAFE 1" in out, (out, err)
     assert f"note: --jobs 10000 is more than the {usable_cores()} cores this process may use" in err
+
+
+def test_info_out_of_memory_is_an_error_not_a_verdict(tmp_path, capsys, monkeypatch):
+    """Issue 43: past a raised tensor-size limit, the ~8e10-output convolution's taps do not fit in
+    memory; `info` has no verdict to give, so it says so in one error line (it answered UNKNOWN)."""
+    monkeypatch.setenv("QVERIFY_MAX_TENSOR_MB", str(10**9))
+    files = (("n.onnx", one_conv(np.ones((1, 1, 1, 1)), (1, 1, 3, 3), pads=[141000] * 4)),)
+    code, out, err, _ = run_case(Case("oom", ("info", "{dir}/n.onnx"), files), tmp_path, capsys)
+    assert (
+        code == 2 and out == "" and err == "error: out of memory (a larger input than this machine holds)\n"
+    )
