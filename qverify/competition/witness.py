@@ -86,7 +86,11 @@ def _run_onnx(onnx_path: Path, x: list[float]) -> np.ndarray:
     graph_input = next(value for value in model.graph.input if value.name not in initialised)
     dims = tuple(d.dim_value if d.dim_value != 0 else 1 for d in graph_input.type.tensor_type.shape.dim)
     dtype = {10: np.float16, 11: np.float64}.get(graph_input.type.tensor_type.elem_type, np.float32)
-    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    settings = onnxruntime.SessionOptions()
+    settings.log_severity_level = 3  # errors only: its warnings about exporters' habits are not the witness's
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), settings, providers=["CPUExecutionProvider"]
+    )
     outputs = session.run(None, {graph_input.name: np.array(x, dtype=dtype).reshape(dims)})
     return np.asarray(outputs[0], dtype=np.float64).reshape(-1)
 
