@@ -41,6 +41,7 @@ from qverify.invariants.region import input_box
 from qverify.network import Network
 from qverify.properties import Atom, Property, PropertyCases, Relation
 from qverify.quant import (
+    FixedFormat,
     FloatFormat,
     ImplementationOptions,
     QuantizedNetwork,
@@ -160,61 +161,78 @@ def _implementation(net: Network, implementation: ImplementationOptions, options
 
 
 class Screening:
-    """The interval level of the screening (module docstring) for every case at once: which cases
-    it settles (with the seconds each took, its share of the whole) and the bounds that moved."""
+    """The interval level of the screening (module docstring) for every case at once, a batch of
+    cases at a time until `deadline`: which cases it settles (with the seconds each took, its share
+    of the whole) and the input bounds of theirs that moved to a representable value."""
 
     BATCH_PRODUCTS = 2_000_000  # boxes per batch x the widest layer's products (fixed point's memory)
+    FLOAT_BATCH = 256  # boxes per batch in float: a few ms each, so the deadline is looked at often
 
     def __init__(self, qnet: QuantizedNetwork, cases: tuple[Property, ...], deadline: float) -> None:
         started = time.perf_counter()
         self.qnet = qnet
         self.moved = 0
-        self.beyond: list[str] = []  # fixed point: warnings of boxes beyond the word range
+        self.beyond: list[str] = []  # fixed point: boxes beyond the word range (as the pipeline warns)
+        widest = max((layer.n_out * layer.n_in for layer in qnet.layers), default=1)
+        step = max(1, self.BATCH_PRODUCTS // widest) if qnet.is_fixed else self.FLOAT_BATCH
+        settled: list[int] = []
+        for first in range(0, len(cases), step):
+            if time.perf_counter() >= deadline:
+                break
+            settled += self._batch(cases, range(first, min(first + step, len(cases))))
+        share = (time.perf_counter() - started) / max(1, len(cases))
+        self.settled = {index: share for index in settled}
+
+    def _batch(self, cases: tuple[Property, ...], indices: range) -> list[int]:
+        """The cases of `indices` whose every box's interval bounds refute every unsafe clause."""
+        qnet = self.qnet
         owners, boxes = [], []
-        for index, case in enumerate(cases):
+        for index in indices:
             try:
-                converted = [input_box(qnet, box) for box in case.boxes]
+                converted = [input_box(qnet, box) for box in cases[index].boxes]
             except QverifyError:
                 continue
             owners += [index] * len(converted)
             boxes += converted
-        refuted = self._refuted_boxes(cases, owners, [box for box, _ in boxes], deadline)
-        settled = {owner for owner in owners}
-        settled -= {owner for owner, ok in zip(owners, refuted) if not ok}
-        self.moved = sum(moved for (owner, (_, moved)) in zip(owners, boxes) if owner in settled)
-        for index in sorted(settled):
-            for box in cases[index].boxes:
-                self.beyond += [
-                    w for w in overflow_warnings(qnet, box.lo_array(), box.hi_array()) if "range" in w
-                ]
-        share = (time.perf_counter() - started) / max(1, len(cases))
-        self.settled = {index: share for index in sorted(settled)}
-
-    def _refuted_boxes(self, cases, owners: list[int], boxes: list, deadline: float) -> list[bool]:
-        """Per box: do its interval bounds refute every clause of its case's unsafe set?"""
-        qnet = self.qnet
-        widest = max((layer.n_out * layer.n_in for layer in qnet.layers), default=1)
-        step = max(1, self.BATCH_PRODUCTS // widest) if qnet.is_fixed else 4096
-        refuted: list[bool] = []
-        for start in range(0, len(boxes), step):
-            chunk = boxes[start : start + step]
-            if time.perf_counter() >= deadline:
-                return refuted + [False] * (len(boxes) - len(refuted))
-            lo, hi = np.stack([box.lo for box in chunk]), np.stack([box.hi for box in chunk])
-            layers = implementation_bounds_batch(qnet, lo, hi)
-            overflow = np.zeros(len(chunk), dtype=bool)
-            if qnet.is_fixed:
-                overflow = np.any([np.any(layer.may_overflow, axis=1) for layer in layers], axis=0)
-            last = layers[-1]
-            for row, owner in enumerate(owners[start : start + step]):
-                low, high = last.post_lo[row], last.post_hi[row]
-                ok = not overflow[row] and bool(np.all(np.isfinite(low)) and np.all(np.isfinite(high)))
-                refuted.append(ok and _outputs_refute(qnet, cases[owner], low, high))
-        return refuted
+        if not boxes:
+            return []
+        lo, hi = np.stack([box.lo for box, _ in boxes]), np.stack([box.hi for box, _ in boxes])
+        layers = implementation_bounds_batch(qnet, lo, hi)
+        overflow = np.zeros(len(boxes), dtype=bool)
+        if qnet.is_fixed:
+            overflow = np.any([np.any(layer.may_overflow, axis=1) for layer in layers], axis=0)
+        last = layers[-1]
+        refuted: dict[int, bool] = {}
+        for row, owner in enumerate(owners):
+            low, high = last.post_lo[row], last.post_hi[row]
+            ok = not overflow[row] and bool(np.all(np.isfinite(low)) and np.all(np.isfinite(high)))
+            refuted[owner] = (
+                refuted.get(owner, True) and ok and _outputs_refute(qnet, cases[owner], low, high)
+            )
+        settled = [index for index, ok in refuted.items() if ok]
+        self.moved += sum(moved for owner, (_, moved) in zip(owners, boxes) if refuted[owner])
+        for index in settled:
+            self.beyond += _beyond_words(qnet, cases[index])
+        return settled
 
     def warnings(self) -> list[str]:
         moved = moved_bounds_note(self.qnet, self.moved)
         return list(dict.fromkeys([*self.beyond, *([moved] if moved else [])]))
+
+
+def _beyond_words(qnet: QuantizedNetwork, case: Property) -> list[str]:
+    """Fixed point: the pipeline's warning for a box beyond the word range (words saturate)."""
+    if not qnet.is_fixed:
+        return []
+    fmt: FixedFormat = qnet.number  # type: ignore[assignment]
+    low, high = Fraction(fmt.min_q, fmt.scale), Fraction(fmt.max_q, fmt.scale)
+    return [
+        warning
+        for box in case.boxes
+        if min(box.lo) < low or max(box.hi) > high
+        for warning in overflow_warnings(qnet, box.lo_array(), box.hi_array())
+        if "range" in warning
+    ]
 
 
 def screen(qnet: QuantizedNetwork, case: Property, symbolic_only: bool = False) -> tuple[str, ...] | None:

@@ -37,12 +37,14 @@ import enum
 import math
 import os
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from qverify.backends import InternalOptions, Limits, Status
 from qverify.cases import verify_cases
-from qverify.errors import InputError
+from qverify.errors import InputError, ResourceLimitError
+from qverify.input_limits import reading_within
 from qverify.invariants import IntervalMethod
 from qverify.io import load_network
 from qverify.io.files import format_suffix
@@ -159,9 +161,16 @@ def run_instance(
     """
     if not (timeout_s > 0 and math.isfinite(timeout_s)):
         raise InputError(f"the timeout must be a positive number of seconds, got {timeout_s}")
-    net, prop, raw = _load(onnx, vnnlib)
+    started = time.perf_counter()
+    try:
+        with reading_within(max(1.0, timeout_s - STARTUP_S)):  # the time limit holds while reading too
+            net, prop, raw = _load(onnx, vnnlib)
+    except ResourceLimitError as error:
+        word = "timeout" if str(error).startswith("timeout") else "unknown"
+        return InstanceResult(word, None, f"{Status.UNKNOWN.value}: {error}", None)
     int8_model = net.quantization is not None
-    options = config.verify_options(max(1.0, timeout_s - STARTUP_S), int8_model)
+    spent = time.perf_counter() - started  # reading counts: nn4sys files of 10,000 cases take seconds
+    options = config.verify_options(max(1.0, timeout_s - STARTUP_S - spent), int8_model)
     implementation = config.implementation(int8_model)
     record = verify_cases(net, prop, implementation, options, f"{net.name}-{prop.name}")
     witness = _witness(record, config, net if raw else None)
