@@ -49,9 +49,9 @@ from qverify.quant import (
     overflow_warnings,
     quantize_network,
 )
+from qverify.record import CaseOutcome, VerificationRecord
+from qverify.stage_times import PIPELINE, pipeline_seconds
 from qverify.verification import (
-    CaseOutcome,
-    VerificationRecord,
     VerifyOptions,
     check_semantics,
     input_bounds_moved,
@@ -322,7 +322,7 @@ def _combined(
         deciding = records[unsafe[0]]
         status, reason = Status.UNSAFE, deciding.reason
     elif not open_cases:
-        slowest = max(records, key=lambda index: records[index].times_s.get("total", 0.0), default=None)
+        slowest = max(records, key=lambda index: pipeline_seconds(records[index].times_s), default=None)
         deciding = records[slowest] if slowest is not None else None
         status, reason = Status.SAFE, ""
     else:
@@ -337,7 +337,7 @@ def _combined(
     times = _summed_times(records.values())
     if screened:
         times["screening"] = round(sum(screened.values()), 6)
-    times["total"] = round(time.perf_counter() - started, 6)
+    times[PIPELINE] = round(time.perf_counter() - started, 6)
     sample = deciding or next(iter(records.values()), None)
     return VerificationRecord(
         name=name,
@@ -362,7 +362,7 @@ def _outcome(prop: PropertyCases, index: int, record: VerificationRecord | None)
     if record is None:
         return CaseOutcome(label, Status.UNKNOWN, "timeout: not run (the time ran out)", 0.0, "")
     decided_by = record.verdict.decided_by if record.verdict is not None else ""
-    return CaseOutcome(label, record.status, record.reason, record.times_s.get("total", 0.0), decided_by)
+    return CaseOutcome(label, record.status, record.reason, pipeline_seconds(record.times_s), decided_by)
 
 
 def _open_reason(prop: PropertyCases, open_cases: list[CaseOutcome], first: CaseOutcome) -> str:
@@ -375,7 +375,7 @@ def _open_reason(prop: PropertyCases, open_cases: list[CaseOutcome], first: Case
 
 
 def _summed_times(records) -> dict[str, float]:
-    """Each stage's seconds summed over the cases that ran (`total` is set by the caller)."""
+    """Each stage's seconds summed over the cases that ran (`pipeline` is set by the caller)."""
     times: dict[str, float] = {}
     for record in records:
         for stage, seconds in record.times_s.items():

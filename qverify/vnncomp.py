@@ -26,14 +26,14 @@ Which question is asked (`Semantics`):
 
 An int8 model (QDQ or QOperator) means its int8 arithmetic: that is what the competition's checker
 computes when it replays the ONNX file in onnxruntime, and it is exact integer arithmetic, so `real`
-verifies the model's own int8 computation (the exact ONNX semantics, `--format int8`) and the witness
-gives its dequantized outputs. `quantized` with a float or fixed-point `--format` verifies the
+verifies the model's own int8 computation as this machine's onnxruntime computes it (`--format
+int8-ort`: the exact ONNX semantics with AVX-VNNI, int16 pair saturation on AVX2 alone,
+`qverify.quant.ort_kernel`) and the witness gives its dequantized outputs. `quantized` with a float or fixed-point `--format` verifies the
 model's float view (`qverify.network.float_view`) in that format, as `qverify verify` does.
 """
 
 from __future__ import annotations
 
-import enum
 import math
 import os
 import tempfile
@@ -50,8 +50,10 @@ from qverify.io import load_network
 from qverify.io.files import format_suffix
 from qverify.network import Network
 from qverify.properties import Property, PropertyCases, Units, read_vnnlib_cases, to_normalised
-from qverify.quant import FloatFormat, FloatKind, ImplementationOptions, Int8Format, parse_number_format
+from qverify.quant import FloatFormat, FloatKind, ImplementationOptions, named_format, parse_number_format
+from qverify.quant.ort_kernel import ORT_LABEL
 from qverify.verification import VerificationRecord, VerifyOptions
+from qverify.vocabulary import VnncompSemantics as Semantics
 
 __all__ = [
     "INTERFACE_VERSION",
@@ -70,11 +72,6 @@ STARTUP_S = 3.0  # of the competition's timeout: interpreter start, imports, wri
 RESULTS = ("sat", "unsat", "timeout", "unknown", "error")
 
 
-class Semantics(enum.Enum):
-    REAL = "real"
-    QUANTIZED = "quantized"
-
-
 @dataclass(frozen=True, slots=True)
 class RunnerConfig:
     """What a run verifies: the real-valued network, or an implementation in `number_format`."""
@@ -89,7 +86,9 @@ class RunnerConfig:
         """What is verified: the float harness (real semantics), an int8 model's own arithmetic
         (real semantics of an int8 model: module docstring), or the implementation in the format."""
         if self.semantics is Semantics.REAL:
-            return ImplementationOptions(Int8Format() if int8_model else FloatFormat(FloatKind.FLOAT))
+            return ImplementationOptions(
+                named_format(ORT_LABEL) if int8_model else FloatFormat(FloatKind.FLOAT)
+            )
         return ImplementationOptions(parse_number_format(self.number_format))
 
     def verify_options(self, timeout_s: float, int8_model: bool = False) -> VerifyOptions:
@@ -192,7 +191,7 @@ def _witness(record: VerificationRecord, config: RunnerConfig, raw_net: Network 
     example = record.counterexample
     if record.status is not Status.UNSAFE or example is None:
         return None
-    float_network = config.semantics is Semantics.REAL and record.number_format != Int8Format().label
+    float_network = config.semantics is Semantics.REAL and not record.number_format.startswith("int8")
     outputs = example.outputs_float if float_network else example.outputs_c
     x, y = example.inputs_real, outputs
     if raw_net is not None:

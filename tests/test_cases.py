@@ -45,6 +45,7 @@ from qverify.quant import (
 from qverify.verification import VerificationRecord, VerifyOptions
 from qverify.vnncomp import RunnerConfig, run_instance
 from tests.conftest import ROOT, SAFETY_NET_S, random_network
+from tests.test_cli_basics import qverify
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
 
@@ -168,6 +169,20 @@ def test_cases_each_with_its_own_unsafe_set_are_not_merged(tmp_path):
         assert [outcome.decided_by == SCREENED for outcome in found.cases[:2]] == [True, True]
     result = run_instance(net_path, unsafe, 600, RunnerConfig())  # the competition's runner: sat, a witness
     assert result.result == "sat" and result.witness.x[0] <= 0.5 <= result.witness.x[1]
+    _verify_on_the_command_line(net_path, unsafe, tmp_path / "record.json")
+
+
+def _verify_on_the_command_line(net_path, unsafe, record_path) -> None:
+    """`qverify verify` of a property of cases: UNSAFE naming case 3, the record's cases and times
+    (the process, the screening, the pipeline), and `qverify show` of that record."""
+    done = qverify("verify", str(net_path), "--property", str(unsafe), "--float", "--json", str(record_path))
+    assert done.returncode == 10, done.stderr
+    assert done.stdout.startswith("UNSAFE") and "case 3 of 3 (line 7)" in done.stdout
+    data = json.loads(record_path.read_text())
+    assert [case["decided_by"] == SCREENED for case in data["cases"]] == [True, True, False]
+    assert {"process", "screening", "pipeline"} <= set(data["times_s"])
+    shown = qverify("show", str(record_path)).stdout
+    assert "screening" in shown and "case 3 of 3 (line 7)" in shown
 
 
 def test_cases_left_without_time_make_a_timeout():

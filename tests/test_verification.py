@@ -81,15 +81,39 @@ def test_json_record_fields(tmp_path):
     ):
         assert key in record, key
     assert record["status"] == "UNSAFE" and record["format"] == "<6,10>" and record["backend"] == "internal"
-    stages = {"startup", "imports", "load", "quantize", "invariants", "codegen", "backend", "replay", "total"}
-    stages |= {"backend.startup", "backend.total", "replay.compile", "replay.run", "example"}
+    stages = {
+        "process",
+        "startup",
+        "imports",
+        "load",
+        "quantize",
+        "invariants",
+        "codegen",
+        "backend",
+        "replay",
+    }
+    stages |= {"pipeline", "backend.startup", "backend.total", "replay.compile", "replay.run", "example"}
     assert stages <= set(record["times_s"]), set(record["times_s"])
+    times = record["times_s"]
+    parts = ("quantize", "invariants", "codegen", "backend", "replay")
+    assert times["pipeline"] >= sum(times[stage] for stage in parts) - 1e-3  # the stages it sums
+    before = times["startup"] + times["imports"] + times["load"] + times["pipeline"]
+    assert times["process"] >= before - 0.02  # the whole process: /proc's start time has 10 ms ticks
     cex = record["counterexample"]
     assert len(cex["inputs_word"]) == 2 and all(isinstance(v, int) for v in cex["inputs_word"])
     assert cex["violated"].startswith("unsafe clause")
     shown = qverify("show", str(out))
     assert shown.returncode == 0 and "counterexample" in shown.stdout
     assert "stages: startup" in shown.stdout and "replay" in shown.stdout
+    assert f"time {times['process']:.2f} s (the whole qverify verify process" in shown.stdout
+    # a record written before the times had these names (`total` for `pipeline`, no `process`) still reads
+    old = {key: value for key, value in record.items() if key != "format_resolved_from"}
+    old["times_s"] = {("total" if key == "pipeline" else key): value for key, value in times.items()}
+    del old["times_s"]["process"]
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    shown = qverify("show", str(tmp_path / "old.json"))
+    assert shown.returncode == 0 and f"pipeline {times['pipeline']:.2f} s" in shown.stdout, shown.stdout
+    assert f"time {before:.2f} s (startup + imports + load + pipeline" in shown.stdout, shown.stdout
 
 
 def test_spec_file_and_image(tmp_path):

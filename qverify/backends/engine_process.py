@@ -175,11 +175,14 @@ def _wait_for(pid: int, requests: _Requests) -> tuple[int, float] | None:
             os.close(pidfd)
 
 
-def serve() -> int:
-    """Run the tasks of stdin until it ends; one forked process per task, one at a time."""
+def serve(idle_imports: bool = True) -> int:
+    """Run the tasks of stdin until it ends; one forked process per task, one at a time; between
+    them, with `idle_imports`, import `IDLE_IMPORTS` (a host for one task only does not: its task
+    imports what it needs, and nothing else is paid for)."""
     host = os.getpid()
     requests = _Requests()
-    import_while_idle(requests)
+    if idle_imports:
+        import_while_idle(requests)
     while (request := requests.next()) is not None:
         pid = os.fork()
         if pid == 0:
@@ -189,14 +192,20 @@ def serve() -> int:
         if ended is None:
             return 0
         _say(f"ended {pid} {ended[0]} {ended[1]:.6f}")
-        import_while_idle(requests)  # what the first tasks found missing, before the next one
+        if idle_imports:
+            import_while_idle(requests)  # what the first tasks found missing, before the next one
     return 0
 
 
-def main() -> int:
+ONE_TASK = "--one-task"  # the host of a command that runs one task (`qverify verify`): no idle imports
+
+
+def main(one_task: bool | None = None) -> int:
+    """The host: import the engine, say so, serve. `one_task` (default: `--one-task` among the
+    arguments): no idle imports (`serve`)."""
     import_engine()
     _say("ready")
-    return serve()
+    return serve(idle_imports=not (ONE_TASK in sys.argv[1:] if one_task is None else one_task))
 
 
 if __name__ == "__main__":

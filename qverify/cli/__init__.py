@@ -79,7 +79,7 @@ def _start_engine_early(argv: Sequence[str]) -> None:
         return
     from qverify.backends import engine_host
 
-    engine_host.prewarm()
+    engine_host.prewarm(one_task=True)
 
 
 def _asks_version(argv: Sequence[str]) -> bool:

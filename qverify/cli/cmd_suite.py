@@ -13,10 +13,6 @@ from qverify.cli.options import (
     verify_options_from_args,
 )
 from qverify.errors import EXIT_CODES_HELP
-from qverify.quant import FloatFormat, parse_number_format, word_length
-from qverify.suites import make_executor, run_suite
-from qverify.suites.suite_file import BENCHMARKS, list_suite
-from qverify.verification import check_semantics, with_core_share
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -57,6 +53,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from qverify.quant import FloatFormat, parse_number_format, word_length
+    from qverify.suites import make_executor, run_suite
+    from qverify.verification import check_semantics, with_core_share
+
     if args.executor == "local" or args.scheduler is None:  # processes on this machine
         args.jobs = capped_jobs(args.jobs)
     suite = read_suite_within_limits(args)
@@ -102,6 +102,8 @@ def _with_default_timeout(args: argparse.Namespace, suite_timeout: float) -> arg
 
 
 def list_command(args: argparse.Namespace) -> int:
+    from qverify.suites.suite_file import BENCHMARKS, list_suite
+
     suites = [list_suite(path) for path in sorted(BENCHMARKS.glob("*/suite.toml"))]
     width = max((len(suite.name) for suite in suites), default=0)
     for suite in suites:

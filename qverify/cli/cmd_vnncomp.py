@@ -12,20 +12,16 @@ import argparse
 import math
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from qverify.backends import Status
 from qverify.cli.options import capped_jobs, positive_int, read_suite_within_limits
 from qverify.cli.report import warn
 from qverify.errors import EXIT_USAGE, InputError, QverifyError
-from qverify.tasks.model import timeout_problem
-from qverify.vnncomp import (
-    RunnerConfig,
-    Semantics,
-    check_version,
-    prepare_instance,
-    run_instance,
-    write_result,
-)
+from qverify.vocabulary import VnncompSemantics, choices
+
+if TYPE_CHECKING:  # the runner (the verifier) is imported by the actions, not by their parsers
+    from qverify.vnncomp import Semantics
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,7 +38,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("timeout", metavar="TIMEOUT", help="seconds, start-up included")
     run.add_argument(
         "--semantics",
-        default=Semantics.REAL.value,
         help="real (competition default): the real-valued network; quantized: the implementation in --format",
     )
     run.add_argument(
@@ -98,7 +93,12 @@ def _register_category(actions: argparse._SubParsersAction) -> None:
         action="store_true",
         help="+2 to the fastest correct tool, +1 to the second (VNN-COMP 2022)",
     )
-    category.add_argument("--semantics", default=Semantics.REAL.value, choices=[s.value for s in Semantics])
+    category.add_argument(
+        "--semantics",
+        default=VnncompSemantics.REAL.value,
+        choices=choices(VnncompSemantics),
+        help="real (default): the real-valued network; quantized: the implementation in --format",
+    )
     category.add_argument("--format", default="16.16", metavar="K.L", help="with --semantics quantized")
     category.add_argument(
         "--jobs", type=positive_int, default=1, metavar="N", help="rows in parallel (default 1)"
@@ -119,12 +119,18 @@ def _instance_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_prepare(args: argparse.Namespace) -> int:
+    from qverify.vnncomp import check_version, prepare_instance
+
     check_version(args.version)
     print(f"prepared ({args.category}): {prepare_instance(args.onnx, args.vnnlib)}")
     return 0
 
 
-def _semantics(text: str) -> Semantics:
+def _semantics(text: str | None) -> Semantics:
+    from qverify.vnncomp import Semantics
+
+    if text is None:
+        return Semantics.REAL
     try:
         return Semantics(text)
     except ValueError:
@@ -133,6 +139,8 @@ def _semantics(text: str) -> Semantics:
 
 
 def _timeout(text: str) -> float:
+    from qverify.tasks.model import timeout_problem
+
     try:
         value = float(text)
     except ValueError:
@@ -143,6 +151,8 @@ def _timeout(text: str) -> float:
 
 
 def run_run(args: argparse.Namespace) -> int:
+    from qverify.vnncomp import RunnerConfig, check_version, run_instance, write_result
+
     try:
         check_version(args.version)
         config = RunnerConfig(_semantics(args.semantics), args.format)
@@ -181,6 +191,8 @@ def run_category_command(args: argparse.Namespace) -> int:
     from qverify.competition.compare import own_results, tool_results, witness_checker, write_report
     from qverify.competition.scoring import Rules, score_category
     from qverify.suites import make_executor
+    from qverify.tasks.model import timeout_problem
+    from qverify.vnncomp import RunnerConfig, Semantics
 
     if args.timeout_cap is not None and timeout_problem(args.timeout_cap):
         raise InputError(f"--timeout-cap {args.timeout_cap}: {timeout_problem(args.timeout_cap)}")

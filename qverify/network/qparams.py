@@ -22,25 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from qverify.errors import InputError
-
-
-class CodeType(enum.Enum):
-    """The integer type of a tensor's codes."""
-
-    INT8 = "int8"
-    UINT8 = "uint8"
-
-    @property
-    def qmin(self) -> int:
-        return -128 if self is CodeType.INT8 else 0
-
-    @property
-    def qmax(self) -> int:
-        return 127 if self is CodeType.INT8 else 255
-
-    @property
-    def c_type(self) -> str:
-        return "int8_t" if self is CodeType.INT8 else "uint8_t"
+from qverify.vocabulary import CodeType
 
 
 def _float32_scale(scale: float, what: str) -> float:

@@ -19,11 +19,7 @@ from fractions import Fraction
 import numpy as np
 
 from qverify.errors import InputError
-
-
-class Units(enum.Enum):
-    NORMALISED = "normalised"
-    RAW = "raw"
+from qverify.vocabulary import Units
 
 
 class Relation(enum.Enum):

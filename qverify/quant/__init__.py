@@ -19,7 +19,7 @@ from qverify.quant.intervals import (
     implementation_bounds_batch,
     real_bounds,
 )
-from qverify.quant.labels import FORMAT_HELP, WORD_LENGTH_HELP, named_format, parse_number_format, word_length
+from qverify.quant.labels import named_format, parse_number_format, word_length
 from qverify.quant.lut import Lut, LutDesign, design_lut, lut_fixed, lut_float, measure_lut_error
 from qverify.quant.mac import balanced_tree, reduce_terms
 from qverify.quant.network import (
@@ -42,6 +42,7 @@ from qverify.quant.ranges import (
     resolve_word_length,
 )
 from qverify.quant.simulate import NO_OVERFLOW, SimulationResult, neuron_name, simulate
+from qverify.vocabulary import FORMAT_HELP, WORD_LENGTH_HELP
 
 __all__ = [
     "FORMAT_HELP",

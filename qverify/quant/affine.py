@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -61,6 +61,9 @@ class Int8Format:
 
     requant: RequantMode = RequantMode.ONNXRUNTIME
     kernel: Int8Kernel = Int8Kernel.EXACT
+    # the label this format was resolved from ("int8-ort": the kernel this machine's onnxruntime runs,
+    # `quant.ort_kernel`), "" when named directly; the same arithmetic either way
+    resolved_from: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if self.kernel is Int8Kernel.X86 and self.requant is not RequantMode.ONNXRUNTIME:
@@ -79,13 +82,18 @@ class Int8Format:
     def __str__(self) -> str:
         return self.label
 
+    def describe(self) -> str:
+        """The label, and the one it was resolved from: `int8-x86 (int8-ort on this machine)`."""
+        return f"{self.label} ({self.resolved_from} on this machine)" if self.resolved_from else self.label
+
     @classmethod
     def parse(cls, text: str) -> Int8Format | None:
-        """`int8` / `int8-onnxruntime` / `int8-tflite` / `int8-x86`, else None."""
+        """`int8` / `int8-tflite` / `int8-x86`, else None (`int8-ort` needs the machine's onnxruntime:
+        `quant.labels.named_format`)."""
         key = text.strip().lower()
         if key in ("int8-x86", "int8-onnxruntime-x86"):
             return cls(RequantMode.ONNXRUNTIME, Int8Kernel.X86)
-        if key in ("int8", "int8-onnxruntime", "int8-ort"):
+        if key == "int8":
             return cls(RequantMode.ONNXRUNTIME)
         if key == "int8-tflite":
             return cls(RequantMode.TFLITE)

@@ -6,7 +6,6 @@ it, so they cannot disagree about constants or tables.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -34,19 +33,10 @@ from qverify.quant.floatfmt import FloatFormat
 from qverify.quant.lut import LIPSCHITZ, Lut, LutDesign, design_lut
 from qverify.quant.pool8 import ambiguous_sums, exact_means
 from qverify.quant.x86 import PairedSums, paired_sums
+from qverify.vocabulary import Accumulation, Layout
 
 NumberFormat = FixedFormat | FloatFormat | Int8Format
 WIDE_ACCUMULATOR_LIMIT = 1 << 62  # |acc| below this leaves room for the rounding offset in int64
-
-
-class Accumulation(enum.Enum):
-    PER_OP = "per-op"  # acc = O(acc + O(R(w*x))) after every product (the thesis model)
-    WIDE = "wide"  # exact int64 sum of the products, rounded once (int8-kernel style)
-
-
-class Layout(enum.Enum):
-    SEQUENTIAL = "sequential"  # acc = b; acc += w_0 x_0; ...; one loop per neuron
-    BALANCED = "balanced"  # a divide-and-conquer tree of partial sums, unrolled
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,14 +44,12 @@ from qverify.quant import (
     resolve_word_length,
     word_length,
 )
+from qverify.vocabulary import DEFAULT_FORMAT, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 
 if TYPE_CHECKING:  # verification imports properties, whose spec reader imports this module
     from qverify.verification import VerifyOptions
 
-DEFAULT_FORMAT = "16.16"
 INT8_MODEL_FORMAT = "int8"  # the default of an int8 model: its own arithmetic (onnxruntime's rounding)
-DEFAULT_TIMEOUT_S = 60.0
-DEFAULT_MEMORY_MB = 4096
 
 
 # The enums are built from the lists their owners keep (one list each): the back ends, the internal
@@ -70,11 +68,6 @@ class Origin(enum.StrEnum):
     SPEC = "spec"
     SUITE = "suite file"  # a suite run's network, property, formats and task timeouts
     COMMAND_LINE = "command line"
-
-
-def choices(kind: type[enum.Enum]) -> tuple[str, ...]:
-    """The values of an enum, for argparse `choices` and spec-file messages."""
-    return tuple(member.value for member in kind)
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,11 +80,11 @@ from qverify.tasks.model import (
     Solver,
     TaskOptions,
     check_fixed_only,
-    choices,
     memory_problem,
     resolve_options,
     timeout_problem,
 )
+from qverify.vocabulary import choices
 
 __all__ = ["Spec", "read_spec"]
 
