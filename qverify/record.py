@@ -24,6 +24,36 @@ EXIT_BY_STATUS = {
 
 
 @dataclass(frozen=True, slots=True)
+class CaseOutcome:
+    """What one case of a property of cases answered (`qverify.cases`; `label` names the case)."""
+
+    label: str
+    status: Status
+    reason: str
+    time_s: float
+    decided_by: str = ""
+
+    def to_json(self) -> dict:
+        return {
+            "label": self.label,
+            "status": self.status.value,
+            "reason": self.reason,
+            "time_s": self.time_s,
+            "decided_by": self.decided_by,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> CaseOutcome:
+        return cls(
+            data["label"],
+            Status(data["status"]),
+            data.get("reason", ""),
+            float(data.get("time_s", 0.0)),
+            data.get("decided_by", ""),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class VerificationRecord:
     """The full result of one verification, as `--json` writes it."""
 
@@ -47,6 +77,7 @@ class VerificationRecord:
     version: str = __version__
     origins: Mapping[str, str] = field(default_factory=dict)  # option -> where its value came from
     format_resolved_from: str = ""  # the label `number_format` was resolved from: "int8-ort" (the probe)
+    cases: tuple[CaseOutcome, ...] = ()  # a property of cases: what each case answered (qverify.cases)
 
     @property
     def exit_code(self) -> int:
@@ -83,6 +114,7 @@ class VerificationRecord:
             "harness": self.harness,
             "qverify_version": self.version,
             "origins": dict(self.origins),
+            "cases": [outcome.to_json() for outcome in self.cases],
         }
 
     @classmethod
@@ -109,4 +141,5 @@ class VerificationRecord:
             version=data.get("qverify_version", ""),
             origins=dict(data.get("origins", {})),
             format_resolved_from=data.get("format_resolved_from", ""),
+            cases=tuple(CaseOutcome.from_json(item) for item in data.get("cases", [])),
         )

@@ -287,7 +287,11 @@ def input_bounds_moved(qnet, prop: Property) -> str:
     """One line when bounds of the input region lie between two values of the implementation's input
     type: the device rounds such a measurement to the nearer (`qverify.quant.inputs`), so the
     inputs verified are that rounding's image of the box (never empty); empty when none moved."""
-    moved = sum(implementation_box(qnet, box).moved for box in prop.boxes)
+    return moved_bounds_note(qnet, sum(implementation_box(qnet, box).moved for box in prop.boxes))
+
+
+def moved_bounds_note(qnet, moved: int) -> str:
+    """`input_bounds_moved`'s line for `moved` bounds (empty when none moved)."""
     if not moved:
         return ""
     what = "input bound lies" if moved == 1 else "input bounds lie"

@@ -1,11 +1,13 @@
 """The words of a task's options, without numpy: the enums and defaults the command line offers.
 
 How the C computes (`Rounding`, `Overflow`, `Accumulation`, `Layout`, `FloatKind`, the word
-lengths, the format labels' help text), where its invariants come from (`IntervalMethod`) and the
-units of a property (`Units`) are owned by `qverify.quant`, `qverify.invariants` and
-`qverify.properties`, which re-export them from here; the defaults of a task by `qverify.tasks.model`. They live in this module, which imports nothing, so that building the
-command line's parsers imports nothing heavy: `qverify CMD --help` prints its options without
-numpy, ONNX or the verifier (tests/test_cli_imports.py checks which modules it imports).
+lengths, the format labels' help text), where its invariants come from (`IntervalMethod`), the
+units of a property (`Units`) and the question `qverify vnncomp` asks (`VnncompSemantics`) are owned
+by `qverify.quant`, `qverify.invariants`, `qverify.properties` and `qverify.vnncomp`, which re-export
+them from here; the defaults of a task by `qverify.tasks.model`. They live in this module, which
+imports nothing, so that building the command line's parsers imports nothing heavy: `qverify CMD
+--help` prints its options without numpy, ONNX or the verifier (tests/test_cli_imports.py checks
+which modules it imports).
 """
 
 from __future__ import annotations
@@ -71,6 +73,14 @@ FORMAT_HELP = "K.L (fixed point, e.g. 16.16), float, double, half, int8, int8-x8
 WORD_LENGTH_HELP = (
     "W (a word length, 2..32: integer bits from range analysis over the network's input domain)"
 )
+
+
+class VnncompSemantics(enum.Enum):
+    """`qverify vnncomp --semantics`: the question asked of an instance (`qverify.vnncomp`, which
+    re-exports it as `Semantics`)."""
+
+    REAL = "real"  # the real-valued network (an int8 model: its own integer arithmetic)
+    QUANTIZED = "quantized"  # an implementation in --format
 
 
 class CodeType(enum.Enum):

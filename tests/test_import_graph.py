@@ -38,9 +38,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("qverify.engine",),
     ("qverify.backends",),
     ("qverify.counterexample",),
-    ("qverify.verification", "qverify.record"),
+    ("qverify.verification", "qverify.record", "qverify.cases"),
     ("qverify.tasks",),
-    ("qverify.suites", "qverify.vnncomp"),
+    ("qverify.suites", "qverify.vnncomp", "qverify.competition"),
     ("qverify.assurance",),
     ("qverify.cli", "qverify.__main__"),
 )

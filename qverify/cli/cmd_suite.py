@@ -7,6 +7,7 @@ from pathlib import Path
 
 from qverify.cli.options import (
     add_verify_options,
+    capped_jobs,
     positive_int,
     read_suite_within_limits,
     verify_options_from_args,
@@ -56,6 +57,8 @@ def run_command(args: argparse.Namespace) -> int:
     from qverify.suites import make_executor, run_suite
     from qverify.verification import check_semantics, with_core_share
 
+    if args.executor == "local" or args.scheduler is None:  # processes on this machine
+        args.jobs = capped_jobs(args.jobs)
     suite = read_suite_within_limits(args)
     formats = (
         tuple(suite.check_format(f, "--format") for f in args.formats) if args.formats else suite.formats
@@ -64,6 +67,7 @@ def run_command(args: argparse.Namespace) -> int:
         verify_options_from_args(_with_default_timeout(args, suite.timeout_s)), args.jobs
     )
     for label in formats:  # before any task runs, not as one ERROR record per task
+        suite.check_usable(label)
         number = suite.number_label(label)
         is_float = word_length(number) is None and isinstance(parse_number_format(number), FloatFormat)
         check_semantics(options, is_float, f"format {label}")

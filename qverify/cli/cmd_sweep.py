@@ -10,6 +10,7 @@ from qverify.cli.options import (
     add_implementation_options,
     add_property_options,
     add_verify_options,
+    capped_jobs,
     implementation_from_args,
     positive_int,
     property_from_args,
@@ -85,7 +86,7 @@ def _jobs(args: argparse.Namespace, widths: range):
     if args.network is None:
         raise InputError("give a network with --property (or --suite NAME)")
     net = load_network(args.network)
-    prop = property_from_args(args, net)
+    prop = property_from_args(args, net, cases=True)
     return [
         (
             prop.name,
@@ -118,6 +119,7 @@ def render(result: SweepResult) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    args.jobs = capped_jobs(args.jobs)
     widths = parse_bits(args.bits)
     jobs = [(name, int_bits, specs) for name, int_bits, specs in _jobs(args, widths)]
     for name, _, specs in jobs:

@@ -21,6 +21,7 @@ from qverify.cli.options import (
     add_implementation_options,
     add_property_options,
     add_verify_options,
+    capped_jobs,
     given_options,
     options_from_args,
     parse_image_shape,
@@ -79,7 +80,7 @@ def _from_spec(args: argparse.Namespace):
     origins = {"network": Origin.SPEC.value, "property": Origin.SPEC.value} | resolved.given()
     prop = spec.property
     if args.property is not None or args.center is not None:
-        prop = property_from_args(args, net)
+        prop = property_from_args(args, net, cases=True)
         origins["property"] = Origin.COMMAND_LINE.value
     shape = parse_image_shape(args.image_shape, net.n_inputs) or spec.image_shape
     options = resolved.options.verify_options(Path(args.keep) if args.keep else None, shape)
@@ -94,7 +95,7 @@ def _from_flags(args: argparse.Namespace):
     if args.network is None:
         raise InputError("give a network (NET --property P) or --spec FILE")
     net = load_network(args.network)
-    prop = property_from_args(args, net)
+    prop = property_from_args(args, net, cases=True)
     shape = parse_image_shape(args.image_shape, net.n_inputs) or net.image_shape
     resolved = for_network(options_from_args(args), net.quantization is not None)
     options = resolved.options.verify_options(Path(args.keep) if args.keep else None, shape)
@@ -125,9 +126,11 @@ def _note_float_view(net, resolved) -> None:
 def run(args: argparse.Namespace) -> int:
     import qverify.io
     import qverify.tasks  # noqa: F401
-    from qverify.verification import verify_property
+    from qverify.cases import verify_cases
 
     times = startup_times()
+    if args.engine_jobs is not None:
+        args.engine_jobs = capped_jobs(args.engine_jobs)
     started = time.perf_counter()
     given = given_options(args)  # checks the limits first
     timeout, memory = given.get("timeout", DEFAULT_TIMEOUT_S), given.get("memory_mb", DEFAULT_MEMORY_MB)
@@ -140,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     times["load"] = round(time.perf_counter() - started, 6)
     net, prop, (implementation, note), options, name, origins = task
     with StageTicker("verify", options.limits.timeout_s, not args.no_progress) as ticker:
-        record = verify_property(net, prop, implementation, options, name, ticker.finished)
+        record = verify_cases(net, prop, implementation, options, name, ticker.finished)
     warnings = (note, *record.warnings) if note else record.warnings
     times = {PROCESS: process_seconds()} | times | record.times_s  # the headline first
     record = replace(record, origins=origins, times_s=times, warnings=warnings)

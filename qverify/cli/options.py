@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,7 @@ from qverify.vocabulary import (
 
 if TYPE_CHECKING:
     from qverify.network import Network
-    from qverify.properties import Property
+    from qverify.properties import Property, PropertyCases
     from qverify.quant import ImplementationOptions
     from qverify.suites.suite_file import Suite
     from qverify.tasks.model import Origin, ResolvedOptions
@@ -193,15 +194,20 @@ def add_property_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def property_from_args(args: argparse.Namespace, net: Network) -> Property:
-    """The property the flags describe, checked against the network and in normalised units."""
-    from qverify.properties import read_vnnlib, to_normalised
+def property_from_args(
+    args: argparse.Namespace, net: Network, cases: bool = False
+) -> Property | PropertyCases:
+    """The property the flags describe, checked against the network and in normalised units.
+    `cases`: the command verifies a VNN-LIB file's cases too (else such a file is refused); the
+    file's declarations are checked against the network as they are read."""
+    from qverify.properties import read_vnnlib, read_vnnlib_cases, to_normalised
 
     units = Units(args.units)
     if args.property is not None:
         if args.center is not None:
             raise InputError("give either --property FILE or --center/--label with --eps/--rect/--cube")
-        prop = read_vnnlib(args.property, units=units)
+        read = read_vnnlib_cases if cases else read_vnnlib
+        prop = read(args.property, units=units, n_inputs=net.n_inputs, n_outputs=net.n_outputs)
     else:
         prop = _built_property(args, net, units)
     prop.check_against(net.n_inputs, net.n_outputs)
@@ -315,6 +321,23 @@ def non_negative_int(text: str) -> int:
     >= 0 (numpy's generators refuse a negative seed with a ValueError, which used to end the command
     as an internal error)."""
     return _integer_at_least(text, 0)
+
+
+def capped_jobs(jobs: int, flag: str = "--jobs") -> int:
+    """`jobs` local processes, at most the cores this process may use (its CPU affinity), with a
+    note when that is fewer: more processes than cores only queue for them while every one of them
+    spends its tasks' time limits (`suite run --jobs 10000` on 2 cores took 41 s where 2 jobs took
+    11 s, and a SAFE task ran out of time)."""
+    from qverify.backends.internal import usable_cores
+
+    usable = usable_cores()
+    if jobs <= usable:
+        return jobs
+    print(
+        f"note: {flag} {jobs} is more than the {usable} cores this process may use: running {usable}",
+        file=sys.stderr,
+    )
+    return usable
 
 
 def parse_image_shape(text: str | None, n_inputs: int) -> tuple[int, ...] | None:

@@ -50,8 +50,19 @@ def describe_example(record) -> str:
     return "\n".join(lines)
 
 
-# the record's stages in pipeline order (docs/ARCHITECTURE.md "Stage times"), with their sub-stages
-STAGE_ORDER = ("startup", "imports", "load", "quantize", "invariants", "codegen", "backend", "replay")
+# the record's stages in pipeline order (docs/ARCHITECTURE.md "Stage times"), with their sub-stages;
+# `screening`: a property of cases' (`qverify.cases`), before the stages its cases ran, summed
+STAGE_ORDER = (
+    "startup",
+    "imports",
+    "load",
+    "screening",
+    "quantize",
+    "invariants",
+    "codegen",
+    "backend",
+    "replay",
+)
 
 
 def describe_time(times: dict[str, float]) -> str:

@@ -19,7 +19,7 @@ import onnx
 from onnx import numpy_helper
 
 from qverify.errors import InputError, InternalError
-from qverify.io.onnx_reader import read_onnx
+from qverify.io.onnx_reader import load_model, read_onnx
 from qverify.network.model import Network
 from qverify.network.qparams import MacQuant
 
@@ -98,7 +98,7 @@ def write_int8_changes(source: str | Path, original: Network, changed: Network, 
     :raises InputError: the source is not the model `original` was read from, a changed layer's
         initializer cannot be identified, or a bias changes where the model has none.
     """
-    model = onnx.load(str(source))
+    model = load_model(source)
     graph = _Graph(model)
     # layers are paired by their node's name: `changed` may list a graph's nodes in another order
     before = {layer.what: layer for layer in _mac_layers(original)}

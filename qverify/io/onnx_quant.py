@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 import onnx
 
 from qverify.errors import InputError, UnsupportedError
+from qverify.io.files import file_stem
 from qverify.network import (
     NETWORK_INPUT,
     Activation,
@@ -730,7 +730,16 @@ class _Reader:
         return shape[1], shape[2], shape[3]
 
     def geometry(self, node: onnx.NodeProto, label: str, kernel: tuple[int, int]) -> dict:
-        if self.attribute(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"VALID", "VALID"):
+        auto_pad = self.attribute(node, "auto_pad", b"NOTSET")
+        auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else str(auto_pad)
+        if auto_pad != "NOTSET" and any(attribute.name == "pads" for attribute in node.attribute):
+            raise self.fail(
+                node,
+                label,
+                f"has both auto_pad {auto_pad} and a pads attribute: ONNX allows one or the "
+                "other (onnxruntime refuses the file)",
+            )
+        if auto_pad not in ("NOTSET", "VALID"):
             raise self.unsupported(node, label, "with auto_pad SAME_* is not supported in quantized models")
         if any(v != 1 for v in self.attribute(node, "dilations", [1, 1])):
             raise self.unsupported(node, label, "with dilations is not supported")
@@ -742,12 +751,19 @@ class _Reader:
             )
         return {"strides": strides, "pads": pads}
 
+    def dequantized(self, node, label, integers, scales, bias, input_scale) -> tuple[np.ndarray, np.ndarray]:
+        """`_dequantized`, its refusal naming the node."""
+        try:
+            return _dequantized(integers, scales, bias, input_scale, 0)
+        except InputError as error:
+            raise self.fail(node, label, str(error)) from None
+
     def conv_layer(
         self, node, label, shape, integers, scales, bias, input_scale
     ) -> tuple[Conv2D, tuple[int, ...]]:
         image = self.image(node, label, shape)
         geometry = self.geometry(node, label, tuple(integers.shape[2:]))
-        weights, float_bias = _dequantized(integers, scales, bias, input_scale, 0)
+        weights, float_bias = self.dequantized(node, label, integers, scales, bias, input_scale)
         try:
             layer = Conv2D(
                 weights,
@@ -772,7 +788,7 @@ class _Reader:
                 label,
                 f"shape mismatch: weights expect {integers.shape[1]} inputs, the tensor has {shape[-1]}",
             )
-        weights, float_bias = _dequantized(integers, scales, bias, input_scale, 0)
+        weights, float_bias = self.dequantized(node, label, integers, scales, bias, input_scale)
         return Dense(weights, float_bias, Activation.IDENTITY), (*shape[:-1], integers.shape[0])
 
     def add_node(self, layer, quant, pending: _Pending) -> _QTensor:
@@ -903,9 +919,18 @@ def _dequantized(
     shape = [1] * integers.ndim
     shape[channel_axis] = -1
     weight_scale = np.asarray(scales, dtype=np.float32).reshape(shape)
-    weights = (integers.astype(np.float32) * weight_scale).astype(np.float32)
-    bias_scale = (np.float32(input_scale) * np.asarray(scales, dtype=np.float32)).astype(np.float32)
-    float_bias = (np.asarray(bias).astype(np.float32) * bias_scale).astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below, naming the values
+        weights = (integers.astype(np.float32) * weight_scale).astype(np.float32)
+        bias_scale = (np.float32(input_scale) * np.asarray(scales, dtype=np.float32)).astype(np.float32)
+        float_bias = (np.asarray(bias).astype(np.float32) * bias_scale).astype(np.float32)
+    for what, values in (("weights", weights), ("bias", np.broadcast_to(float_bias, (integers.shape[0],)))):
+        if not np.all(np.isfinite(values)):
+            channel = int(np.argmax(~np.isfinite(values.reshape(values.shape[0], -1)).any(axis=1)))
+            raise InputError(
+                f"its dequantized {what} overflow float32 in output channel {channel}: input scale "
+                f"{float(input_scale):.9g} x weight scale {float(np.asarray(scales).reshape(-1)[channel % np.asarray(scales).size]):.9g}"
+                " (onnxruntime would compute inf)"
+            )
     return weights.astype(np.float64), np.broadcast_to(float_bias, (integers.shape[0],)).astype(np.float64)
 
 
@@ -967,7 +992,15 @@ def _dequantize_constant(
             f"{what}: zero point '{names[2]}' has {zero.size} values for {scale.size} scale"
             f"{'s' if scale.size > 1 else ''}"
         )
-    value = (integers.astype(np.float32) - zero.astype(np.float32).reshape(shape)) * scale.reshape(shape)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below, naming the values
+        value = (integers.astype(np.float32) - zero.astype(np.float32).reshape(shape)) * scale.reshape(shape)
+    if not np.all(np.isfinite(value)):
+        at = np.unravel_index(int(np.argmax(~np.isfinite(value))), value.shape)
+        factor = scale.reshape(-1)[at[axis] if scale.size > 1 else 0]
+        raise InputError(
+            f"{what}: its value at {tuple(int(i) for i in at)} overflows float32: integer "
+            f"{int(integers[at])} x scale '{names[1]}' {float(factor):.9g} (onnxruntime would compute inf)"
+        )
     return _Constant(value.astype(np.float32), integers, scale, zero, axis)
 
 
@@ -1016,7 +1049,7 @@ def read_quantized(
         )
         return Network(
             tuple(reader.layers),
-            name=Path(where).stem,
+            name=file_stem(where),
             source=where,
             quantization=quantization,
             wiring=tuple(reader.wiring),

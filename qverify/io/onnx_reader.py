@@ -47,6 +47,7 @@ from onnx import numpy_helper
 
 from qverify.errors import InputError, UnsupportedError
 from qverify.input_limits import check_file, check_tensor
+from qverify.io.files import file_stem, read_bytes
 from qverify.io.onnx_fusion import has_float_groups, unfused_outputs
 from qverify.io.onnx_graph import GraphResult, Step, _GraphBuilder
 from qverify.io.onnx_quant import fold_dequantized_constants, is_quantized, read_quantized
@@ -57,7 +58,14 @@ from qverify.network.model import (
     Network,
 )
 
-__all__ = ["METADATA_INPUT_MAX", "METADATA_INPUT_MIN", "decode_bounds", "encode_bounds", "read_onnx"]
+__all__ = [
+    "METADATA_INPUT_MAX",
+    "METADATA_INPUT_MIN",
+    "decode_bounds",
+    "encode_bounds",
+    "load_model",
+    "read_onnx",
+]
 
 # Keys of `ModelProto.metadata_props` holding the input clip bounds as JSON lists; non-finite entries
 # are the strings "inf"/"-inf" (strict JSON has no infinity). Written by qverify.io.onnx_writer.
@@ -94,10 +102,14 @@ def _label(index: int, node: onnx.NodeProto) -> str:
     return node.name or f"#{index} {node.op_type}"
 
 
-def _load_model(path: str | Path) -> onnx.ModelProto:
+def load_model(path: str | Path) -> onnx.ModelProto:
+    """The ONNX model of a `.onnx` or `.onnx.gz` file, checked to be one (a graph, a known opset).
+
+    :raises InputError / UnsupportedError: naming the file and what is wrong.
+    """
     check_file(path)
     try:
-        model = onnx.load(str(path))
+        model = onnx.load_model_from_string(read_bytes(path))
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except DecodeError:
@@ -190,6 +202,24 @@ _FLOAT_INPUTS = {
     onnx.TensorProto.FLOAT16,
     onnx.TensorProto.BFLOAT16,
 }
+
+
+def _check_names(graph: onnx.GraphProto, where: str) -> None:
+    """Every tensor name defined once: a node output that repeats a graph input, an initializer or an
+    earlier node's output (`Relu c -> c`) is refused, as onnxruntime refuses it ("Duplicate definition
+    of name"); read as a chain it would silently mean something else."""
+    defined = {value.name: "a graph input" for value in graph.input}
+    defined.update((tensor.name, "an initializer") for tensor in graph.initializer)
+    for index, node in enumerate(graph.node):
+        for name in node.output:
+            if not name:
+                continue
+            if name in defined:
+                raise InputError(
+                    f"{where}: ONNX node '{_label(index, node)}' ({node.op_type}) defines '{name}', "
+                    f"already defined by {defined[name]}: every tensor name must be defined once"
+                )
+            defined[name] = f"node '{_label(index, node)}'"
 
 
 _TAIL_OPS = ("Add", "Sub", "Mul", "Div", "Flatten", "Reshape", "Identity", "Dropout", "Softmax")
@@ -344,10 +374,11 @@ def read_onnx(path: str | Path) -> Network:
         is not one chain (several inputs or outputs, a branch, an operator on two dynamic tensors).
     """
     where = str(path)
-    model = _load_model(path)
+    model = load_model(path)
     graph = model.graph
     if not graph.node:
         raise InputError(f"{where}: ONNX graph has no nodes")
+    _check_names(graph, where)
     constants = fold_shape_computations(model, _constants(graph, where))
     graph_input = _graph_input(graph, where)
     shape = _static_shape(graph_input)
@@ -378,7 +409,7 @@ def read_onnx(path: str | Path) -> Network:
             layers=tuple(layers),
             wiring=tuple(result.wiring),
             output_norm=result.output_norm,
-            name=Path(path).stem,
+            name=file_stem(path),
             source=where,
             image_shape=_image_shape(shape),
             notes=tuple(result.notes),

@@ -13,7 +13,12 @@ from qverify.quant.fixed import (
     round_shift,
 )
 from qverify.quant.floatfmt import FloatFormat, FloatKind
-from qverify.quant.intervals import LayerBounds, implementation_bounds, real_bounds
+from qverify.quant.intervals import (
+    LayerBounds,
+    implementation_bounds,
+    implementation_bounds_batch,
+    real_bounds,
+)
 from qverify.quant.labels import named_format, parse_number_format, word_length
 from qverify.quant.lut import Lut, LutDesign, design_lut, lut_fixed, lut_float, measure_lut_error
 from qverify.quant.mac import balanced_tree, reduce_terms
@@ -69,6 +74,7 @@ __all__ = [
     "choose_format",
     "design_lut",
     "implementation_bounds",
+    "implementation_bounds_batch",
     "input_box_words",
     "lut_fixed",
     "lut_float",

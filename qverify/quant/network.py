@@ -12,6 +12,7 @@ from fractions import Fraction
 import numpy as np
 
 from qverify.errors import InputError, RangeError, UnsupportedError
+from qverify.input_limits import check_tensor
 from qverify.network import (
     Activation,
     Add,
@@ -142,6 +143,11 @@ class QuantizedLayer:
         convolution): what the linear analyses read."""
         if self.is_dense:
             return self.weights
+        check_tensor(
+            (self.n_out, self.n_in),
+            self.weights.dtype.itemsize,
+            f"{self.source.describe()}: its dense matrix",
+        )
         taps = self.source.taps()  # type: ignore[union-attr]
         matrix = np.zeros((self.n_out, self.n_in), dtype=self.weights.dtype)
         valid = taps.valid

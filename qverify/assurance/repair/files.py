@@ -28,7 +28,7 @@ class RepairedFiles:
 
 def model_suffix(source: str) -> str:
     """The repaired model's suffix: the input's (.nnet or .onnx)."""
-    return ".nnet" if source.lower().endswith(".nnet") else ".onnx"
+    return ".nnet" if source.lower().removesuffix(".gz").endswith(".nnet") else ".onnx"
 
 
 def write_repaired(
