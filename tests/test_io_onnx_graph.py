@@ -251,7 +251,7 @@ def _hostile(tmp_path: Path, kind: str) -> Path:
     [
         ("cycle", "'loop_add' (Add) reads 'c' before any node produces it", InputError),
         ("dangling", "'reads_ghost' (Add) reads 'ghost', which is neither", InputError),
-        ("duplicate", "'again' (Relu) defines 'a', which is already defined", InputError),
+        ("duplicate", "'again' (Relu) defines 'a', already defined by node 'first'", InputError),
         ("concat-shapes", "'bad_concat' (Concat)", InputError),
         ("add-shapes", "'bad_add' (Add) shape mismatch: adds tensors of different shapes", InputError),
     ],

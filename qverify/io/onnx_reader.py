@@ -237,10 +237,9 @@ class _Walk:
 
 
 def _walk(graph: onnx.GraphProto, start: str, constants: dict[str, np.ndarray], where: str) -> _Walk:
-    """Every node's dynamic inputs checked to be produced before it (no cycle, no dangling input,
-    no tensor defined twice), then the nodes that reach the graph output."""
+    """Every node's dynamic inputs checked to be produced before it (no cycle, no dangling input;
+    `_check_names` has refused a tensor defined twice), then the nodes that reach the graph output."""
     produced = {start}
-    defined = {start} | set(constants)
     later = {name for node in graph.node for name in node.output}
     steps: list[tuple[Step, list[str]]] = []
     for index, node in enumerate(graph.node):
@@ -263,14 +262,7 @@ def _walk(graph: onnx.GraphProto, start: str, constants: dict[str, np.ndarray], 
                 )
         if not node.output or not node.output[0]:
             raise InputError(f"{where}: {step.describe()} has no output")
-        for name in node.output:
-            if name and name in defined:
-                raise InputError(
-                    f"{where}: {step.describe()} defines '{name}', which is already defined (duplicate "
-                    "definition of a tensor name, which onnxruntime refuses too)"
-                )
-            defined.add(name)
-            produced.add(name)
+        produced.update(name for name in node.output if name)  # (each defined once: `_check_names`)
         steps.append((step, dynamic))
     if not steps:
         raise InputError(f"{where}: ONNX graph has no nodes")
