@@ -613,6 +613,7 @@ class _Reader:
                 self.label(operator),
                 QuantForm.QOPERATOR,
                 act_range=act_range,
+                fused=fused,
             )
             node = self.append(Add(shape, 2), quant, (first.node, second.node))
         else:

@@ -224,6 +224,7 @@ class JoinQuant:
     form: QuantForm = QuantForm.QDQ
     float_path: bool = False
     act_range: tuple[int, int] | None = None  # TFLite's ADD: the fused activation's clamp on the codes
+    fused: str = ""  # TFLite's ADD: its fused activation function ("RELU", ...)
 
     def __post_init__(self) -> None:
         _check_act_range(self.act_range, self.output, self.what)

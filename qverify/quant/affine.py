@@ -41,6 +41,7 @@ from qverify.quant.tflite8 import (
     mean_codes,
     multiply_by_quantized_multiplier,
     quantize_multiplier,
+    xnnpack_activation_range,
 )
 
 INT32_MIN = -(1 << 31)
@@ -51,6 +52,10 @@ LEVELS = 255  # thresholds per table: one per code above the minimum
 class RequantMode(enum.Enum):
     ONNXRUNTIME = "onnxruntime"
     TFLITE = "tflite"
+    # the LiteRT interpreter's default CPU delegate (XNNPACK) on a TFLite model: MAC layers requantize
+    # as onnxruntime does (f32(acc) * f32(f32(s_in s_w) / s_out), half to even), ADD is XNNPACK's
+    # integer formula (`quant.tflite8.xnnpack_add_codes`)
+    XNNPACK = "xnnpack"
 
 
 class Int8Kernel(enum.Enum):
@@ -81,7 +86,9 @@ class Int8Format:
     def label(self) -> str:
         if self.kernel is Int8Kernel.X86:
             return "int8-x86"
-        return "int8" if self.requant is RequantMode.ONNXRUNTIME else "int8-tflite"
+        return {RequantMode.ONNXRUNTIME: "int8", RequantMode.TFLITE: "int8-tflite"}.get(
+            self.requant, "int8-xnnpack"
+        )
 
     @property
     def word_bits(self) -> int:
@@ -96,7 +103,7 @@ class Int8Format:
 
     @classmethod
     def parse(cls, text: str) -> Int8Format | None:
-        """`int8` / `int8-tflite` / `int8-x86`, else None (`int8-ort` needs the machine's onnxruntime:
+        """`int8` / `int8-tflite` / `int8-xnnpack` / `int8-x86`, else None (`int8-ort` needs the machine's onnxruntime:
         `quant.labels.named_format`)."""
         key = text.strip().lower()
         if key in ("int8-x86", "int8-onnxruntime-x86"):
@@ -105,6 +112,8 @@ class Int8Format:
             return cls(RequantMode.ONNXRUNTIME)
         if key == "int8-tflite":
             return cls(RequantMode.TFLITE)
+        if key == "int8-xnnpack":
+            return cls(RequantMode.XNNPACK)
         return None
 
 
@@ -114,11 +123,14 @@ def ort_multiplier(input_scale: float, weight_scales: np.ndarray, output_scale: 
     return (product.astype(np.float32) / np.float32(output_scale)).astype(np.float32)
 
 
-def clamp_codes(quant: MacQuant) -> tuple[int, int]:
-    """The codes a MAC layer's requantization clamps to: its fused activation's range (TFLite), else
-    from the output zero point under a ReLU (or the code minimum) to the code maximum."""
+def clamp_codes(quant: MacQuant, mode: RequantMode = RequantMode.TFLITE) -> tuple[int, int]:
+    """The codes a MAC layer's requantization clamps to: its fused activation's range (TFLite's, or
+    as XNNPACK quantizes it), else from the output zero point under a ReLU (or the code minimum) to
+    the code maximum."""
     out = quant.requantized
     if quant.act_range is not None:
+        if mode is RequantMode.XNNPACK and quant.fused:
+            return xnnpack_activation_range(quant.fused, out)
         return quant.act_range
     return (out.zero_point if quant.relu else out.code.qmin), out.code.qmax
 
@@ -135,8 +147,8 @@ def requantize(acc: np.ndarray, quant: MacQuant, mode: RequantMode, channel: np.
         return pool_codes(acc, quant)
     channels = np.broadcast_to(np.asarray(channel), acc.shape)
     out = quant.requantized
-    low, high = clamp_codes(quant)
-    if mode is RequantMode.ONNXRUNTIME:
+    low, high = clamp_codes(quant, mode)
+    if mode is not RequantMode.TFLITE:  # onnxruntime's formula, and XNNPACK's (the same float32 steps)
         multipliers = ort_multiplier(quant.input.scale, quant.channel_scales(), out.scale)
         with np.errstate(over="ignore"):
             scaled = (acc.astype(np.float32) * multipliers[channels]).astype(np.float32)

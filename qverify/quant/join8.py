@@ -123,20 +123,29 @@ def add_staircase(quant: JoinQuant, where: str) -> JoinStaircase:
 
 
 def pairs_staircase(
-    quant: JoinQuant, a: np.ndarray, b: np.ndarray, codes: np.ndarray, where: str, arithmetic: str
+    quant: JoinQuant,
+    a: np.ndarray,
+    b: np.ndarray,
+    codes: np.ndarray,
+    where: str,
+    arithmetic: str,
+    stated: tuple[int, int] | None = None,
 ) -> JoinStaircase:
     """The staircase of a two-input Add whose output code on every pair (a, b) of the input code
     ranges is `codes` (computed by a runtime's formula, `arithmetic`): small integer weights
-    (MA, MB) proportional to the scale ratios under which the codes are a non-decreasing function of
-    acc = MA a + MB b on every pair (enumerated), or UnsupportedError."""
+    (MA, MB) proportional to the scale ratios (or the runtime's own, `stated`) under which the codes
+    are a non-decreasing function of acc = MA a + MB b on every pair (enumerated), or UnsupportedError."""
     first, second = quant.inputs
     ratio_a = float(_F32(_F32(first.scale) / _F32(quant.output.scale)))
     ratio_b = float(_F32(_F32(second.scale) / _F32(quant.output.scale)))
     larger = max(ratio_a, ratio_b)
-    for bits in range(2, MAX_WEIGHT_BITS + 1):
-        weights = np.array(
-            [round(ratio_a / larger * 2**bits), round(ratio_b / larger * 2**bits)], dtype=np.int64
-        )
+    candidates = [
+        np.array([round(ratio_a / larger * 2**bits), round(ratio_b / larger * 2**bits)], dtype=np.int64)
+        for bits in range(2, MAX_WEIGHT_BITS + 1)
+    ]
+    if stated is not None and max(abs(v) for v in stated) < 1 << MAX_WEIGHT_BITS:
+        candidates.insert(0, np.array(stated, dtype=np.int64))  # the runtime's own integer weights first
+    for weights in candidates:
         if np.any(weights == 0):
             continue
         acc = weights[0] * a + weights[1] * b

@@ -327,6 +327,11 @@ def _int8_average_pool(
             "is not supported; count_include_pad=1 or no padding is"
         )
     tflite = mode is RequantMode.TFLITE
+    if mode is RequantMode.XNNPACK:
+        raise UnsupportedError(
+            f"{where}: int8 {'MEAN' if quant.mean else 'average pooling'} under the LiteRT interpreter's default "
+            "delegate (XNNPACK's float32 rescaling of the sum) is not modelled; verify with --format int8-tflite"
+        )
     if not tflite and quant.mean:
         raise UnsupportedError(
             f"{where}: TFLite's int8 MEAN is modelled with TFLite's arithmetic (--format int8-tflite), not "
@@ -391,7 +396,7 @@ def _int8_join(index: int, layer: Join, quant: JoinQuant, mode: RequantMode) -> 
     where = f"layer {index} ({layer.describe()})"
     if not isinstance(layer, Add) and quant.copies:
         return QuantizedLayer(empty, empty, Activation.IDENTITY, layer, Int8Tables(quant, None, None, None))
-    tflite_add = mode is RequantMode.TFLITE and isinstance(layer, Add)
+    tflite_add = mode in (RequantMode.TFLITE, RequantMode.XNNPACK) and isinstance(layer, Add)
     if mode is not RequantMode.ONNXRUNTIME and not tflite_add:
         raise UnsupportedError(
             f"{where}: an int8 {type(layer).__name__} that requantizes is modelled as onnxruntime's "
@@ -402,7 +407,12 @@ def _int8_join(index: int, layer: Join, quant: JoinQuant, mode: RequantMode) -> 
     if isinstance(layer, Add):
         if layer.count != 2 or layer.activation is not Activation.IDENTITY:
             raise UnsupportedError(f"{where}: an int8 Add is of two tensors, with no activation of its own")
-        if tflite_add:
+        if tflite_add and mode is RequantMode.XNNPACK:
+            a, b = all_pairs(*quant.inputs)
+            codes = tflite8.xnnpack_add_codes(a, b, quant, where)
+            weights = tflite8.xnnpack_add_parameters(quant, where)[:2]
+            stairs = pairs_staircase(quant, a, b, codes, where, "XNNPACK's integer ADD", weights)
+        elif tflite_add:
             a, b = all_pairs(*quant.inputs)
             codes = tflite8.add_codes(a, b, quant, where)
             stairs = pairs_staircase(quant, a, b, codes, where, "TFLite's integer ADD")

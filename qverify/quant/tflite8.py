@@ -189,3 +189,61 @@ def average_codes(acc: np.ndarray, quant: MacQuant) -> np.ndarray:
         quant.act_range if quant.act_range is not None else (quant.output.code.qmin, quant.output.code.qmax)
     )
     return np.clip(quotient, low, high).astype(np.int64)
+
+
+def xnnpack_quantize(real: float, out: TensorQuant) -> int:
+    """XNNPACK's xnn_qs8_quantize: lrintf(min(max(real / s + z, qmin), qmax)), float32 steps."""
+    with np.errstate(over="ignore"):
+        value = np.float32(np.float32(real) / np.float32(out.scale)) + np.float32(out.zero_point)
+    value = min(max(float(np.float32(value)), out.code.qmin), out.code.qmax)
+    return int(np.rint(value))
+
+
+def xnnpack_activation_range(fused: str, out: TensorQuant) -> tuple[int, int]:
+    """The codes XNNPACK clamps a fused activation to (its float range quantized by
+    `xnnpack_quantize`; an unbounded side is the code range's)."""
+    low, high = {
+        "NONE": (None, None),
+        "RELU": (0.0, None),
+        "RELU6": (0.0, 6.0),
+        "RELU_N1_TO_1": (-1.0, 1.0),
+    }.get(fused, (None, None))
+    return (
+        out.code.qmin if low is None else xnnpack_quantize(low, out),
+        out.code.qmax if high is None else xnnpack_quantize(high, out),
+    )
+
+
+def xnnpack_add_parameters(quant: JoinQuant, where: str) -> tuple[int, int, int, int]:
+    """XNNPACK's qs8 ADD parameters (xnn_init_qs8_add_minmax_scalar_params): multipliers of the
+    two codes (21 bits at most), the bias (rounding less the zero points' products) and the shift."""
+    (qa, qb), out = quant.inputs, quant.output
+    f32 = np.float32
+    ratio_a, ratio_b = f32(f32(qa.scale) / f32(out.scale)), f32(f32(qb.scale) / f32(out.scale))
+    largest = max(ratio_a, ratio_b)
+    if not (2.0**-10 <= min(ratio_a, ratio_b) and largest < 2.0**8):
+        raise UnsupportedError(
+            f"{where}: XNNPACK's int8 ADD needs scale ratios in [2^-10, 2^8), got {float(ratio_a)!r}, "
+            f"{float(ratio_b)!r} (the delegate leaves such an ADD to TFLite's kernel, which qverify does not model here)"
+        )
+    exponent = int(np.array(largest, dtype=np.float32).view(np.uint32) >> 23) - 127
+    shift = 20 - exponent
+
+    def multiplier(ratio) -> int:  # lrintf of the ratio with `shift` added to its exponent: ratio * 2^shift
+        return int(np.rint(np.float32(ratio) * np.float32(2.0**shift)))
+
+    mult_a, mult_b = multiplier(ratio_a), multiplier(ratio_b)
+    bias = (1 << (shift - 1)) - mult_a * qa.zero_point - mult_b * qb.zero_point
+    return mult_a, mult_b, bias, shift
+
+
+def xnnpack_add_codes(a: np.ndarray, b: np.ndarray, quant: JoinQuant, where: str = "ADD") -> np.ndarray:
+    """XNNPACK's qs8 ADD of codes a, b: (bias + MA a + MB b) >> shift, plus the output zero point,
+    clamped to the code range and the fused activation's (XNNPACK's quantization of it)."""
+    mult_a, mult_b, bias, shift = xnnpack_add_parameters(quant, where)
+    acc = bias + mult_a * np.asarray(a, dtype=np.int64) + mult_b * np.asarray(b, dtype=np.int64)
+    out = quant.output
+    low, high = out.code.qmin, out.code.qmax
+    if quant.act_range is not None and quant.fused:
+        low, high = xnnpack_activation_range(quant.fused, out)
+    return np.clip((acc >> shift) + out.zero_point, low, high).astype(np.int64)
