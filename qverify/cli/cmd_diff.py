@@ -205,7 +205,9 @@ def _candidate(args: argparse.Namespace, networks: ModelFiles):
                 "name the candidate: --candidate LABEL[=MODEL] (8.8, half, int8, ...) or --candidate-network MODEL"
             )
         model = networks(args.candidate_network)
-        return implementation_of(model, "int8" if model.quantization is not None else "float")
+        return implementation_of(
+            model, model.quantization.model_format if model.quantization is not None else "float"
+        )
     label, _, model = args.candidate.partition("=")
     return implementation_of(networks(model.strip() or args.candidate_network or args.network), label.strip())
 

@@ -87,7 +87,9 @@ def describe_implied(quant: MacQuant) -> str:
     if activation is Activation.IDENTITY:
         return f"codes clamp to [{low:.6g}, {high:.6g}]: range saturation, no activation"
     how = (
-        "an explicit Relu"
+        f"TFLite's fused {quant.fused}"
+        if quant.fused and quant.fused != "NONE"
+        else "an explicit Relu"
         if quant.relu
         else f"the output zero point {quant.output.zero_point} is the code minimum"
     )

@@ -264,6 +264,12 @@ class AffineQuantization:
         return self.layers[-1].output
 
     @property
+    def model_format(self) -> str:
+        """The number format the model means when it is run: a TFLite file's reference kernels
+        (`int8-tflite`), else onnxruntime's arithmetic (`int8`)."""
+        return "int8-tflite" if self.origin == "TFLite" else "int8"
+
+    @property
     def per_channel(self) -> bool:
         return any(isinstance(layer, MacQuant) and layer.per_channel for layer in self.layers)
 
