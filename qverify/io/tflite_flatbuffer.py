@@ -282,7 +282,33 @@ def _tensor(bounded: _Bounded, index: int, tensor, buffers) -> TfliteTensor:
             f"{bounded.where}: {what} names buffer {buffer}; the file has {len(buffers)} buffers"
         )
     data, offset = buffers[buffer]
-    return TfliteTensor(index, name, kind, shape, buffer, _quant(bounded, tensor, what), data, offset)
+    quant = _quant(bounded, tensor, what)
+    if quant is not None:
+        _check_quant(quant, shape, f"{bounded.where}: tensor {index}", name)
+    return TfliteTensor(index, name, kind, shape, buffer, quant, data, offset)
+
+
+def _check_quant(quant: QuantParams, shape: tuple[int, ...], where: str, name: str) -> None:
+    """The interpreter's checks of a tensor's affine quantization when it loads the model (as its
+    messages state them): one scale, or one per slice along `quantized_dimension`; as many zero
+    points as scales."""
+    count = quant.scales.size
+    if count > 1:
+        if not 0 <= quant.axis < len(shape):
+            raise InputError(
+                f"{where} '{name}' has invalid quantization parameters: quantized_dimension {quant.axis} is "
+                f"outside its shape {list(shape)}"
+            )
+        if shape[quant.axis] != count:
+            raise InputError(
+                f"{where} '{name}' has invalid quantization parameters: num_scales must be 1 for per-layer "
+                f"quantization, or {shape[quant.axis]} for per-axis quantization, but got {count}"
+            )
+    if quant.zero_points.size != count:
+        raise InputError(
+            f"{where} '{name}' has invalid quantization parameters: {quant.zero_points.size} zero points for "
+            f"{count} scales"
+        )
 
 
 def _indices(bounded: _Bounded, parent, slot: int, count: int, what: str, optional: bool) -> tuple[int, ...]:

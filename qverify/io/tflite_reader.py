@@ -27,9 +27,10 @@ model's default; `qverify.quant.tflite8`): a convolution, depthwise convolution 
 `MacQuant` with its fused activation's clamp (`act_range`), ADD a `JoinQuant` (TFLite's integer
 ADD as an exact staircase), MEAN over the image and AVERAGE_POOL_2D are pools with TFLite's
 rounding, MAX_POOL_2D a max on codes, CONCATENATION a copy of codes (TFLite requires its int8 inputs
-quantized as its output). What TFLite itself refuses (`Prepare` of the kernels: a bias scale other
-than input scale x weight scale, weights with a zero point, per-channel scales of the wrong count,
-a zero or negative scale, an ADD multiplier not below one) is refused with the same reason; what
+quantized as its output). What TFLite itself refuses (`Prepare` of the kernels, and the model's own
+checks: weights with a zero point, per-channel scales of the wrong count,
+a zero or negative scale, an ADD multiplier not below one) is refused with the same reason (a
+bias's stated scale is not among them: TFLite reads the int32 bias at s_in * s_w whatever it says); what
 qverify does not state exactly (LOGISTIC, TANH, an unfused RELU, an AVERAGE_POOL_2D whose windows
 count different positions, a SOFTMAX inside the graph) is an `UnsupportedError` naming the operator.
 
@@ -420,6 +421,8 @@ class _Reader:
         """The int8 weights and their scales (one, or one per output channel), TFLite's checks."""
         tensor = self.tensor(operator, slot, "weights")
         values = self.constant(operator, slot, "weights")
+        if tensor.type == _FLOAT32 and not self.integer:  # a dynamic-range model keeps small layers float
+            return values.astype(np.float64), np.ones(1)
         if tensor.type != _INT8:
             raise self.unsupported(operator, f"has {tensor.type_name} weights; int8 weights are read")
         params = tensor.quant
@@ -454,18 +457,6 @@ class _Reader:
             raise self.unsupported(operator, f"has a {tensor.type_name} bias; int32 is read")
         if values.size != channels:
             raise self.fail(operator, f"has {values.size} biases for {channels} output channels")
-        params = tensor.quant
-        if params is not None and params.scales.size:
-            expected = np.float64(input_scale) * np.broadcast_to(scales, (channels,))
-            stated = np.broadcast_to(params.scales.astype(np.float64), (channels,))
-            # TFLite: |bias_scale - input_scale * filter_scale| <= 1e-6 * min(both) (GetQuantizedConvolutionMultipler)
-            if np.any(np.abs(stated - expected) > 1e-6 * np.minimum(stated, expected)):
-                channel = int(np.argmax(np.abs(stated - expected)))
-                raise self.fail(
-                    operator,
-                    f"has a bias scale {stated[channel]:.9g} (channel {channel}) other than input scale x weight "
-                    f"scale {expected[channel]:.9g}; TFLite refuses it",
-                )
         return values.astype(np.int64)
 
     def conv(self, operator: TfliteOperator) -> None:
@@ -502,10 +493,10 @@ class _Reader:
     def mac(self, operator, base: _Tensor, image, integers, scales, fused: str, geometry, groups) -> None:
         out_channels = integers.shape[0]
         out = self.output_tensor(operator)
-        if not self.integer:
-            weights = integers * np.broadcast_to(scales.astype(np.float32), (out_channels,)).reshape(
-                (-1,) + (1,) * (integers.ndim - 1)
-            )
+        if not self.integer:  # the dequantized int8 weights (float32 products), or float weights as they are
+            weights = integers.astype(np.float32) * np.broadcast_to(
+                scales.astype(np.float32), (out_channels,)
+            ).reshape((-1,) + (1,) * (integers.ndim - 1))
             bias = self.float_bias(operator, 2, out_channels)
             activation = self.float_activation(operator, fused)
             layer = self.make_layer(
