@@ -77,7 +77,7 @@ from qverify.network import (
 from qverify.network.float_view import implied_activation
 from qverify.quant.tflite8 import activation_range
 
-__all__ = ["TFLITE_ORIGIN", "read_tflite"]
+__all__ = ["TFLITE_ORIGIN", "MacSite", "read_tflite", "read_tflite_sites"]
 
 TFLITE_ORIGIN = "TFLite"  # AffineQuantization.origin of a model read here: its default format is int8-tflite
 _INT8, _INT32, _FLOAT32 = 9, 2, 0
@@ -106,6 +106,29 @@ class _Tensor:
     inner: tuple[int, ...] = ()  # the unpadded NHWC shape under a pending PAD
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class MacSite:
+    """Where the integers of IR node `node` (a MAC layer) lie in the file: its operator's weight and
+    bias tensors (-1: no bias), and for a FULLY_CONNECTED the IR position of each file column
+    (`columns`): what `qverify.io.tflite_patch` writes changed integers back through."""
+
+    node: int
+    operator: str
+    weights: int
+    bias: int
+    columns: np.ndarray | None
+
+    def file_weights(self, ir_weights: np.ndarray) -> np.ndarray:
+        """IR weights back in the file's layout: [O, KH, KW, I] (CONV_2D), [1, KH, KW, C*M]
+        (DEPTHWISE_CONV_2D), [O, N] in the file's column order (FULLY_CONNECTED)."""
+        w = np.asarray(ir_weights)
+        if self.operator == "CONV_2D":
+            return w.transpose(0, 2, 3, 1)
+        if self.operator == "DEPTHWISE_CONV_2D":
+            return w[:, 0].transpose(1, 2, 0)[None]
+        return w[:, self.columns]
+
+
 def _same_padding(size: int, kernel: int, stride: int) -> tuple[int, int, int]:
     """TFLite's SAME padding: output ceil(size / stride), the total split with the odd one after."""
     out = (size + stride - 1) // stride
@@ -128,6 +151,7 @@ class _Reader:
         self.input_quant: TensorQuant | None = None
         self.integer = True
         self.readers = self._count_readers()
+        self.sites: list[MacSite] = []  # where each MAC layer's integers lie in the file, in node order
 
     # -- helpers -----------------------------------------------------------------------------------
 
@@ -490,7 +514,9 @@ class _Reader:
             integers = integers.transpose(0, 3, 1, 2)
         self.mac(operator, base, image, integers, scales, fused, geometry, groups)
 
-    def mac(self, operator, base: _Tensor, image, integers, scales, fused: str, geometry, groups) -> None:
+    def mac(
+        self, operator, base: _Tensor, image, integers, scales, fused: str, geometry, groups, columns=None
+    ) -> None:
         out_channels = integers.shape[0]
         out = self.output_tensor(operator)
         if not self.integer:  # the dequantized int8 weights (float32 products), or float weights as they are
@@ -533,6 +559,9 @@ class _Reader:
             operator, weights, float_bias, implied_activation(quant), image, geometry, groups
         )
         node = self.append(layer, quant, (base.node,))
+        has_bias = len(operator.inputs) > 2 and operator.inputs[2] >= 0
+        bias_tensor = operator.inputs[2] if has_bias else -1
+        self.sites.append(MacSite(node, operator.name, operator.inputs[1], bias_tensor, columns))
         self.settle(operator, self.written(layer, node, output))
 
     def make_layer(self, operator, weights, bias, activation, image, geometry, groups):
@@ -579,7 +608,7 @@ class _Reader:
         columns = np.zeros_like(integers)
         columns[:, state.order] = integers  # the file's input position i is the IR's order[i]
         base = _Tensor((1, size), state.node, np.arange(size), state.quant)
-        self.mac(operator, base, None, columns, scales, self.fused(operator), None, 1)
+        self.mac(operator, base, None, columns, scales, self.fused(operator), None, 1, state.order)
 
     def add(self, operator: TfliteOperator) -> None:
         first, second = self.dynamic(operator, 0), self.dynamic(operator, 1)
@@ -784,6 +813,11 @@ def _check_graph(model: TfliteModel) -> None:
 
 def read_tflite(path: str | Path) -> Network:
     """Read a `.tflite` file into a `Network` (the module docstring says what is understood)."""
+    return read_tflite_sites(path)[0]
+
+
+def read_tflite_sites(path: str | Path) -> tuple[Network, TfliteModel, tuple[MacSite, ...]]:
+    """The `Network`, the checked file records and where each MAC layer's integers lie."""
     model = read_tflite_file(path)
     _check_graph(model)
     source = model.tensors[model.inputs[0]]
@@ -824,7 +858,7 @@ def read_tflite(path: str | Path) -> Network:
         quantization = None
         if reader.integer:
             quantization = AffineQuantization(reader.input_quant, tuple(reader.quants), TFLITE_ORIGIN)
-        return Network(
+        network = Network(
             tuple(reader.layers),
             name=Path(path).stem,
             source=str(path),
@@ -836,3 +870,4 @@ def read_tflite(path: str | Path) -> Network:
         )
     except InputError as error:
         raise InputError(f"{model.where}: {error}") from None
+    return network, model, tuple(reader.sites)
