@@ -189,19 +189,13 @@ def test_built_models_are_bit_exact_with_the_interpreter(name, label, tmp_path):
 
 # -- the zoo's small files -------------------------------------------------------------------------
 
-ZOO_FAST = ("squeeze", "keras_cnn")  # a few seconds each; the rest with --slow (make test-slow)
-ZOO_SLOW = ("resnet2b", "resnet4b", "mbv2s", "lenet5")
+ZOO_REFERENCE = ("squeeze", "keras_cnn", "resnet2b", "resnet4b", "mbv2s", "lenet5")  # 4,000 inputs each: slow
 XNNPACK_ZOO = ("keras_cnn", "lenet5", "resnet2b", "mbv2s")  # no MEAN (not modelled under XNNPACK)
 
 
-@pytest.mark.parametrize("family", ZOO_FAST)
-def test_zoo_files_are_bit_exact_with_the_reference_kernels(family, tmp_path):
-    _check_bit_exact(ZOO / f"{family}.int8.tflite", "int8-tflite", tmp_path)
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ZOO_SLOW)
-def test_zoo_files_are_bit_exact_with_the_reference_kernels_slow(family, tmp_path):
+@pytest.mark.parametrize("family", ZOO_REFERENCE)
+def test_zoo_files_are_bit_exact_with_the_reference_kernels(family, tmp_path):
     _check_bit_exact(ZOO / f"{family}.int8.tflite", "int8-tflite", tmp_path)
 
 
@@ -211,8 +205,11 @@ def test_zoo_files_are_bit_exact_with_the_default_delegate(family, tmp_path):
     _check_bit_exact(ZOO / f"{family}.int8.tflite", "int8-xnnpack", tmp_path)
 
 
-def test_zoo_file_under_the_default_delegate_quick(tmp_path):
-    _check_bit_exact(ZOO / "keras_cnn.int8.tflite", "int8-xnnpack", tmp_path, count=1000, c_count=200)
+@pytest.mark.parametrize("label", RESOLVERS)
+def test_a_zoo_file_quick(label, tmp_path):
+    """The cheap case of the two above, run by `make test`: keras_cnn (CONV_2D, FULLY_CONNECTED, a
+    dropped SOFTMAX) on 500 inputs per resolver."""
+    _check_bit_exact(ZOO / "keras_cnn.int8.tflite", label, tmp_path, count=500, c_count=100)
 
 
 def test_the_input_is_the_files_nhwc_order_and_the_softmax_is_dropped():
@@ -351,3 +348,72 @@ def test_hostile_messages_say_what_is_wrong(tmp_path):
     for name, path in files.items():
         with pytest.raises((InputError, UnsupportedError), match=expected[name]):
             read_tflite(path)
+
+
+# -- the commands ----------------------------------------------------------------------------------
+
+
+def test_a_repaired_tflite_runs_in_the_interpreter_as_the_simulator_says(tmp_path):
+    """Changed int8 weights and biases written into the user's file in place (`io.tflite_patch`):
+    the interpreter runs the written file as the simulator runs the changed network."""
+    from dataclasses import replace
+
+    from qverify.io.tflite_patch import write_tflite_int8_changes
+    from qverify.network import MacQuant
+
+    path = _write(tmp_path, "graph.tflite", _graph_model(np.random.default_rng(7), True))
+    net = read_tflite(path)
+    layers = list(net.quantization.layers)
+    for index in [k for k, q in enumerate(layers) if isinstance(q, MacQuant)]:
+        weights, bias = layers[index].weights.copy(), layers[index].bias.copy()
+        weights.reshape(-1)[::5] = -weights.reshape(-1)[::5]
+        bias[0] += 37
+        layers[index] = replace(layers[index], weights=weights, bias=bias)
+    changed = replace(net, quantization=replace(net.quantization, layers=tuple(layers)))
+    written = write_tflite_int8_changes(path, net, changed, tmp_path / "repaired.int8.tflite")
+    assert len(written.read_bytes()) == len(path.read_bytes())
+    qnet = quantize_network(changed, ImplementationOptions(number=Int8Format.parse("int8-tflite")))
+    codes = np.random.default_rng(5).integers(-128, 128, (500, net.n_inputs))
+    expected = _interpreter_codes(written, "BUILTIN_REF", codes, False)
+    assert np.array_equal(simulate(qnet, codes).outputs, expected)
+    assert not np.array_equal(expected, _interpreter_codes(path, "BUILTIN_REF", codes, False))
+
+
+def test_verify_takes_a_tflite_model_in_its_own_arithmetic(tmp_path):
+    """`qverify verify M.tflite` verifies the model as TFLite's reference kernels run it (the record
+    says int8-tflite, origin network); `info` reads it."""
+    import json
+
+    path = _write(tmp_path, "graph.tflite", _graph_model(np.random.default_rng(7), True))
+    center = ",".join(["0.5"] * 108)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "qverify",
+            "verify",
+            str(path),
+            "--center",
+            center,
+            "--label",
+            "0",
+            "--eps",
+            "0.004",
+        ]
+        + ["--json", str(tmp_path / "record.json"), "--timeout", "120"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode in (0, 10, 20), run.stderr
+    record = json.loads((tmp_path / "record.json").read_text())
+    assert record["format"] == "int8-tflite" and record["origins"]["format"] == "network"
+    info = subprocess.run(
+        [sys.executable, "-m", "qverify", "info", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert info.returncode == 0 and "TFLite" in info.stdout

@@ -75,7 +75,6 @@ from qverify.network import (
     TensorQuant,
 )
 from qverify.network.float_view import implied_activation
-from qverify.quant.tflite8 import activation_range
 
 __all__ = ["TFLITE_ORIGIN", "MacSite", "read_tflite", "read_tflite_sites"]
 
@@ -774,6 +773,37 @@ class _Reader:
             ):
                 seen.update(operator.outputs)
         return any(out in seen for out in self.model.outputs) and self.readers.get(index, 0) <= 1
+
+
+def _round_half_away(value: float) -> int:
+    """TfLiteRound (std::round): half away from zero."""
+    return int(math.copysign(math.floor(abs(value) + 0.5), value))
+
+
+def activation_range(fused: str, out: TensorQuant, what: str) -> tuple[int, int]:
+    """TFLite's CalculateActivationRangeQuantized: the codes a fused activation clamps to (RELU at
+    max(qmin, z + round(0 / s)), RELU6 also at min(qmax, z + round(6 / s)), RELU_N1_TO_1 at the codes
+    of -1 and 1; f / s in float32, rounded half away from zero)."""
+    qmin, qmax = out.code.qmin, out.code.qmax
+
+    def code_of(real: float) -> int:
+        with np.errstate(over="ignore"):
+            steps = _round_half_away(float(np.float32(real) / np.float32(out.scale)))
+        if not -(1 << 31) <= steps < 1 << 31:
+            raise UnsupportedError(
+                f"{what}: {real} / scale {out.scale!r} overflows int32 (TFLite refuses it)"
+            )
+        return out.zero_point + steps
+
+    if fused == "NONE":
+        return qmin, qmax
+    if fused == "RELU":
+        return max(qmin, code_of(0.0)), qmax
+    if fused == "RELU6":
+        return max(qmin, code_of(0.0)), min(qmax, code_of(6.0))
+    if fused == "RELU_N1_TO_1":
+        return max(qmin, code_of(-1.0)), min(qmax, code_of(1.0))
+    raise UnsupportedError(f"{what}: the fused activation {fused} is not supported on int8 tensors")
 
 
 def _ir_shape(state: _Tensor) -> tuple[int, ...]:

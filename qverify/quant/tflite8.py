@@ -22,9 +22,9 @@ s_out): `double_requantize`):
   the count of positions inside the image rounding half away from zero (C's integer division
   after adding half the count), clamped to the fused activation's range; the input and output
   quantization are not used (TFLite requires them equal): `average_codes`;
-- fused activations (`CalculateActivationRangeQuantized`): RELU clamps at
-  max(qmin, z + round(0 / s)), RELU6 also at min(qmax, z + round(6 / s)), RELU_N1_TO_1 at the codes
-  of -1 and 1, round(f / s) in float32 rounding half away from zero: `activation_range`.
+- fused activations (`CalculateActivationRangeQuantized`, read with the model:
+  `qverify.io.tflite_reader.activation_range`) clamp the codes to `act_range`; XNNPACK quantizes
+  the same float range its own way (`xnnpack_activation_range`).
 
 All are non-decreasing functions of one integer (the accumulator, the window's sum), so each is a
 threshold table of the kind every int8 layer has: the simulator, the C, the lifter and the network
@@ -111,30 +111,6 @@ def double_requantize(acc: np.ndarray, real: float) -> np.ndarray:
 
 def _f32(value: float) -> float:
     return float(np.float32(value))
-
-
-def activation_range(fused: str, out: TensorQuant, what: str) -> tuple[int, int]:
-    """CalculateActivationRangeQuantized: the codes a fused activation clamps to."""
-    qmin, qmax = out.code.qmin, out.code.qmax
-
-    def code_of(real: float) -> int:
-        with np.errstate(over="ignore"):
-            steps = round_half_away(_f32(np.float32(real) / np.float32(out.scale)))
-        if not INT32_MIN <= steps <= INT32_MAX:
-            raise UnsupportedError(
-                f"{what}: {real} / scale {out.scale!r} overflows int32 (TFLite refuses it)"
-            )
-        return out.zero_point + steps
-
-    if fused == "NONE":
-        return qmin, qmax
-    if fused == "RELU":
-        return max(qmin, code_of(0.0)), qmax
-    if fused == "RELU6":
-        return max(qmin, code_of(0.0)), min(qmax, code_of(6.0))
-    if fused == "RELU_N1_TO_1":
-        return max(qmin, code_of(-1.0)), min(qmax, code_of(1.0))
-    raise UnsupportedError(f"{what}: the fused activation {fused} is not supported on int8 tensors")
 
 
 def add_multipliers(quant: JoinQuant, where: str) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
