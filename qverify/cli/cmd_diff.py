@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pair.add_argument(
         "--candidate",
         metavar="LABEL[=MODEL]",
-        help="candidate implementation: K.L, half, float, double, int8, int8-x86, int8-ort, int8-tflite, optionally of "
+        help="candidate implementation: K.L, half, float, double, int8, int8-x86, int8-ort, int8-tflite, int8-xnnpack, optionally of "
         "another model file (int8=model.int8.onnx)",
     )
     pair.add_argument(

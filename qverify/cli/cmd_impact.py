@@ -54,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="LABEL[=MODEL]",
-        help="a candidate implementation: int8, int8-x86, int8-ort, int8-tflite, half, float, double, K.L (fixed point), "
+        help="a candidate implementation: int8, int8-x86, int8-ort, int8-tflite, int8-xnnpack, half, float, double, K.L (fixed point), "
         "optionally of another model file (e.g. int8=cnn.int8.onnx); repeatable",
     )
     parser.add_argument(
