@@ -69,7 +69,7 @@ class IntervalMethod(enum.Enum):
 
 MAX_WORD_BITS = 32  # a fixed-point word: 2..32 bits
 MIN_WORD_BITS = 2
-FORMAT_HELP = "K.L (fixed point, e.g. 16.16), float, double, half, int8, int8-x86, int8-ort or int8-tflite"
+FORMAT_HELP = "K.L (fixed point, e.g. 16.16), float, double, half, int8, int8-x86, int8-ort, int8-tflite or int8-xnnpack"
 WORD_LENGTH_HELP = (
     "W (a word length, 2..32: integer bits from range analysis over the network's input domain)"
 )

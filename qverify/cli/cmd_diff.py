@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pair.add_argument(
         "--candidate",
         metavar="LABEL[=MODEL]",
-        help="candidate implementation: K.L, half, float, double, int8, int8-x86, int8-ort, int8-tflite, optionally of "
+        help="candidate implementation: K.L, half, float, double, int8, int8-x86, int8-ort, int8-tflite, int8-xnnpack, optionally of "
         "another model file (int8=model.int8.onnx)",
     )
     pair.add_argument(
@@ -205,7 +205,9 @@ def _candidate(args: argparse.Namespace, networks: ModelFiles):
                 "name the candidate: --candidate LABEL[=MODEL] (8.8, half, int8, ...) or --candidate-network MODEL"
             )
         model = networks(args.candidate_network)
-        return implementation_of(model, "int8" if model.quantization is not None else "float")
+        return implementation_of(
+            model, model.quantization.model_format if model.quantization is not None else "float"
+        )
     label, _, model = args.candidate.partition("=")
     return implementation_of(networks(model.strip() or args.candidate_network or args.network), label.strip())
 

@@ -54,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="LABEL[=MODEL]",
-        help="a candidate implementation: int8, int8-x86, int8-ort, int8-tflite, half, float, double, K.L (fixed point), "
+        help="a candidate implementation: int8, int8-x86, int8-ort, int8-tflite, int8-xnnpack, half, float, double, K.L (fixed point), "
         "optionally of another model file (e.g. int8=cnn.int8.onnx); repeatable",
     )
     parser.add_argument(
@@ -151,7 +151,8 @@ def _candidates(args: argparse.Namespace, networks: ModelFiles) -> list[Implemen
                 "name the candidate implementation: --candidate LABEL[=MODEL] (int8, half, 8.8, ...), "
                 "--formats L1,L2,... or --candidate-network MODEL"
             )
-        entries = ["int8" if networks(args.candidate_network).quantization is not None else "float"]
+        quantization = networks(args.candidate_network).quantization
+        entries = [quantization.model_format if quantization is not None else "float"]
     specs = []
     for entry in entries:
         label, _, model = entry.strip().partition("=")

@@ -76,7 +76,9 @@ def _from_spec(args: argparse.Namespace):
     if args.network is not None:
         check_same_network(args.network, spec.network_path, args.spec)
     net = load_network(spec.network_path)
-    resolved = for_network(options_from_args(args, (Origin.SPEC, spec.given)), net.quantization is not None)
+    resolved = for_network(
+        options_from_args(args, (Origin.SPEC, spec.given)), net.quantization is not None, _model_format(net)
+    )
     origins = {"network": Origin.SPEC.value, "property": Origin.SPEC.value} | resolved.given()
     prop = spec.property
     if args.property is not None or args.center is not None:
@@ -88,6 +90,11 @@ def _from_spec(args: argparse.Namespace):
     return net, prop, resolved.options.implementation_for(net), options, spec.name, origins
 
 
+def _model_format(net) -> str:
+    """An int8 model's own format: `int8-tflite` for a TFLite file, `int8` for an ONNX one."""
+    return net.quantization.model_format if net.quantization is not None else "int8"
+
+
 def _from_flags(args: argparse.Namespace):
     from qverify.io import load_network
     from qverify.tasks import Origin, for_network
@@ -97,7 +104,7 @@ def _from_flags(args: argparse.Namespace):
     net = load_network(args.network)
     prop = property_from_args(args, net, cases=True)
     shape = parse_image_shape(args.image_shape, net.n_inputs) or net.image_shape
-    resolved = for_network(options_from_args(args), net.quantization is not None)
+    resolved = for_network(options_from_args(args), net.quantization is not None, _model_format(net))
     options = resolved.options.verify_options(Path(args.keep) if args.keep else None, shape)
     origins = {"network": Origin.COMMAND_LINE.value, "property": Origin.COMMAND_LINE.value}
     _note_float_view(net, resolved)

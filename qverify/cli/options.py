@@ -53,7 +53,7 @@ def add_implementation_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"fixed point <K,L>: K integer bits with sign, L fractional (default {DEFAULT_FORMAT}; an int8 "
         "model: int8); or W: a W-bit word whose integer bits come from range analysis over the network's input "
-        "domain (as in suites); or int8 / int8-x86 / int8-ort / int8-tflite: the model's int8 affine quantization "
+        "domain (as in suites); or int8 / int8-x86 / int8-ort / int8-tflite / int8-xnnpack: the model's int8 affine quantization "
         "(a quantized ONNX file, see `qverify quantize`) with exact sums and onnxruntime's rounding / as "
         "onnxruntime's x86 kernels without AVX-VNNI compute it (pairs saturated at int16) / as this machine's "
         "onnxruntime computes it (one of the two, probed: `qverify info --tools`) / with TFLite's rounding; a "

@@ -27,11 +27,28 @@ def write_example_png(example: AdversarialExample, path: Path, title: str = "") 
     shape = tuple(example.image_shape)
     if len(shape) == 1:
         shape = (1, shape[0])
+    if len(shape) == 3:  # a colour image: its channels' mean, grey (CHW, or HWC as TFLite files hold it)
+        reference, adversarial, shape = _grey(reference, shape), _grey(adversarial, shape), _plane(shape)
     return write_comparison_png(
         reference,
         adversarial,
-        shape[-2:] if len(shape) > 2 else shape,
+        shape,
         Path(path),
         value_range=value_range,
         title=title,
     )
+
+
+def _plane(shape: tuple[int, ...]) -> tuple[int, int]:
+    """(height, width) of a CHW image, or of an HWC one (a last axis of at most 4 channels after a
+    larger first one)."""
+    return (shape[0], shape[1]) if _channels_last(shape) else (shape[1], shape[2])
+
+
+def _channels_last(shape: tuple[int, ...]) -> bool:
+    return shape[2] <= 4 < shape[0]
+
+
+def _grey(values, shape: tuple[int, ...]) -> np.ndarray:
+    image = np.asarray(values, dtype=np.float64).reshape(shape)
+    return image.mean(axis=2 if _channels_last(shape) else 0)

@@ -1,4 +1,4 @@
-"""Networks in and out of files: NNet text and ONNX, chosen by the file suffix.
+"""Networks in and out of files: NNet text, ONNX and TensorFlow Lite (read only), chosen by the file suffix.
 
 `load_network` is the entry point the other stages use; the format modules can also be called
 directly. Every reader names the network after the file stem and records the path as `source`.
@@ -21,6 +21,7 @@ __all__ = [
     "load_network",
     "read_nnet",
     "read_onnx",
+    "read_tflite",
     "save_network",
     "write_nnet",
     "write_onnx",
@@ -28,7 +29,11 @@ __all__ = [
 
 # suffix -> (module, function): the ONNX modules are imported on first use only, since `import onnx`
 # (protobuf, ml_dtypes) costs ~0.1 s that a run on an .nnet file never needs
-_READERS = {".nnet": ("qverify.io.nnet", "read_nnet"), ".onnx": ("qverify.io.onnx_reader", "read_onnx")}
+_READERS = {
+    ".nnet": ("qverify.io.nnet", "read_nnet"),
+    ".onnx": ("qverify.io.onnx_reader", "read_onnx"),
+    ".tflite": ("qverify.io.tflite_reader", "read_tflite"),
+}
 _WRITERS = {".nnet": ("qverify.io.nnet", "write_nnet"), ".onnx": ("qverify.io.onnx_writer", "write_onnx")}
 SUPPORTED_SUFFIXES = tuple(_READERS)
 
@@ -61,9 +66,9 @@ def _suffix(path: str | Path, compressed: bool = True) -> str:
 
 
 def load_network(path: str | Path) -> Network:
-    """Read a `.nnet` or `.onnx` file, or its gzip-compressed `.nnet.gz` / `.onnx.gz` (decompressed
-    within the file-size limit, `qverify.io.files`), into a `Network` (name = file stem without the
-    suffixes, source = `path`).
+    """Read a `.nnet`, `.onnx` or `.tflite` file, or its gzip-compressed form (`.onnx.gz`, ...:
+    decompressed within the file-size limit, `qverify.io.files`), into a `Network` (name = file stem
+    without the suffixes, source = `path`).
 
     :raises InputError: unknown suffix, no such file, or a malformed file.
     :raises UnsupportedError: an ONNX graph using constructs qverify does not handle.
@@ -82,4 +87,10 @@ def save_network(net: Network, path: str | Path) -> None:
     :raises UnsupportedError: the network cannot be expressed in that format (NNet: ReLU hidden
         layers and a linear last layer only).
     """
-    _function(_WRITERS, _suffix(path, compressed=False))(net, path)
+    suffix = _suffix(path, compressed=False)
+    if suffix not in _WRITERS:
+        raise InputError(
+            f"{path}: qverify writes no {suffix} file from scratch (.nnet or .onnx; a repaired TFLite model is "
+            "the original file with its changed integers, `qverify repair`)"
+        )
+    _function(_WRITERS, suffix)(net, path)

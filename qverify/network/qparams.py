@@ -105,6 +105,16 @@ class CodeLookup:
     what: str = "lookup"
 
 
+def _check_act_range(act_range: tuple[int, int] | None, out: TensorQuant, what: str) -> None:
+    if act_range is None:
+        return
+    low, high = act_range
+    if not out.code.qmin <= low <= high <= out.code.qmax:
+        raise InputError(
+            f"{what}: its activation clamps codes to [{low}, {high}], outside the {out.code.value} range or empty"
+        )
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class MacQuant:
     """The integers of one dense or convolution layer and the quantization of its input and output.
@@ -125,8 +135,19 @@ class MacQuant:
     lookup: CodeLookup | None = None
     pool_divisor: int = 0  # > 0: an int8 average pool as a MAC of ones (`qverify.quant.pool8`)
     pool_global: bool = False  # the pool's window is the whole unpadded image (`pool8.global_codes`)
+    pool_mean: bool = (
+        False  # the pool is TFLite's MEAN (a reduction), not its AVERAGE_POOL_2D (`quant.tflite8`)
+    )
+    # TFLite: the codes a fused activation clamps the requantized codes to (`tflite8.activation_range`);
+    # None: the code range's, or from its zero point under `relu`
+    act_range: tuple[int, int] | None = None
+    fused: str = ""  # TFLite's fused activation function ("RELU", "RELU6", ...), "" when none is stated
+    # TFLite's reference FULLY_CONNECTED: it requantizes in double, round(acc * (s_in * s_w / s_out)),
+    # not with the Q31 multiplier its convolutions use (`quant.tflite8.double_requantize`)
+    double_requant: bool = False
 
     def __post_init__(self) -> None:
+        _check_act_range(self.act_range, self.requantized, self.what)
         if self.lookup is not None and self.lookup.input.code is not self.output.code:
             raise InputError(
                 f"{self.lookup.what}: reads {self.lookup.input.code.value} codes and writes "
@@ -178,6 +199,11 @@ class PoolQuant:
     output: TensorQuant
     what: str = "pool"
     float_path: bool = False  # onnxruntime runs the QDQ pool unfused, in float32 (`io.onnx_fusion`)
+    mean: bool = False  # TFLite's MEAN over the image (its arithmetic differs from AVERAGE_POOL_2D's)
+    act_range: tuple[int, int] | None = None  # TFLite: the fused activation's clamp on the output codes
+
+    def __post_init__(self) -> None:
+        _check_act_range(self.act_range, self.output, self.what)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -197,8 +223,11 @@ class JoinQuant:
     what: str = "join"
     form: QuantForm = QuantForm.QDQ
     float_path: bool = False
+    act_range: tuple[int, int] | None = None  # TFLite's ADD: the fused activation's clamp on the codes
+    fused: str = ""  # TFLite's ADD: its fused activation function ("RELU", ...)
 
     def __post_init__(self) -> None:
+        _check_act_range(self.act_range, self.output, self.what)
         object.__setattr__(self, "inputs", tuple(self.inputs))
         if not self.inputs:
             raise InputError(f"{self.what}: a join without inputs")
@@ -233,6 +262,12 @@ class AffineQuantization:
     @property
     def output(self) -> TensorQuant:
         return self.layers[-1].output
+
+    @property
+    def model_format(self) -> str:
+        """The number format the model means when it is run: a TFLite file's reference kernels
+        (`int8-tflite`), else onnxruntime's arithmetic (`int8`)."""
+        return "int8-tflite" if self.origin == "TFLite" else "int8"
 
     @property
     def per_channel(self) -> bool:
@@ -280,8 +315,12 @@ class AffineQuantization:
                 sha.update(b"" if quant.form is QuantForm.QDQ else quant.form.value.encode())
             if isinstance(quant, PoolQuant):
                 sha.update(b"float" if quant.float_path else b"")
+                sha.update(b"mean" if quant.mean else b"")
+            if getattr(quant, "act_range", None) is not None:
+                sha.update(f"clamp {quant.act_range} {getattr(quant, 'fused', '')}".encode())
             if isinstance(quant, MacQuant):
                 sha.update(b"relu" if quant.relu else b"-")
+                sha.update(b"double" if quant.double_requant else b"")
                 if quant.lookup is not None:
                     sha.update(f"{quant.lookup.function.value} {quant.lookup.input.describe()}".encode())
                 sha.update(b"" if quant.form is QuantForm.QDQ else quant.form.value.encode())

@@ -101,7 +101,7 @@ def _non_decreasing(acc: np.ndarray, codes: np.ndarray) -> bool:
     return bool(np.all(steps >= 0) and not np.any(steps[np.diff(acc) == 0] != 0))
 
 
-def _all_pairs(first: TensorQuant, second: TensorQuant) -> tuple[np.ndarray, np.ndarray]:
+def all_pairs(first: TensorQuant, second: TensorQuant) -> tuple[np.ndarray, np.ndarray]:
     a = np.arange(first.code.qmin, first.code.qmax + 1, dtype=np.int64)
     b = np.arange(second.code.qmin, second.code.qmax + 1, dtype=np.int64)
     grid_a, grid_b = np.meshgrid(a, b, indexing="ij")
@@ -118,15 +118,34 @@ def add_staircase(quant: JoinQuant, where: str) -> JoinStaircase:
             f"{where}: an int8 Add of {first.code.value} and {second.code.value} codes into "
             f"{quant.output.code.value} codes (QLinearAdd's three tensors have one type)"
         )
-    a, b = _all_pairs(first, second)
-    codes = add_codes(a, b, quant)
+    a, b = all_pairs(first, second)
+    return pairs_staircase(quant, a, b, add_codes(a, b, quant), where, "onnxruntime's float32 arithmetic")
+
+
+def pairs_staircase(
+    quant: JoinQuant,
+    a: np.ndarray,
+    b: np.ndarray,
+    codes: np.ndarray,
+    where: str,
+    arithmetic: str,
+    stated: tuple[int, int] | None = None,
+) -> JoinStaircase:
+    """The staircase of a two-input Add whose output code on every pair (a, b) of the input code
+    ranges is `codes` (computed by a runtime's formula, `arithmetic`): small integer weights
+    (MA, MB) proportional to the scale ratios (or the runtime's own, `stated`) under which the codes
+    are a non-decreasing function of acc = MA a + MB b on every pair (enumerated), or UnsupportedError."""
+    first, second = quant.inputs
     ratio_a = float(_F32(_F32(first.scale) / _F32(quant.output.scale)))
     ratio_b = float(_F32(_F32(second.scale) / _F32(quant.output.scale)))
     larger = max(ratio_a, ratio_b)
-    for bits in range(2, MAX_WEIGHT_BITS + 1):
-        weights = np.array(
-            [round(ratio_a / larger * 2**bits), round(ratio_b / larger * 2**bits)], dtype=np.int64
-        )
+    candidates = [
+        np.array([round(ratio_a / larger * 2**bits), round(ratio_b / larger * 2**bits)], dtype=np.int64)
+        for bits in range(2, MAX_WEIGHT_BITS + 1)
+    ]
+    if stated is not None and max(abs(v) for v in stated) < 1 << MAX_WEIGHT_BITS:
+        candidates.insert(0, np.array(stated, dtype=np.int64))  # the runtime's own integer weights first
+    for weights in candidates:
         if np.any(weights == 0):
             continue
         acc = weights[0] * a + weights[1] * b
@@ -134,7 +153,7 @@ def add_staircase(quant: JoinQuant, where: str) -> JoinStaircase:
             table = _table_of(acc, codes, quant.output.code.qmin)[None, :]
             return JoinStaircase(weights, table, np.array([acc.min()]), np.array([acc.max()]))
     raise UnsupportedError(
-        f"{where}: the int8 Add's codes (onnxruntime's float32 arithmetic) are not a non-decreasing "
+        f"{where}: the int8 Add's codes ({arithmetic}) are not a non-decreasing "
         f"function of any integer combination of its inputs with weights below 2^{MAX_WEIGHT_BITS} "
         f"(scale ratios {ratio_a!r}, {ratio_b!r}); not supported"
     )

@@ -31,11 +31,12 @@ from qverify.network import (
     gather_inputs,
 )
 from qverify.network.qparams import JoinQuant, LayerQuant, MacQuant
+from qverify.quant import tflite8
 from qverify.quant.affine import Int8Format, Int8Kernel, RequantMode, accumulator_bounds, thresholds
 from qverify.quant.code_tables import lookup_table
 from qverify.quant.fixed import FixedFormat, quantize_constants
 from qverify.quant.floatfmt import FloatFormat
-from qverify.quant.join8 import add_staircase, concat_staircase
+from qverify.quant.join8 import add_staircase, all_pairs, concat_staircase, pairs_staircase
 from qverify.quant.lut import LIPSCHITZ, Lut, LutDesign, design_lut
 from qverify.quant.pool8 import ambiguous_sums, exact_means
 from qverify.quant.x86 import PairedSums, paired_sums
@@ -331,10 +332,16 @@ def _int8_average_pool(
             f"{where}: int8 average pooling whose windows have different divisors (padding not counted) "
             "is not supported; count_include_pad=1 or no padding is"
         )
-    if mode is not RequantMode.ONNXRUNTIME:
+    tflite = mode is RequantMode.TFLITE
+    if mode is RequantMode.XNNPACK:
         raise UnsupportedError(
-            f"{where}: int8 average pooling is modelled as onnxruntime's QLinearAveragePool; not with "
-            f"{mode.value} requantization (use --format int8)"
+            f"{where}: int8 {'MEAN' if quant.mean else 'average pooling'} under the LiteRT interpreter's default "
+            "delegate (XNNPACK's float32 rescaling of the sum) is not modelled; verify with --format int8-tflite"
+        )
+    if not tflite and quant.mean:
+        raise UnsupportedError(
+            f"{where}: TFLite's int8 MEAN is modelled with TFLite's arithmetic (--format int8-tflite), not "
+            f"with {mode.value} requantization"
         )
     channels, (kh, kw) = layer.input_shape[0], layer.kernel
     ones = np.ones((channels, 1, kh, kw), dtype=np.int64)
@@ -360,11 +367,13 @@ def _int8_average_pool(
         pool_global=tuple(layer.kernel) == tuple(layer.input_shape[1:])
         and not any(layer.pads)
         and not quant.float_path,
+        pool_mean=quant.mean,
+        act_range=quant.act_range,
     )
     taps = int(conv.taps().count.max())
     acc_lo, acc_hi = accumulator_bounds(mac, np.full(channels, taps))
     ambiguous = np.zeros(0, dtype=np.int64)  # (the global path is exact: `pool8.global_codes`)
-    if not mac.pool_global:
+    if not mac.pool_global and not tflite:  # (TFLite's pools are integer arithmetic: exact)
         ambiguous = ambiguous_sums(mac, int(acc_lo.min()), int(acc_hi.max()), taps)
     if ambiguous.size:
         sum_ = int(ambiguous[0])
@@ -393,15 +402,28 @@ def _int8_join(index: int, layer: Join, quant: JoinQuant, mode: RequantMode) -> 
     where = f"layer {index} ({layer.describe()})"
     if not isinstance(layer, Add) and quant.copies:
         return QuantizedLayer(empty, empty, Activation.IDENTITY, layer, Int8Tables(quant, None, None, None))
-    if mode is not RequantMode.ONNXRUNTIME:
+    tflite_add = mode in (RequantMode.TFLITE, RequantMode.XNNPACK) and isinstance(layer, Add)
+    if mode is not RequantMode.ONNXRUNTIME and not tflite_add:
         raise UnsupportedError(
             f"{where}: an int8 {type(layer).__name__} that requantizes is modelled as onnxruntime's "
             f"QLinear{type(layer).__name__}; not with {mode.value} requantization (use --format int8)"
         )
+    if quant.act_range is not None and not tflite_add:
+        raise UnsupportedError(f"{where}: a clamp of a fused activation is modelled in TFLite's ADD only")
     if isinstance(layer, Add):
         if layer.count != 2 or layer.activation is not Activation.IDENTITY:
             raise UnsupportedError(f"{where}: an int8 Add is of two tensors, with no activation of its own")
-        stairs = add_staircase(quant, where)
+        if tflite_add and mode is RequantMode.XNNPACK:
+            a, b = all_pairs(*quant.inputs)
+            codes = tflite8.xnnpack_add_codes(a, b, quant, where)
+            weights = tflite8.xnnpack_add_parameters(quant, where)[:2]
+            stairs = pairs_staircase(quant, a, b, codes, where, "XNNPACK's integer ADD", weights)
+        elif tflite_add:
+            a, b = all_pairs(*quant.inputs)
+            codes = tflite8.add_codes(a, b, quant, where)
+            stairs = pairs_staircase(quant, a, b, codes, where, "TFLite's integer ADD")
+        else:
+            stairs = add_staircase(quant, where)
     else:
         stairs = concat_staircase(quant)
     stairs.table.flags.writeable = False

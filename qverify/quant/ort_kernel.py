@@ -175,9 +175,19 @@ def kernel_statement(net: Network, number: object) -> tuple[str, str] | None:
       (the probe: one line, `--format int8-ort` to verify what it computes);
     - `int8-x86` when no pair sum can saturate: a note that it is the same function as `int8`.
     """
-    if not isinstance(number, Int8Format) or number.requant is not RequantMode.ONNXRUNTIME:
+    if not isinstance(number, Int8Format) or net.quantization is None:
         return None
-    if net.quantization is None:
+    own = net.quantization.model_format
+    if (
+        own != "int8" and number.requant is RequantMode.ONNXRUNTIME
+    ):  # a TFLite model in onnxruntime's arithmetic
+        text = (
+            f"{net.name} is a TFLite model: {number.label} computes it in onnxruntime's arithmetic, not in what "
+            f"it means when run ({own}: TFLite's reference kernels; int8-xnnpack: the LiteRT interpreter's "
+            "default delegate)"
+        )
+        return ("note", text)
+    if number.requant is not RequantMode.ONNXRUNTIME or own != "int8":
         return None
     risks = saturation_risks(net.layers, net.quantization.layers)
     more = f" (and {len(risks) - 1} more layers)" if len(risks) > 1 else ""

@@ -234,14 +234,16 @@ def resolve_options(*layers: tuple[Origin, Mapping[str, Any]]) -> ResolvedOption
     return ResolvedOptions(TaskOptions(**values), MappingProxyType(origins))
 
 
-def for_network(resolved: ResolvedOptions, int8_model: bool) -> ResolvedOptions:
+def for_network(
+    resolved: ResolvedOptions, int8_model: bool, model_format: str = INT8_MODEL_FORMAT
+) -> ResolvedOptions:
     """The options of a task on this network: an int8 model whose format no source gives is
-    verified in its own int8 arithmetic (origin `network`), not at the default `<16,16>` of its
-    float view."""
+    verified in its own int8 arithmetic (origin `network`; `model_format`: onnxruntime's, or a
+    TFLite file's `int8-tflite`), not at the default `<16,16>` of its float view."""
     if not int8_model or resolved.origins["format"] is not Origin.DEFAULT:
         return resolved
     origins = dict(resolved.origins) | {"format": Origin.NETWORK}
-    options = replace(resolved.options, format=INT8_MODEL_FORMAT)
+    options = replace(resolved.options, format=model_format)
     return ResolvedOptions(options, MappingProxyType(origins))
 
 
