@@ -157,11 +157,15 @@ def _constant_node_value(index: int, node: onnx.NodeProto, where: str) -> np.nda
 
 
 def _constants(graph: onnx.GraphProto, where: str) -> dict[str, np.ndarray]:
-    """Every tensor whose value is known before the input arrives: initializers and Constant nodes."""
+    """Every tensor whose value is known before the input arrives: initializers, Constant nodes, and
+    an `Identity` of one of them (torch.onnx writes one where a module shares a parameter under two
+    names: an alias of any size, which the shape folding's small-input rule would leave)."""
     values = {tensor.name: _tensor_to_array(tensor, where) for tensor in graph.initializer}
     for index, node in enumerate(graph.node):
         if node.op_type == "Constant" and node.output:
             values[node.output[0]] = _constant_node_value(index, node, where)
+        elif node.op_type == "Identity" and node.input and node.output and node.input[0] in values:
+            values[node.output[0]] = values[node.input[0]]
     return values
 
 
