@@ -35,6 +35,7 @@ from qverify.engine.netlevel.query import NO_VIOLATION, query_for
 from qverify.engine.netlevel.search import decide
 from qverify.engine.result import Recorder
 from qverify.errors import UnsupportedError
+from qverify.io import load_network
 from qverify.io.onnx_fusion import unfused_outputs
 from qverify.network import (
     Activation,
@@ -381,3 +382,33 @@ def test_int8_graph_verdicts_and_bounds_agree_with_brute_force():
 
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+
+
+@pytest.mark.parametrize("form", ["qop", "qdq"])
+def test_a_keras_int8_export_reads_its_transposes_and_drops_its_softmax(form, tmp_path):
+    """The zoo's Keras CNN through tf2onnx and onnxruntime's quantizer: NHWC Transposes of the float
+    input (before QuantizeLinear) and of codes (before the Flatten), a final (QLinear)Softmax. The
+    transposes are Permute nodes; the Softmax is dropped and said, and the simulator's output codes
+    are onnxruntime's codes of the Softmax's input (made a graph output) on 4,000 inputs; C = simulator."""
+    path = ROOT / "benchmarks" / "cifar10" / "models" / f"keras_cnn.int8-{form}.onnx"
+    model = onnx.load(path)
+    softmax = next(n for n in model.graph.node if n.op_type in ("QLinearSoftmax", "Softmax"))
+    logits = softmax.input[0]
+    if softmax.op_type == "Softmax":  # QDQ: the DequantizeLinear before it reads the logits' codes
+        logits = next(n for n in model.graph.node if n.output[0] == logits).input[0]
+    model.graph.output.append(helper.make_tensor_value_info(logits, TensorProto.INT8, None))
+    qmodel = load_network(path)
+    assert qmodel.output_softmax and "Softmax" in qmodel.notes[0]
+    assert qmodel.image_shape == (32, 32, 3)
+    assert sum(isinstance(layer, Permute) for layer in qmodel.layers) == 2
+    qnet = quantize_network(qmodel, INT8)
+    rng = np.random.default_rng(44)
+    x = rng.uniform(0, 1, (4000, qmodel.n_inputs)).astype(np.float32)
+    codes = qnet.input_quant.quantize(x)
+    simulated = simulate(qnet, codes).outputs
+    session = _session(model)
+    name = session.get_inputs()[0].name
+    reference = np.concatenate([session.run(None, {name: row.reshape(1, 32, 32, 3)})[1] for row in x])
+    assert np.array_equal(reference.astype(np.int64), np.asarray(simulated).astype(np.int64))
+    compiled = CompiledNetwork(render_network(qnet), tmp_path / "c", True).run(codes[:300])
+    assert np.array_equal(np.asarray(compiled.outputs), simulated[:300])

@@ -51,6 +51,7 @@ from qverify.network import (
     MacQuant,
     MaxPool2D,
     Network,
+    Permute,
     PoolQuant,
     QuantForm,
     TensorQuant,
@@ -128,6 +129,8 @@ class _QTensor:
     float_view: bool = False
     pending: _Pending | None = None
     shared: bool = False
+    input_order: np.ndarray | None = None  # the float graph input transposed before its QuantizeLinear
+    softmax: bool = False  # a final (QLinear)Softmax's output: the logits' codes, the Softmax dropped
 
 
 @dataclass(slots=True)
@@ -145,6 +148,7 @@ class _Reader:
     quants: list = field(default_factory=list)
     wiring: list = field(default_factory=list)
     origin: set[str] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -301,10 +305,17 @@ class _Reader:
             "Flatten": self.flatten,
             "Reshape": self.reshape,
             "Identity": self.identity,
+            "Transpose": self.transpose,
+            "Softmax": self.softmax,
+            "QLinearSoftmax": self.softmax,
         }.get(op)
         if handler is None or node.domain not in ("", "ai.onnx", "com.microsoft"):
             raise self.unsupported(node, label, "is not supported in a quantized model")
         inputs = [self.tensors[name] for name in dynamic]
+        if any(tensor.softmax for tensor in inputs) and op not in _AFTER_SOFTMAX:
+            raise self.unsupported(
+                node, label, "reads a Softmax's output; a Softmax is supported (dropped) at the output only"
+            )
         expected = len(dynamic) if op in ("Add", "QLinearAdd", "Concat", "QLinearConcat") else 1
         if len(inputs) != expected or not inputs:
             raise self.unsupported(
@@ -321,9 +332,14 @@ class _Reader:
             if self.input_quant is not None and not quant.same_as(self.input_quant):
                 raise self.unsupported(node, label, "quantizes the graph input a second time, otherwise")
             self.input_quant = quant
-            return _QTensor(tensor.shape, NETWORK_INPUT, quant)
+            codes = _QTensor(tensor.shape, NETWORK_INPUT, quant)
+            if tensor.input_order is None:
+                return codes
+            return self.permuted(node, label, codes, tensor.input_order, tensor.shape)
         if tensor.pending is not None:
             return self.finish_pending(tensor.pending, quant)
+        if tensor.softmax and tensor.float_view:  # QDQ's Softmax -> QuantizeLinear: the logits' codes stay
+            return replace(tensor, float_view=False)
         if tensor.float_view and quant.same_as(tensor.codes):
             return replace(tensor, float_view=False)  # Q(DQ(codes)) with the same parameters
         raise self.unsupported(
@@ -335,7 +351,7 @@ class _Reader:
         if tensor.codes is None or tensor.float_view or tensor.pending is not None:
             raise self.unsupported(node, label, "does not dequantize the codes of a layer")
         quant = self.tensor_quant(node, label, 1, 2, "input")
-        if not quant.same_as(tensor.codes):
+        if not quant.same_as(tensor.codes) and not tensor.softmax:
             raise self.fail(
                 node, label, f"dequantizes with {quant.describe()} codes written as {tensor.codes.describe()}"
             )
@@ -885,6 +901,56 @@ class _Reader:
             raise self.fail(node, label, f"shape mismatch: cannot reshape {shape} to {tuple(requested)}")
         return self.reshaped(node, label, tensor, tuple(dims))
 
+    def transpose(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
+        """tf2onnx's NHWC `Transpose`s (of the float input before its QuantizeLinear, of codes before
+        a Flatten/Reshape): a `Permute` node that moves codes, exact in every arithmetic (onnxruntime
+        transposes the integers themselves)."""
+        (tensor,) = inputs
+        if tensor.pending is not None:
+            raise self.unsupported(node, label, "transposes a float result before its QuantizeLinear")
+        shape = tensor.shape
+        perm = [int(v) for v in self.attribute(node, "perm", list(range(len(shape)))[::-1])]
+        if sorted(perm) != list(range(len(shape))):
+            raise self.fail(node, label, f"has the permutation {perm} for a tensor of shape {list(shape)}")
+        new_shape = tuple(shape[p] for p in perm)
+        moves = np.arange(math.prod(shape)).reshape(shape).transpose(perm).ravel()
+        if tensor.codes is None:  # the graph input: the Permute follows its QuantizeLinear
+            earlier = tensor.input_order
+            return replace(tensor, shape=new_shape, input_order=moves if earlier is None else earlier[moves])
+        return self.permuted(node, label, tensor, moves, new_shape)
+
+    def permuted(
+        self, node: onnx.NodeProto, label: str, tensor: _QTensor, moves: np.ndarray, shape: tuple[int, ...]
+    ) -> _QTensor:
+        """A `Permute` node (z[i] = h[moves[i]]) on the tensor's codes, their quantization unchanged."""
+        if np.array_equal(moves, np.arange(moves.size)):
+            return replace(tensor, shape=shape, input_order=None)
+        unbatched = shape[1:] if len(shape) > 1 and shape[0] == 1 else shape
+        layer = Permute(moves, (moves.size,), tuple(unbatched) if len(unbatched) == 3 else (moves.size,))
+        quant = JoinQuant((tensor.codes,), tensor.codes, f"{label} (Transpose)")
+        self.layers.append(layer)
+        self.quants.append(quant)
+        self.wiring.append((tensor.node,))
+        return _QTensor(shape, len(self.layers) - 1, tensor.codes, float_view=tensor.float_view)
+
+    def softmax(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
+        """A final Softmax (QOperator's QLinearSoftmax; QDQ's Softmax between DequantizeLinear and
+        QuantizeLinear), dropped as the float reader drops one: the property is stated over the
+        logits' codes, and the record says so (`Network.notes`). Softmax keeps their order; its
+        quantized probabilities may tie where the logits' codes do not, which the note says."""
+        (tensor,) = inputs
+        if tensor.pending is not None or (node.op_type == "Softmax" and not tensor.float_view):
+            raise self.unsupported(node, label, "reads no layer's codes")
+        axis = int(self.attribute(node, "axis", -1))
+        if len(tensor.shape) > 2 or axis not in (-1, len(tensor.shape) - 1):
+            raise self.unsupported(node, label, "is supported over the output vector only (it is dropped)")
+        self.notes.append(
+            f"{self.describe(node, label)} at the output is dropped: the property is stated over its input "
+            "(the logits' codes), which Softmax maps monotonically (every Y_i - Y_j comparison keeps its "
+            "truth, up to the ties its quantized output steps make)"
+        )
+        return replace(tensor, softmax=True)
+
     def identity(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
         return inputs[0]
 
@@ -902,6 +968,10 @@ class _Reader:
                 last_label,
                 "ends the graph: a quantized model must end with DequantizeLinear of its last layer's codes",
             )
+
+
+# what may read a dropped final Softmax's output on the way to the graph output
+_AFTER_SOFTMAX = frozenset({"QuantizeLinear", "DequantizeLinear", "Flatten", "Reshape", "Identity"})
 
 
 def _with_activation(layer, activation: Activation):
@@ -1047,12 +1117,19 @@ def read_quantized(
         quantization = AffineQuantization(
             reader.input_quant, tuple(reader.quants), "+".join(sorted(reader.origin))
         )
+        transposed = any(
+            isinstance(layer, Permute) and producers == (NETWORK_INPUT,)
+            for layer, producers in zip(reader.layers, reader.wiring)
+        )
         return Network(
             tuple(reader.layers),
             name=file_stem(where),
             source=where,
+            image_shape=tuple(shape[1:]) if transposed and len(shape) == 4 else None,
             quantization=quantization,
             wiring=tuple(reader.wiring),
+            notes=tuple(reader.notes),
+            output_softmax=bool(reader.notes),
         )
     except InputError as error:
         raise InputError(f"{where}: {error}") from None
