@@ -35,6 +35,7 @@ from qverify.codegen import (
 )
 from qverify.codegen.context import NeuronBounds
 from qverify.engine import EngineStatus
+from qverify.engine.netlevel.attack import Confirmer
 from qverify.engine.netlevel.bounds import node_bounds
 from qverify.engine.netlevel.lift import lift_file
 from qverify.engine.netlevel.model import build_model
@@ -427,7 +428,9 @@ def test_the_harness_invariants_of_int8_joins_hold_on_every_input(tmp_path):
     """The built-in interval analysis's bounds, injected into the harness as assumes, hold for every
     input code of the box: the compiled harness never prints ASSUME-FAILED (a requantizing Concat's
     accumulator is its input's code, not the requantized output's: bounds of the latter made ESBMC
-    and the replay refuse real executions of SqueezeNet's fire modules)."""
+    and the replay refuse real executions of SqueezeNet's fire modules). The engine's attack, which
+    checks a candidate against the lifted invariants before calling it a counterexample, accepts
+    every one of them too (it compared a requantizing Concat's output codes with those bounds)."""
     rng = np.random.default_rng(418)
     for index, (shape, qnet, query, _) in enumerate(_int8_cases(rng)):
         if index % 2:
@@ -443,3 +446,7 @@ def test_the_harness_invariants_of_int8_joins_hold_on_every_input(tmp_path):
         grid = enumerate_box(qnet, region.lo, region.hi)
         outcomes = run_lines(executable, format_inputs(grid, False))
         assert not [line for line in outcomes if line.startswith("ASSUME-FAILED")], shape
+        lifted = lift_file(tmp_path / f"h{index}" / "harness.c", [MODELS_C])
+        assert lifted.lifted and lifted.query.invariants is not None, lifted.reason
+        confirmer = Confirmer(lifted.query, build_model(lifted.query), [])
+        assert all(confirmer.respects_invariants(point) for point in grid[::7]), shape
