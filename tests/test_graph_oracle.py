@@ -25,7 +25,7 @@ import pytest
 from qverify.codegen import CompiledNetwork, compile_replay, render_harness, render_network, run_lines
 from qverify.codegen.context import NeuronBounds
 from qverify.engine import EngineStatus, check_file
-from qverify.engine.netlevel.bounds import backsubstitute, node_bounds
+from qverify.engine.netlevel.bounds import backsubstitute, node_bounds, optimised_bound
 from qverify.engine.netlevel.lift import lift_file
 from qverify.engine.netlevel.model import build_model
 from qverify.engine.netlevel.points import enumerate_box
@@ -231,6 +231,36 @@ def test_graph_bounds_contain_every_execution(options):
             outputs = run.outputs[selected].astype(np.float64) * scale
             assert np.all(outputs >= linear.lower[:2] - 1e-12), shape
             assert np.all(outputs <= -linear.lower[2:] + 1e-12), shape
+
+
+@pytest.mark.parametrize("options", FIXED[:1] + FLOATS[:1], ids=lambda o: o.key())
+def test_alpha_optimised_node_bounds_on_graphs_contain_every_execution(options):
+    """alpha-CROWN on every node's pre-activation values (`optimised_bound` with `index`, as the
+    search tightens intermediate bounds): on a graph, a ReLU below the node may lie on another
+    branch, off every path to it (it has no gradient: SqueezeNet's fire modules stopped the engine
+    with a KeyError); every bound still contains every execution."""
+    rng = np.random.default_rng(4250)
+    for shape in SHAPES:
+        net = random_graph(rng, shape, 3)
+        qnet = quantize_network(net, options)
+        lo, hi = _box(rng, options, 3)
+        query = query_for(qnet, _threshold_property(lo, hi, Fraction(0), False))
+        model = build_model(query)
+        region = query.regions[0]
+        run = simulate(qnet, enumerate_box(qnet, region.lo, region.hi), trace=True)
+        fine = ~run.overflowed
+        xl, xu = model.input_reals(region.lo), model.input_reals(region.hi)
+        scale = model.unit if model.is_fixed else 1.0
+        words = (region.lo, region.hi) if model.is_fixed else None
+        phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
+        bounds = node_bounds(model, xl, xu, phases, region_words=words)
+        for k, trace in enumerate(run.layers):
+            size = model.layers[k].n_out
+            rows = np.vstack([np.eye(size), -np.eye(size)])
+            linear = optimised_bound(model, bounds, rows, xl, xu, 4, index=k)
+            values = trace.pre[fine].astype(np.float64) * scale
+            assert np.all(values >= linear.lower[:size] - 1e-9), (shape, k)
+            assert np.all(values <= -linear.lower[size:] + 1e-9), (shape, k)
 
 
 @pytest.mark.parametrize("options", FIXED[:1] + FIXED[2:3] + FLOATS, ids=lambda o: o.key())

@@ -691,8 +691,8 @@ def optimised_bound(
     step_size = 0.5
     for _ in range(steps):
         gradients = alpha_gradients(model, bounds, current, alphas, xl, xu, index)
-        for k in hidden:
-            alphas[k] = np.clip(alphas[k] + step_size * np.sign(gradients[k]), 0.0, 1.0)
+        for k, gradient in gradients.items():  # (a graph: a node below `index` off its paths has none)
+            alphas[k] = np.clip(alphas[k] + step_size * np.sign(gradient), 0.0, 1.0)
         step_size *= 0.7
         current = backsubstitute(model, bounds, coefficients, index, post, xl, xu, alphas, keep=True)
         better = current.lower > best.lower
