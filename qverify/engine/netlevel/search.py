@@ -902,7 +902,12 @@ class Search:
     def by_lp(self, bounds, xl, xu, open_clauses, region, open_relus, milp: bool):
         """Close open clauses by LP (then MILP); (a verdict when the node is decided, the clauses
         still open)."""
-        use_milp = milp and open_relus > 0 and len(open_clauses) == 1
+        # (a lookup table's open neurons are MILP binaries too: `lp._exact_steps`)
+        tables = any(
+            layer.stairs is not None and layer.open_neurons(bounds.pre_lo[k], bounds.pre_hi[k]).any()
+            for k, layer in enumerate(self.model.layers)
+        )
+        use_milp = milp and (open_relus > 0 or tables) and len(open_clauses) == 1
 
         def solve(_position: int, clause: int) -> NodeSolution | Counterexample:
             forms = self.by_clause[clause]
