@@ -147,6 +147,11 @@ def test_backsubstitution_with_operand_tables_contains_every_execution(options):
             lower = backsubstitute(model, bounds, rows, k, False, xl, xu).lower
             pres = trace.pre[fine].astype(np.float64) * unit
             assert np.all(pres @ rows.T >= lower - 1e-12), k
+            if k == 0 and fine.all() and options.number.overflow is not Overflow.WRAP:
+                # the input layer's roundings and the input's linear part minimised together
+                # (`RoundingTable.joint_lower`): z_0 = b + sum_i (w_i x_i + d_i(x_i)) is a sum of
+                # functions of one input each, so its least value over the box is found exactly
+                assert np.all(lower >= (pres @ rows.T).min(axis=0) - 1e-9), k
 
 
 def _int8_net(rng, sizes):

@@ -46,6 +46,7 @@ from qverify.engine.netlevel.activations import Relaxation, relu_lower_slopes, s
 from qverify.engine.netlevel.model import NetLayer, NetModel
 from qverify.engine.netlevel.operand_rounding import RoundingTable
 from qverify.engine.netlevel.roundoff import TINY, U64, gamma
+from qverify.network import NETWORK_INPUT
 from qverify.quant import LayerBounds
 from qverify.quant.intervals import node_interval
 
@@ -369,6 +370,7 @@ def backsubstitute(
     lam_post: dict[int, np.ndarray] = {}
     pending: dict[int, np.ndarray] = {}  # per node, the coefficients on its post-activation values
     lam_input = None
+    joint = None  # the input layer's operand table, its rows' coefficients and their term
     if post:
         pending[index] = lam
     for j in range(index, -1, -1):
@@ -393,11 +395,10 @@ def backsubstitute(
             const = const + matvec(lam, center)
         else:  # the error term read per operand (`operand_rounding`), or as the interval if better
             center, charge = bounds.bias_terms(model, j, xl, xu)
-            const = (
-                const
-                + matvec(lam, center)
-                + np.maximum(table.lower(lam), interval_error(lam, bounds.err_lo[j], bounds.err_hi[j]))
-            )
+            term = np.maximum(table.lower(lam), interval_error(lam, bounds.err_lo[j], bounds.err_hi[j]))
+            const = const + matvec(lam, center) + term
+            if model.producers(j) == (NETWORK_INPUT,) and _input_readers(model) == 1:
+                joint = (table, lam, term)  # (read with the input's own coefficients at the end)
         slack = slack + matvec(np.abs(lam), charge)
         lam = layer.op.backward(lam)
         producers = model.producers(j)
@@ -420,7 +421,21 @@ def backsubstitute(
     if lam_input is None:  # (the bounded node does not depend on the input: a constant)
         lam_input = np.zeros((*lam.shape[:-1], xl.shape[-1]))
     offset = const - (slack + 4 * U64 * np.abs(const)) * (1 + 1e-6)  # the additions that built const
-    return LinearBound(linear_minimum(lam_input, offset, xl, xu), lam_input, lam_post, offset)
+    lower = linear_minimum(lam_input, offset, xl, xu)
+    if joint is not None:
+        # the input layer's roundings and the input's linear part minimised together, word by word
+        # (`RoundingTable.joint_lower`): the rest of the bound is offset without that layer's term
+        table, lam_first, term = joint
+        found = table.joint_lower(lam_first, lam_input, model.unit, xl, xu)
+        together = offset - term + found
+        together = together - 4 * U64 * (np.abs(offset) + np.abs(term) + np.abs(found)) - TINY
+        lower = np.maximum(lower, together)
+    return LinearBound(lower, lam_input, lam_post, offset)
+
+
+def _input_readers(model: NetModel) -> int:
+    """How many nodes read the network's input (1 in a chain)."""
+    return sum(NETWORK_INPUT in producers for producers in model.wiring)
 
 
 def _accumulate(total: np.ndarray, part: np.ndarray, slack: np.ndarray, v_max: np.ndarray):

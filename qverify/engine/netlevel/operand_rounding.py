@@ -25,6 +25,12 @@ of 4 million multiply-adds per row). `RoundingTable.lower` gives a sound lower b
 products' rounding charged (gamma_n of the magnitudes). Used by `bounds.backsubstitute` in
 fixed-point implementation arithmetic, one node at a time, per-operation sums, dense and
 convolution layers; elsewhere (wide sums round once, average pools, floats) the statement stays.
+
+The layer that alone reads the network's input goes further (`RoundingTable.joint_lower`): there
+h = x, and the row's whole dependence on an enumerated input, mu_i x_i + D_i(x_i) (mu = the rows'
+input coefficients), is one function of one word, minimised over the input's own words -- D_i read
+where the linear part pins x_i, not at its own worst word. For the input layer's own neurons that
+is their exact minimum over the box (tests/test_rounding_charge.py).
 """
 
 from __future__ import annotations
@@ -53,6 +59,8 @@ class RoundingTable:
     d_lo: float
     d_hi: float
     widest: int  # the most consumers of one enumerated operand (the dot products' length)
+    operands: np.ndarray  # per entry: the operand's index
+    words: tuple[np.ndarray, ...]  # per entry: the operand's words (its real values / unit)
 
     def lower(self, lam: np.ndarray) -> np.ndarray:
         """A sound lower bound of lam . e for every row of lam (..., R, n_out) (the float64
@@ -74,6 +82,39 @@ class RoundingTable:
         total += interval.sum(axis=1)
         charge = gamma(self.widest + 2) * reach + gamma(len(self.entries) + 4) * (
             minima + np.abs(interval).sum(axis=1)
+        )
+        return (total - charge - TINY).reshape(shape)
+
+    def joint_lower(
+        self, lam: np.ndarray, mu: np.ndarray, unit: float, lo: np.ndarray, hi: np.ndarray
+    ) -> np.ndarray:
+        """For a layer that reads the network's input alone: a sound lower bound per row of
+        mu . x + lam . e over the box [lo, hi] (real units), mu the rows' input coefficients
+        (lam W): each enumerated input's min over its words v of mu_i v unit + D_i(v) together
+        (where the linear part pins v, D_i is read there, not at its own worst word), the other
+        inputs' linear minimum, the interval part as in `lower`; float64 rounding charged."""
+        shape = lam.shape[:-1]
+        rows = lam.reshape(-1, lam.shape[-1])
+        mu = mu.reshape(-1, mu.shape[-1])
+        total = np.zeros(len(rows))
+        reach = np.zeros(len(rows))
+        minima = np.zeros(len(rows))
+        bound = max(abs(self.d_lo), abs(self.d_hi))
+        rest = np.ones(mu.shape[-1], dtype=bool)
+        for (consumers, errors), operand, words in zip(self.entries, self.operands, self.words):
+            rest[operand] = False
+            part = rows[:, consumers]
+            reals = words * unit  # (exact: words below 2^31 times a power of two)
+            values = errors @ part.T + reals[:, None] * mu[None, :, operand]
+            least = values.min(axis=0)
+            total += least
+            minima += np.abs(least)
+            reach += np.abs(part).sum(axis=1) * bound + np.abs(mu[:, operand]) * np.abs(reals).max()
+        linear = np.minimum(mu[:, rest] * lo[rest], mu[:, rest] * hi[rest])
+        interval = np.minimum(rows * self.d_lo, rows * self.d_hi) * self.generic
+        total += linear.sum(axis=1) + interval.sum(axis=1)
+        charge = gamma(self.widest + 3) * reach + gamma(len(self.entries) + mu.shape[-1] + 4) * (
+            minima + np.abs(interval).sum(axis=1) + np.abs(linear).sum(axis=1)
         )
         return (total - charge - TINY).reshape(shape)
 
@@ -99,7 +140,7 @@ def rounding_table(model, layer_index: int, h_lo: np.ndarray, h_hi: np.ndarray) 
     words = high - low + 1
     live = (h_lo < 0) | (h_hi > 0)  # (a product of an input that is exactly 0 is exact)
     generic = np.zeros(layer.n_out)
-    entries = []
+    entries, operands, operand_words = [], [], []
     budget = OPERAND_TABLE_VALUES
     widest = 0
     for i in range(columns.shape[1]):
@@ -117,8 +158,18 @@ def rounding_table(model, layer_index: int, h_lo: np.ndarray, h_hi: np.ndarray) 
         products = values[:, None] * weights[None, :]
         numerator = round_shift(products, frac_bits, rounding) * (1 << frac_bits) - products
         entries.append((consumers, numerator.astype(np.float64) * (unit * unit)))
+        operands.append(i)
+        operand_words.append(values.astype(np.float64))
         widest = max(widest, len(consumers))
     enumerated = sum(len(consumers) for consumers, _ in entries)
     if enumerated < ENUMERATED_SHARE * (enumerated + generic.sum()):
         return None  # (too few of the layer's products to pay for the rows' products with it)
-    return RoundingTable(tuple(entries), generic, model.round_lo, model.round_hi, widest)
+    return RoundingTable(
+        tuple(entries),
+        generic,
+        model.round_lo,
+        model.round_hi,
+        widest,
+        np.array(operands, dtype=np.int64),
+        tuple(operand_words),
+    )
