@@ -154,23 +154,47 @@ def _search(query, **options) -> Search:
 
 
 def test_lp_share_of_the_search_is_bounded():
-    """The LP/MILP run at the root always, at other nodes only while they have taken at most
+    """The LP/MILP run at the root always, at other nodes while they have taken at most
     LP_TIME_SHARE of the search's time (VNN-COMP 2022's van der Pol net: 0.3-1 CPU s per MILP
-    against 0.2 ms per input-split node; all of a 60 s search went to MILPs); under a work budget
-    the clock plays no part (every node may)."""
+    against 0.2 ms per input-split node; all of a 60 s search went to MILPs), and in low dimensions
+    beyond it only while they close more of the region per second than the bounds do (ACAS Xu
+    phi2: the MILP closes the nodes); under a work budget the clock plays no part."""
     query = _box_query(1)
     root = Node(0, query.regions[0].lo, query.regions[0].hi, [], None, 0, 0)
     child = Node(0, query.regions[0].lo, query.regions[0].hi, [], object(), 0, 1)
     search = _search(query)
+    assert not search.high_dimensional
     search.started = time.monotonic() - 10.0
     search.rec.add_time("netlevel.lp", 4.0)
     assert search.lp_affordable(root) and search.lp_affordable(child)
     search.rec.add_time("netlevel.lp", 2.0)  # 6 of 10 s: over the share
-    assert search.lp_affordable(root) and not search.lp_affordable(child)
+    assert search.lp_affordable(root) and not search.lp_affordable(child)  # nothing closed yet
+    search.closed_share.update(lp=0.25, bounds=0.25)  # per second: the bounds 0.0625, the MILP 0.042
+    assert not search.lp_affordable(child)
+    search.closed_share.update(lp=0.5, bounds=0.25)  # the MILP 0.083 a second
+    assert search.lp_affordable(child)
+    search.rec.add_time("netlevel.lp", 3.5)  # 9.5 of 10 s: over the largest share
+    assert not search.lp_affordable(child)
     budget = _search(query, max_nodes=100)
     budget.started = time.monotonic() - 10.0
     budget.rec.add_time("netlevel.lp", 9.0)
     assert budget.lp_affordable(child)
+
+
+def test_closed_shares_add_up_to_the_region(rng):
+    """Every input-split node closed counts its 2^-depth of the region, by the LP/MILP or by the
+    bounds: a SAFE search closes all of it."""
+    net = random_network(rng, (2, 8, 8, 2), Activation.RELU, scale=0.6)
+    qnet = quantize_network(net, ImplementationOptions(FloatFormat(FloatKind.FLOAT)))
+    grid = np.stack(np.meshgrid(np.linspace(-1, 1, 201), np.linspace(-1, 1, 201)), axis=-1).reshape(-1, 2)
+    top = float(evaluate(net, grid)[:, 0].max())
+    atom = Atom(((0, Fraction(1)),), -Fraction(top + 0.05), Relation.GE)  # (no grid point is near)
+    box = Box((Fraction(-1), Fraction(-1)), (Fraction(1), Fraction(1)))
+    query = query_for(qnet, Property("far", (box,), OutputCondition((Clause((atom,)),))), Arithmetic.REAL)
+    search = _search(query, max_nodes=1000, disable=("attack", "milp"))
+    result = search.run()
+    assert result.status is EngineStatus.SAFE and result.counts["netlevel.nodes"] > 1
+    assert sum(search.closed_share.values()) == pytest.approx(1.0)
 
 
 def test_timeout_counts_the_nodes_the_workers_hold():

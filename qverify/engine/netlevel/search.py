@@ -92,7 +92,9 @@ MILP_SHARE = 0.3  # of the remaining time for one MILP
 STEPPED_MILP_SHARE = 0.8
 STEPPED_MILP_CODES = 3.0  # ... when every open clause's bound is this few output codes short (`within_codes`)
 LP_SHARE = 0.05  # of the remaining time for one LP
-LP_TIME_SHARE = 0.5  # the LPs' and MILPs' share of the search time, at most (`lp_affordable`)
+LP_TIME_SHARE = 0.5  # the LPs' and MILPs' share of the search time, at most (`lp_affordable`) ...
+LP_TIME_SHARE_MAX = 0.9  # ... in low dimensions, while they close more of the region per second
+LP_RATES_AFTER_S = 5.0  # ... once the search has run this long
 LP_HIGH_INPUTS = 256  # high dimensions: no LP/MILP beyond this many inputs (`lp_affordable`)
 ATTACK_SHARE = 0.1  # of the budget for the gradient attack before branch and bound
 ATTACK_SECONDS = 0.2  # high dimensions, before the root's bounds (at most)
@@ -204,6 +206,7 @@ class NodeVerdict:
     abandoned: str = ""
     lead: np.ndarray | None = None  # open: the input (reals) minimising its worst open clause's bound
     region: int = 0
+    by_lp: bool = False  # closed by the LP/MILP (`Search.closed_share`)
 
 
 class Search:
@@ -243,6 +246,9 @@ class Search:
         self.started = time.monotonic()
         self.attack_before = recorder.times.get("netlevel.attack", 0.0)
         self.lp_seconds_before = recorder.times.get("netlevel.lp", 0.0)  # (a recorder may be shared)
+        # low dimensions: the share of the regions the LP/MILP and the bounds (with enumeration)
+        # have closed (`lp_affordable`; in each worker, what it closed itself)
+        self.closed_share = {"lp": 0.0, "bounds": 0.0}
 
     # ------------------------------------------------------------------ results
 
@@ -434,7 +440,12 @@ class Search:
         return BATCH_NODES if not self.high_dimensional and self.forms else 1
 
     def process_batch(self, nodes: list[Node]) -> list[NodeVerdict]:
-        return self.process_many(nodes) if self.batch_size > 1 else [self.process(node) for node in nodes]
+        verdicts = self.process_many(nodes) if self.batch_size > 1 else [self.process(node) for node in nodes]
+        if not self.high_dimensional:
+            for node, verdict in zip(nodes, verdicts):
+                if verdict.closed:  # (an input-split node holds about 2^-depth of its region)
+                    self.closed_share["lp" if verdict.by_lp else "bounds"] += 0.5**node.depth
+        return verdicts
 
     def absorb(self, frontier: Frontier, verdicts: list[NodeVerdict]) -> EngineResult | None:
         """Take processed nodes' verdicts into the frontier: a result when one decides the query."""
@@ -732,6 +743,7 @@ class Search:
             milp = open_relus <= (MILP_OPEN_RELUS if high else self.milp_open_relus)
             verdict, open_clauses = self.by_lp(bounds, xl, xu, open_clauses, region, open_relus, milp)
             if verdict is not None:
+                verdict.by_lp = verdict.closed
                 return verdict
         verdict = self.branch(node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority, scores)
         worst = max((a for _, a in open_clauses if a is not None), key=lambda a: -lower[a], default=None)
@@ -745,17 +757,27 @@ class Search:
         at seconds a call; alpha-beta-CROWN optimises the same relaxation's dual without a solver);
         below it the LP at the root, then at a node while the LPs and MILPs have taken at most
         `LP_TIME_SHARE` of the search's time (under a work budget: at every node). A 16-input
-        convolutional network's MILP decides what its branch and bound takes minutes for; in low
-        dimensions a node's MILP (VNN-COMP 2022's van der Pol net, 24 open ReLUs: 0.3-1 CPU s)
-        can cost what a thousand input-split nodes cost (0.2 ms each there), and without the
-        share the search spent all its time in MILPs: UNKNOWN at 60 s where input splitting alone
-        decides in 0.8 CPU s."""
+        convolutional network's MILP decides what its branch and bound takes minutes for.
+
+        Low dimensions, beyond that share and up to `LP_TIME_SHARE_MAX`, once the search has run
+        `LP_RATES_AFTER_S` (the bounds close boxes late, deep in the tree): while the LP/MILP
+        close the region faster than the bounds do (the share of the region each closed per
+        second of its own). A node's MILP can cost what a thousand input-split nodes cost (VNN-COMP 2022's
+        van der Pol net, 24 open ReLUs: 0.3-1 CPU s against 0.2 ms): with no limit, all of a 60 s
+        search went to MILPs (UNKNOWN) where input splitting alone decides in 0.8 CPU s; yet on
+        ACAS Xu phi2 (3_3, 4_2, real arithmetic) the MILP is what closes nodes, ~93 % of the run."""
         if self.model.n_inputs > LP_HIGH_INPUTS:
             return False
         if node.parent is None or self.options.max_nodes is not None:  # (a work budget: no clock rules)
             return True
         spent = self.rec.times.get("netlevel.lp", 0.0) - self.lp_seconds_before
-        return spent <= LP_TIME_SHARE * (time.monotonic() - self.started)
+        elapsed = time.monotonic() - self.started
+        if spent <= LP_TIME_SHARE * elapsed:
+            return True
+        if self.high_dimensional or spent > LP_TIME_SHARE_MAX * elapsed or elapsed < LP_RATES_AFTER_S:
+            return False
+        closed = self.closed_share
+        return closed["lp"] > 0 and closed["lp"] * (elapsed - spent) >= closed["bounds"] * spent
 
     def confirmer_all(self, node: Node) -> Counterexample | None:
         """Every input of the (small) box, exactly: the first violation, or None (node closed)."""
