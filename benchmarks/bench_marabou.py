@@ -37,7 +37,9 @@ named, and a named one that cannot run is said so, with the reason.
 Results are journaled (JSONL, one line per finished run) in `--out`; `--resume` skips what the
 journal holds, so a long run can be interrupted and continued. The selection:
   --suite NAME (repeatable; default acasxu): acasxu, digits784, digits784x4 (issue 32's frontier),
-      and issue 29's digits28-maxpool, digits28-avgpool, digits32rgb-conv, digits784-sigmoid   --instances phi1-4 | GLOB[,GLOB...]
+      and issue 29's digits28-maxpool, digits28-avgpool, digits32rgb-conv, digits784-sigmoid; issue
+      45's dynamics-boxes and VNN-COMP 2022's reach_prob_density (`benchmarks/vnncomp2022.py
+      extract` first: not committed)   --instances phi1-4 | GLOB[,GLOB...]
   --epsilons E[,E...]: digits784's 10 centres at these radii instead of its instances.csv (issue
       32's frontier at 0.015 and 0.02; the suite's own train.py builds them, VNN-LIB written in --out)
   --limit N (first N)   --sample N (N evenly spaced)   --all (every instance of the suites)
@@ -103,8 +105,12 @@ SUITES = {
         "digits28-avgpool",
         "digits32rgb-conv",
         "digits784-sigmoid",
+        "dynamics-boxes",
     )
 }
+# VNN-COMP 2022's reach_prob_density: no licence stated, so not committed; benchmarks/vnncomp2022.py
+# extracts it from the competition's repository into this (git-ignored) folder
+SUITES["reach_prob_density"] = ROOT / "benchmarks" / "vnncomp2022" / "reach_prob_density" / "instances.csv"
 MODES = {
     "16.16": ("--format", "16.16"),
     "real": ("--float", "--semantics", "real"),
@@ -527,7 +533,8 @@ def int8_models(suite: str) -> dict[Path, Path]:
 def read_instances(suite: str) -> list[Instance]:
     csv_path = SUITES[suite]
     if not csv_path.is_file():
-        raise SystemExit(f"error: {csv_path}: no such file (suite {suite})")
+        hint = " (run benchmarks/vnncomp2022.py extract first)" if "vnncomp2022" in csv_path.parts else ""
+        raise SystemExit(f"error: {csv_path}: no such file (suite {suite}){hint}")
     int8 = int8_models(suite)
     instances = []
     with csv_path.open(newline="") as handle:

@@ -409,6 +409,7 @@ def test_optimised_intermediate_bounds_contain_every_execution(options, rng):
     assert shrunk > 0  # the optimisation did tighten something
 
 
+@pytest.mark.usefixtures("phase_splitting_above_8_inputs")
 def test_relu_splitting_agrees_with_brute_force(rng):
     """More inputs than input splitting takes (ReLU phase splitting, with the root's optimised
     intermediate bounds, the layers after a split bounded again and the parent's atom bounds kept;

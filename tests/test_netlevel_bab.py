@@ -168,6 +168,7 @@ def _decide(query, jobs: int = 1):
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.usefixtures("phase_splitting_above_8_inputs")
 def test_relu_split_verdicts_with_workers_agree_with_brute_force(jobs, rng, monkeypatch):
     """ReLU splitting with split constraints (10 inputs: more than input splitting takes), thresholds
     a few words below the true maximum of Y_0 (UNSAFE) and one word above it (SAFE), the attack
