@@ -6,21 +6,27 @@ model gets a VNN-LIB box property `Y_j >= c` whose threshold lies half an output
 or below (UNSAFE) the largest output code the *simulator* of the variant under test reaches in the
 box, so a verifier that reasons about any other arithmetic is likely to answer wrongly. The truth
 is onnxruntime's, on every input code of the box (a float that quantizes to each code): natively
-(this machine's kernels; with AVX-VNNI they compute the exact ONNX semantics) and, for the x86
-variant, onnxruntime's kernels without AVX-VNNI -- natively on a CPU without it, else under
-`qemu-x86_64 -cpu Haswell` (AVX2, no VNNI; qemu >= 7.2 emulates AVX2).
+(this machine's kernels, which `qverify.quant.ort_kernel`'s probe names: with AVX-VNNI they compute
+the exact ONNX semantics, on AVX2 alone int16 pair saturation) and with the other kind of kernel
+where this machine can run it (`kernel_runner`): onnxruntime's kernels without AVX-VNNI under
+`qemu-x86_64 -cpu Haswell` (AVX2, no VNNI; qemu >= 7.2 emulates AVX2) on a VNNI machine; on an
+AVX2 machine the exact kernels need a VNNI CPU (qemu 7.2 emulates none).
 
-    python benchmarks/bench_int8_oracle.py [--out DIR] [--seeds 6] [--formats int8,int8-x86,16.16,float]
+    python benchmarks/bench_int8_oracle.py [--out DIR] [--seeds 6] [--emulate-avx2]
 
-prints one table: model kind x format x verdicts right against onnxruntime on this CPU and without
-AVX-VNNI, on the same instances per model kind (made for the exact semantics on `--reduce-range`
-models, for `int8-x86` on default ones). `--before DIR` adds the verdicts of an older qverify
-source tree. The test `tests/test_int8_meaning.py` runs the same instances.
+prints one table: model kind x format x verdicts right against onnxruntime on this CPU and on the
+other kind, on the same instances per model kind (made for the exact semantics on `--reduce-range`
+models, for `int8-x86` on default ones, and for the probe's variant with `--format int8-ort`).
+`--emulate-avx2` runs the `int8-ort` row's `qverify verify` under qemu's Haswell model too, so its
+probe finds the AVX2 kernels (the verifier's own processes, engine and gcc, run natively: qemu-user
+does not follow exec), against onnxruntime under the same model. `--before DIR` adds the verdicts of
+an older qverify source tree. The test `tests/test_int8_meaning.py` runs the same instances.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import os
 import shutil
@@ -36,21 +42,24 @@ from qverify.io import load_network, save_network
 from qverify.network import Activation, Dense, Network
 from qverify.quant import ImplementationOptions, Int8Format, Int8Kernel, quantize_network, simulate
 from qverify.quant.calibrate import QuantizeSettings, quantize_with_onnxruntime
-from qverify.quant.x86 import cpu_has_vnni
+from qverify.quant.ort_kernel import ORT_LABEL, probe_kernel
 
 SIZES = (2, 8, 8, 3)
 BOX_WIDTH = 0.3
 QEMU_CPU = "Haswell-noTSX,-pcid,-x2apic,-tsc-deadline,-invpcid"  # AVX2, FMA, F16C; no AVX-512, no VNNI
 _ORT_SCRIPT = """
 import sys, numpy as np, onnxruntime as ort
-x = np.load(sys.argv[1])
+x = np.load(sys.argv[1], allow_pickle=True)
 out = {}
 for index, path in enumerate(sys.argv[3:]):
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    name = session.get_inputs()[0].name
-    out[f"m{index}"] = np.concatenate([session.run(None, {name: row[None]})[0] for row in x[index]])
+    declared = session.get_inputs()[0]
+    shape = [d if isinstance(d, int) and d > 0 else 1 for d in declared.shape]  # batch 1
+    rows = x[index].reshape(-1, *shape[1:])
+    out[f"m{index}"] = np.concatenate([session.run(None, {declared.name: row[None]})[0] for row in rows])
 np.savez(sys.argv[2], **out)
 """
+_PROBE_SCRIPT = "from qverify.quant.ort_kernel import probe_kernel; print(probe_kernel().kernel.value)"
 
 
 def float_mlp(seed: int) -> Network:
@@ -90,13 +99,33 @@ def make_models(directory: Path, seeds) -> list[Models]:
     return made
 
 
-def non_vnni_runner() -> tuple[list[str] | None, str]:
-    """The command prefix that runs Python with onnxruntime's kernels without AVX-VNNI, and how."""
-    if not cpu_has_vnni():
-        return [sys.executable], "natively (this CPU has no AVX-VNNI)"
+def _child_kernel(prefix: list[str]) -> Int8Kernel | None:
+    """The kernel the probe finds in a Python started with `prefix` (None: it failed)."""
+    done = subprocess.run([*prefix, "-c", _PROBE_SCRIPT], capture_output=True, text=True, check=False)
+    return Int8Kernel(done.stdout.strip()) if done.returncode == 0 else None
+
+
+@functools.cache
+def kernel_runner(kernel: Int8Kernel) -> tuple[list[str] | None, str]:
+    """The command prefix that runs Python with onnxruntime summing u8 x s8 products as `kernel` does
+    (the exact sums, or int16 pair saturation), and how; (None, why not) when this machine cannot."""
+    # asked of a child: under qemu-user this process is emulated and its children are not
+    native = _child_kernel([sys.executable])
+    if native is kernel:
+        emulated = native is not probe_kernel().kernel
+        how = "natively (this process runs under an emulator)" if emulated else "natively"
+        return [sys.executable], f"{how}: {Int8Format(kernel=kernel).label}"
+    if kernel is Int8Kernel.EXACT:
+        return None, (
+            "needs a CPU whose onnxruntime sums u8 x s8 products exactly (AVX-VNNI, AVX-512 VNNI or ARM): "
+            "this one saturates int16 pairs, and qemu-user (7.2) emulates no VNNI"
+        )
     qemu = shutil.which("qemu-x86_64")
     if qemu is None:
-        return None, "this CPU has AVX-VNNI and qemu-x86_64 (Debian: qemu-user) is not installed"
+        return None, (
+            "needs an x86 CPU without AVX-VNNI (onnxruntime's pair-saturating kernels): this one has VNNI "
+            "and qemu-x86_64 (Debian: qemu-user), which would emulate one, is not installed"
+        )
     return [qemu, "-cpu", QEMU_CPU, sys.executable], f"under qemu-x86_64 -cpu {QEMU_CPU.split(',')[0]}"
 
 
@@ -108,9 +137,8 @@ def onnxruntime_outputs(prefix: list[str], paths: list[Path], inputs: list[np.nd
         stacked = np.empty(len(inputs), dtype=object)
         stacked[:] = [np.asarray(x, dtype=np.float32) for x in inputs]
         np.save(x_path, stacked, allow_pickle=True)
-        script = _ORT_SCRIPT.replace("np.load(sys.argv[1])", "np.load(sys.argv[1], allow_pickle=True)")
         subprocess.run(
-            [*prefix, "-c", script, str(x_path), str(out_path), *map(str, paths)],
+            [*prefix, "-c", _ORT_SCRIPT, str(x_path), str(out_path), *map(str, paths)],
             check=True,
             stderr=subprocess.DEVNULL if prefix[0] != sys.executable else None,
             env=os.environ | {"OMP_NUM_THREADS": "1"},
@@ -177,7 +205,7 @@ def make_instance(path: Path, variant: str, seed: int) -> Instance:
     most from the other kernel's, and a threshold half an output step beyond (SAFE, even seeds) or
     before (UNSAFE, odd seeds) the variant's extreme output code there."""
     net = load_network(path)
-    kernel = Int8Kernel.X86 if variant == "int8-x86" else Int8Kernel.EXACT
+    kernel = Int8Kernel.X86 if variant == "int8-x86" else Int8Kernel.EXACT  # "" and "int8": exact
     other = Int8Kernel.EXACT if kernel is Int8Kernel.X86 else Int8Kernel.X86
     scored = []
     for order, (a, b, width) in enumerate(_candidate_boxes(net)):
@@ -248,10 +276,24 @@ def verify(
     return done.stdout.split("\n", 1)[0].strip() or f"ERROR {done.stderr.strip()[-200:]}"
 
 
+def _right(verdicts: list[str], truths: list[str] | None) -> str:
+    return "-" if truths is None else f"{sum(v == t for v, t in zip(verdicts, truths))}/{len(verdicts)}"
+
+
+def _shown(verdicts: list[str]) -> str:
+    return " ".join(v[:1] if v in ("SAFE", "UNSAFE") else "?" for v in verdicts)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path(tempfile.mkdtemp(prefix="int8-oracle-")))
     parser.add_argument("--seeds", type=int, default=6)
+    parser.add_argument(
+        "--emulate-avx2",
+        action="store_true",
+        help="also run the int8-ort row's `qverify verify` under qemu's Haswell model (its probe finds the "
+        "AVX2 kernels), against onnxruntime under the same model (slow: minutes)",
+    )
     parser.add_argument(
         "--before",
         type=Path,
@@ -262,17 +304,26 @@ def main() -> int:
     args = parser.parse_args()
     qverify = [sys.executable, "-m", "qverify"]
     models = make_models(args.out, range(args.seeds))
-    prefix, how = non_vnni_runner()
-    print(f"models in {args.out}; onnxruntime without AVX-VNNI: {how}")
-    formats = ["", "int8-x86", "16.16", "float"] + (["before"] if args.before else [])
+    here = probe_kernel()
+    other_kernel = Int8Kernel.EXACT if here.kernel is Int8Kernel.X86 else Int8Kernel.X86
+    other_label = Int8Format(kernel=other_kernel).label
+    prefix, how = kernel_runner(other_kernel)
+    print(f"models in {args.out}; {here.describe()}; onnxruntime's {other_label} kernels: {how}")
+    formats = ["", "int8-x86", ORT_LABEL, "16.16", "float"] + (["before"] if args.before else [])
     print(
-        "| models | --format | right vs onnxruntime (this CPU) | right vs onnxruntime without AVX-VNNI | verdicts |"
+        f"| models | --format | right vs onnxruntime here ({here.label}) | right vs onnxruntime "
+        f"{other_label} | verdicts |"
     )
     print("|---|---|---:|---:|---|")
     kinds = (
         ("--reduce-range", "reduced_path", lambda path, seed: make_instance(path, "", seed)),
         ("--reduce-range, whole domain", "reduced_path", whole_domain_instance),
         ("default", "default_path", lambda path, seed: make_instance(path, "int8-x86", seed)),
+        (
+            f"default, made for {here.label}",
+            "default_path",
+            lambda path, seed: make_instance(path, here.label, seed),
+        ),
     )
     for kind, attribute, build in kinds:
         slug = "".join(c for c in kind if c.isalnum())
@@ -282,7 +333,7 @@ def main() -> int:
         native = [
             truth(i, o) for i, o in zip(instances, onnxruntime_outputs([sys.executable], paths, inputs))
         ]
-        without = (
+        other = (
             [truth(i, o) for i, o in zip(instances, onnxruntime_outputs(prefix, paths, inputs))]
             if prefix
             else None
@@ -300,21 +351,39 @@ def main() -> int:
                     verify(qverify, i, args.out, fmt, tag=f"{fmt or 'default'}-{slug}") for i in instances
                 ]
                 label = fmt or "(none: the model's int8)"
-            right_native = sum(v == t for v, t in zip(verdicts, native))
-            right_without = (
-                "-"
-                if without is None
-                else f"{sum(v == t for v, t in zip(verdicts, without))}/{len(verdicts)}"
-            )
-            shown = " ".join(v[:1] if v in ("SAFE", "UNSAFE") else "?" for v in verdicts)
             print(
-                f"| {kind} | {label} | {right_native}/{len(verdicts)} | {right_without} | {shown} |",
+                f"| {kind} | {label} | {_right(verdicts, native)} | {_right(verdicts, other)} | {_shown(verdicts)} |",
                 flush=True,
             )
         truths = " ".join(t[:1] for t in native)
-        other = "" if without is None else " / without VNNI " + " ".join(t[:1] for t in without)
-        print(f"| {kind} | truth | | | this CPU {truths}{other} |", flush=True)
+        shown_other = "" if other is None else f" / {other_label} " + " ".join(t[:1] for t in other)
+        print(f"| {kind} | truth | | | here {truths}{shown_other} |", flush=True)
+    if args.emulate_avx2:
+        emulated_avx2(models, args.out)
     return 0
+
+
+def emulated_avx2(models: list[Models], directory: Path) -> None:
+    """`qverify verify --format int8-ort` under qemu's Haswell model (the probe runs in the verifying
+    process: it finds the AVX2 kernels) on instances made for int8-x86, against onnxruntime under the
+    same model: what a user on an AVX2 machine gets."""
+    prefix, how = kernel_runner(Int8Kernel.X86)
+    if prefix is None or prefix[0] == sys.executable:
+        print(f"| default, made for int8-x86 | {ORT_LABEL} under emulation | not run: {how} |")
+        return
+    instances = [make_instance(m.default_path, "int8-x86", m.seed) for m in models]
+    inputs = [box_inputs(load_network(i.model), i.lo, i.hi) for i in instances]
+    truths = [
+        truth(i, o)
+        for i, o in zip(instances, onnxruntime_outputs(prefix, [i.model for i in instances], inputs))
+    ]
+    qverify = [*prefix, "-m", "qverify"]
+    verdicts = [verify(qverify, i, directory, ORT_LABEL, timeout=600, tag="ort-emulated") for i in instances]
+    print(
+        f"| default, made for int8-x86 | {ORT_LABEL}, qverify {how} | | {_right(verdicts, truths)} "
+        f"(truth {' '.join(t[:1] for t in truths)}) | {_shown(verdicts)} |",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

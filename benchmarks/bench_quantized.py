@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from qverify.backends import Limits
 from qverify.invariants import IntervalMethod
+from qverify.stage_times import pipeline_seconds
 from qverify.suites import make_executor, read_suite, run_suite
 from qverify.verification import VerifyOptions
 
@@ -69,8 +70,8 @@ def table(entries: list[dict], formats: tuple[str, ...], limit_s: float | None) 
         }
         decided = [r for r in rows if r["status"] in ("SAFE", "UNSAFE")]
         if limit_s is not None:
-            decided = [r for r in decided if r["times_s"].get("total", 0.0) <= limit_s]
-        times = [r["times_s"].get("total", 0.0) for r in decided]
+            decided = [r for r in decided if pipeline_seconds(r["times_s"]) <= limit_s]
+        times = [pipeline_seconds(r["times_s"]) for r in decided]
         share = 100.0 * len(decided) / len(rows) if rows else 0.0
         lines.append(
             f"| {label} | {len(rows)} | {counts['SAFE']} | {counts['UNSAFE']} | {counts['UNKNOWN']} | "

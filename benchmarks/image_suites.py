@@ -94,28 +94,32 @@ def box(centre: np.ndarray, eps: str) -> tuple[np.ndarray, np.ndarray]:
     return np.clip(centre - radius, 0.0, 1.0), np.clip(centre + radius, 0.0, 1.0)
 
 
-def adversarial_index(attack: Attack, centre: np.ndarray, label: int, seed: int) -> int:
-    """The index in RADII of the smallest radius at which `attack` falsifies (binary search: a
+def adversarial_index(
+    attack: Attack, centre: np.ndarray, label: int, seed: int, radii: Sequence[str] = RADII
+) -> int:
+    """The index in `radii` of the smallest radius at which `attack` falsifies (binary search: a
     larger box contains a smaller one, so success is monotone up to the attack's luck)."""
-    low, high = 0, len(RADII) - 1
-    if attack(*box(centre, RADII[high]), label, seed) < 0:
-        raise SystemExit(f"no radius up to {RADII[high]} falsifies the image with label {label}")
+    low, high = 0, len(radii) - 1
+    if attack(*box(centre, radii[high]), label, seed) < 0:
+        raise SystemExit(f"no radius up to {radii[high]} falsifies the image with label {label}")
     while low < high:
         middle = (low + high) // 2
-        if attack(*box(centre, RADII[middle]), label, seed) >= 0:
+        if attack(*box(centre, radii[middle]), label, seed) >= 0:
             high = middle
         else:
             low = middle + 1
     return low
 
 
-def certified_index(bound: Bound, centre: np.ndarray, label: int, below: int) -> int:
-    """The index in RADII (below `below`) of the largest radius at which `bound` proves the margin
-    positive, -1 if none (binary search: a bound is the weaker the larger the box)."""
+def certified_index(
+    bound: Bound, centre: np.ndarray, label: int, below: int, radii: Sequence[str] = RADII
+) -> int:
+    """The index in `radii` (below `below`) of the largest radius at which `bound` proves the
+    margin positive, -1 if none (binary search: a bound is the weaker the larger the box)."""
     low, high = -1, below - 1
     while low < high:
         middle = (low + high + 1) // 2
-        if bound(*box(centre, RADII[middle]), label) > 0:
+        if bound(*box(centre, radii[middle]), label) > 0:
             low = middle
         else:
             high = middle - 1

@@ -90,6 +90,28 @@ def check_file(path: str | Path) -> None:
     FILE_SIZE.check(size / 1e6, str(path))
 
 
+def read_gzip(path: str | Path) -> bytes:
+    """A gzip file's decompressed bytes, at most FILE_SIZE of them: a decompression bomb stops at the
+    limit (InputError) instead of filling memory. The compressed file's own size is checked first.
+
+    :raises InputError: over the limit, or not a gzip file (`path: not a gzip file: ...`).
+    :raises OSError: the file cannot be read (the callers name it in their own words).
+    """
+    import gzip
+    import zlib
+
+    check_file(path)
+    limit = FILE_SIZE.value() * 1_000_000
+    try:
+        with gzip.open(path, "rb") as handle:
+            data = handle.read(limit + 1)
+    except (gzip.BadGzipFile, zlib.error, EOFError) as error:
+        raise InputError(f"{path}: not a gzip file, or a damaged one: {error}") from None
+    if len(data) > limit:
+        raise FILE_SIZE.exceeded(f"{path} (decompressed)")
+    return data
+
+
 def check_literal(text: str, where: str) -> None:
     """A numeric literal's length against LITERAL_LENGTH (exact conversion costs grow with it)."""
     LITERAL_LENGTH.check(len(text), where)

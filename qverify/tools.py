@@ -80,10 +80,12 @@ def _python_package(name: str, purpose: str) -> ToolStatus:
     return ToolStatus(name, True, "python package", version, purpose)
 
 
-def detect_tools(esbmc: ToolStatus) -> list[ToolStatus]:
+def detect_tools(esbmc: ToolStatus, onnxruntime: ToolStatus) -> list[ToolStatus]:
     """Every external tool and solver library qverify can use, in the order the pipeline uses them.
-    `esbmc` is the back end's own report (`backends.esbmc.esbmc_status`: it knows where it looks)."""
+    `esbmc` is the back end's own report (`backends.esbmc.esbmc_status`: it knows where it looks),
+    `onnxruntime` the int8 kernel probe's (`quant.ort_kernel.onnxruntime_status`)."""
     return [
+        onnxruntime,
         _gcc(),
         _framac(),
         _python_package("highspy", "internal engine: LP/MILP; --solver milp (the default) for fixed point"),
@@ -107,7 +109,7 @@ def format_tools(tools: list[ToolStatus]) -> list[str]:
     for tool in tools:
         state = "found  " if tool.found else "missing"
         detail = f"{tool.where}  {tool.version}".strip() if tool.found else ""
-        lines.append(f"{tool.name:10s} {state} {detail}".rstrip() + f"  -- {tool.purpose}")
+        lines.append(f"{tool.name:11s} {state} {detail}".rstrip() + f"  -- {tool.purpose}")
     return lines
 
 

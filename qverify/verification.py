@@ -7,34 +7,29 @@ that says why. Every failure of a stage becomes an ERROR record (suites journal 
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from qverify import __version__
 from qverify.backends import Backend, HarnessJob, InternalBackend, InternalOptions, Limits, Status, Verdict
 from qverify.backends.internal import core_share
 from qverify.codegen import CompiledNetwork, render_harness
 from qverify.codegen.conditions import implementation_box
 from qverify.counterexample import (
-    AdversarialExample,
     ReplayPrograms,
     build_example,
     inputs_from_values,
     replay_candidate,
 )
 from qverify.errors import (
-    EXIT_SAFE,
-    EXIT_UNKNOWN,
-    EXIT_UNSAFE,
-    EXIT_USAGE,
     InputError,
     QverifyError,
 )
@@ -42,17 +37,14 @@ from qverify.invariants import FramacOptions, IntervalMethod, compute_bounds
 from qverify.network import Network
 from qverify.properties import Property
 from qverify.quant import FloatFormat, ImplementationOptions, overflow_warnings, quantize_network
+from qverify.record import VerificationRecord
+from qverify.stage_times import PIPELINE
 
 INVARIANTS_SHARE = 1 / 3  # of the task's timeout, at most, for Frama-C (then the built-in analysis)
 MIN_STAGE_S = 1.0
-
-
-EXIT_BY_STATUS = {
-    Status.SAFE: EXIT_SAFE,
-    Status.UNSAFE: EXIT_UNSAFE,
-    Status.UNKNOWN: EXIT_UNKNOWN,
-    Status.ERROR: EXIT_USAGE,
-}
+# a query the back end decides within this, most small boxes, compiles the counterexample's C only
+# when it is UNSAFE (after the answer: ~0.2 s of wall more then); later, beside the back end
+SPECULATIVE_REPLAY_AFTER_S = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,92 +75,6 @@ def with_core_share(options: VerifyOptions, tasks_in_parallel: int) -> VerifyOpt
     if options.internal.jobs:
         return options
     return replace(options, internal=replace(options.internal, jobs=core_share(tasks_in_parallel)))
-
-
-@dataclass(frozen=True, slots=True)
-class VerificationRecord:
-    """The full result of one verification, as `--json` writes it."""
-
-    name: str
-    network: str
-    network_digest: str
-    property: str
-    implementation: str
-    number_format: str
-    lut_eps: float
-    status: Status
-    reason: str
-    verdict: Verdict | None
-    counterexample: AdversarialExample | None
-    times_s: dict[str, float]
-    peak_memory_mb: float
-    warnings: tuple[str, ...] = ()
-    invariants: str = ""
-    options: str = ""
-    harness: str = ""
-    version: str = __version__
-    origins: Mapping[str, str] = field(default_factory=dict)  # option -> where its value came from
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_BY_STATUS[self.status]
-
-    def summary_line(self) -> str:
-        """`SAFE`, `UNSAFE`, `UNKNOWN: reason`, `ERROR: msg` (what `qverify verify` prints)."""
-        if self.status in (Status.UNKNOWN, Status.ERROR):
-            return f"{self.status.value}: {self.reason}"
-        return self.status.value
-
-    def to_json(self) -> dict:
-        return {
-            "name": self.name,
-            "status": self.status.value,
-            "reason": self.reason,
-            "network": self.network,
-            "network_digest": self.network_digest,
-            "property": self.property,
-            "implementation": self.implementation,
-            "format": self.number_format,
-            "lut_eps": self.lut_eps,
-            "backend": self.verdict.backend if self.verdict else "",
-            "solver": self.verdict.solver if self.verdict else "",
-            "decided_by": self.verdict.decided_by if self.verdict else "",
-            "verdict": self.verdict.to_json() if self.verdict else None,
-            "counterexample": self.counterexample.to_json() if self.counterexample else None,
-            "times_s": self.times_s,
-            "peak_memory_mb": self.peak_memory_mb,
-            "warnings": list(self.warnings),
-            "invariants": self.invariants,
-            "options": self.options,
-            "harness": self.harness,
-            "qverify_version": self.version,
-            "origins": dict(self.origins),
-        }
-
-    @classmethod
-    def from_json(cls, data: dict) -> VerificationRecord:
-        cex = data.get("counterexample")
-        return cls(
-            name=data["name"],
-            network=data["network"],
-            network_digest=data.get("network_digest", ""),
-            property=data["property"],
-            implementation=data["implementation"],
-            number_format=data["format"],
-            lut_eps=float(data.get("lut_eps", 0.0)),
-            status=Status(data["status"]),
-            reason=data.get("reason", ""),
-            verdict=Verdict.from_json(data["verdict"]) if data.get("verdict") else None,
-            counterexample=AdversarialExample.from_json(cex) if cex else None,
-            times_s=dict(data.get("times_s", {})),
-            peak_memory_mb=float(data.get("peak_memory_mb", 0.0)),
-            warnings=tuple(data.get("warnings", [])),
-            invariants=data.get("invariants", ""),
-            options=data.get("options", ""),
-            harness=data.get("harness", ""),
-            version=data.get("qverify_version", ""),
-            origins=dict(data.get("origins", {})),
-        )
 
 
 def check_semantics(options: VerifyOptions, is_float: bool, number: str) -> None:
@@ -269,10 +175,11 @@ def verify_property(
 def _error_record(
     base: dict, implementation: ImplementationOptions, clock: _Stopwatch, error: QverifyError
 ) -> VerificationRecord:
-    clock.times["total"] = round(time.perf_counter() - clock.start, 6)
+    clock.times[PIPELINE] = round(time.perf_counter() - clock.start, 6)
     return VerificationRecord(
         **base,
         number_format=str(implementation.number),
+        format_resolved_from=getattr(implementation.number, "resolved_from", ""),
         lut_eps=0.0,
         status=Status.ERROR,
         reason=str(error),
@@ -305,7 +212,7 @@ def _pipeline(
     started = clock.lap("quantize", started)
     warnings = list(net.notes)
     for box in prop.boxes:
-        warnings += overflow_warnings(qnet, box.lo_array(), box.hi_array())
+        warnings += overflow_warnings(qnet, box.lo_array(), box.hi_array(), verdict=True)
     framac = FramacOptions(timeout_s=max(MIN_STAGE_S, INVARIANTS_SHARE * options.limits.timeout_s))
     bounds = compute_bounds(qnet, prop, options.intervals, framac_options=framac)
     warnings += bounds.warnings
@@ -316,7 +223,8 @@ def _pipeline(
     harness = render_harness(qnet, prop, bounds.bounds).write(workdir / "harness")
     replay = ReplayPrograms(qnet, harness, workdir)
     if core_free():  # the network's replay C is written and gcc compiles both while the back end runs
-        threading.Thread(target=replay.start, name="qverify-replay", daemon=True).start()
+        speculate = functools.partial(replay.start_unless_answered, SPECULATIVE_REPLAY_AFTER_S)
+        threading.Thread(target=speculate, name="qverify-replay", daemon=True).start()
     started = clock.lap("codegen", started)
     try:
         job = HarnessJob(harness, harness.parent, qnet.is_float, qnet.n_inputs)
@@ -338,10 +246,11 @@ def _pipeline(
             started = clock.lap("replay", started)
     finally:
         replay.cancel()
-    clock.times["total"] = round(time.perf_counter() - clock.start, 6)
+    clock.times[PIPELINE] = round(time.perf_counter() - clock.start, 6)
     return VerificationRecord(
         **base,
         number_format=str(qnet.number),
+        format_resolved_from=getattr(qnet.number, "resolved_from", ""),
         lut_eps=qnet.lut_error_bound,
         status=status,
         reason=reason,
@@ -378,7 +287,11 @@ def input_bounds_moved(qnet, prop: Property) -> str:
     """One line when bounds of the input region lie between two values of the implementation's input
     type: the device rounds such a measurement to the nearer (`qverify.quant.inputs`), so the
     inputs verified are that rounding's image of the box (never empty); empty when none moved."""
-    moved = sum(implementation_box(qnet, box).moved for box in prop.boxes)
+    return moved_bounds_note(qnet, sum(implementation_box(qnet, box).moved for box in prop.boxes))
+
+
+def moved_bounds_note(qnet, moved: int) -> str:
+    """`input_bounds_moved`'s line for `moved` bounds (empty when none moved)."""
     if not moved:
         return ""
     what = "input bound lies" if moved == 1 else "input bounds lie"

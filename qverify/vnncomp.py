@@ -26,28 +26,34 @@ Which question is asked (`Semantics`):
 
 An int8 model (QDQ or QOperator) means its int8 arithmetic: that is what the competition's checker
 computes when it replays the ONNX file in onnxruntime, and it is exact integer arithmetic, so `real`
-verifies the model's own int8 computation (the exact ONNX semantics, `--format int8`) and the witness
-gives its dequantized outputs. `quantized` with a float or fixed-point `--format` verifies the
+verifies the model's own int8 computation as this machine's onnxruntime computes it (`--format
+int8-ort`: the exact ONNX semantics with AVX-VNNI, int16 pair saturation on AVX2 alone,
+`qverify.quant.ort_kernel`) and the witness gives its dequantized outputs. `quantized` with a float or fixed-point `--format` verifies the
 model's float view (`qverify.network.float_view`) in that format, as `qverify verify` does.
 """
 
 from __future__ import annotations
 
-import enum
 import math
 import os
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from qverify.backends import InternalOptions, Limits, Status
-from qverify.errors import InputError
+from qverify.cases import verify_cases
+from qverify.errors import InputError, ResourceLimitError
+from qverify.input_limits import reading_within
 from qverify.invariants import IntervalMethod
 from qverify.io import load_network
+from qverify.io.files import format_suffix
 from qverify.network import Network
-from qverify.properties import Property, Units, read_vnnlib, to_normalised
-from qverify.quant import FloatFormat, FloatKind, ImplementationOptions, Int8Format, parse_number_format
-from qverify.verification import VerificationRecord, VerifyOptions, verify_property
+from qverify.properties import Property, PropertyCases, Units, read_vnnlib_cases, to_normalised
+from qverify.quant import FloatFormat, FloatKind, ImplementationOptions, named_format, parse_number_format
+from qverify.quant.ort_kernel import ORT_LABEL
+from qverify.verification import VerificationRecord, VerifyOptions
+from qverify.vocabulary import VnncompSemantics as Semantics
 
 __all__ = [
     "INTERFACE_VERSION",
@@ -66,23 +72,23 @@ STARTUP_S = 3.0  # of the competition's timeout: interpreter start, imports, wri
 RESULTS = ("sat", "unsat", "timeout", "unknown", "error")
 
 
-class Semantics(enum.Enum):
-    REAL = "real"
-    QUANTIZED = "quantized"
-
-
 @dataclass(frozen=True, slots=True)
 class RunnerConfig:
     """What a run verifies: the real-valued network, or an implementation in `number_format`."""
 
     semantics: Semantics = Semantics.REAL
     number_format: str = "16.16"  # quantized only: K.L, float or double
+    engine_jobs: int = (
+        0  # processes of the engine's search (0: every usable core; a category's rows share them)
+    )
 
     def implementation(self, int8_model: bool = False) -> ImplementationOptions:
         """What is verified: the float harness (real semantics), an int8 model's own arithmetic
         (real semantics of an int8 model: module docstring), or the implementation in the format."""
         if self.semantics is Semantics.REAL:
-            return ImplementationOptions(Int8Format() if int8_model else FloatFormat(FloatKind.FLOAT))
+            return ImplementationOptions(
+                named_format(ORT_LABEL) if int8_model else FloatFormat(FloatKind.FLOAT)
+            )
         return ImplementationOptions(parse_number_format(self.number_format))
 
     def verify_options(self, timeout_s: float, int8_model: bool = False) -> VerifyOptions:
@@ -92,7 +98,7 @@ class RunnerConfig:
         return VerifyOptions(
             limits=Limits(timeout_s=timeout_s),
             intervals=IntervalMethod.AUTO,
-            internal=InternalOptions(semantics=semantics),
+            internal=InternalOptions(semantics=semantics, jobs=self.engine_jobs),
         )
 
 
@@ -119,11 +125,13 @@ def check_version(version: str) -> None:
         )
 
 
-def _load(onnx: str | Path, vnnlib: str | Path) -> tuple[Network, Property, bool]:
-    """The network, the property in normalised units, and whether the graph's units are raw."""
+def _load(onnx: str | Path, vnnlib: str | Path) -> tuple[Network, Property | PropertyCases, bool]:
+    """The network, the property (or its cases) in normalised units, and whether the graph's units
+    are raw. The property's declarations are checked against the network as they are read."""
     net = load_network(onnx)
-    raw = Path(onnx).suffix.lower() == ".onnx" and (net.input_norm is not None or net.output_norm is not None)
-    prop = read_vnnlib(vnnlib, units=Units.RAW if raw else Units.NORMALISED)
+    raw = format_suffix(onnx) == ".onnx" and (net.input_norm is not None or net.output_norm is not None)
+    units = Units.RAW if raw else Units.NORMALISED
+    prop = read_vnnlib_cases(vnnlib, units=units, n_inputs=net.n_inputs, n_outputs=net.n_outputs)
     prop.check_against(net.n_inputs, net.n_outputs)
     return net, to_normalised(prop, net), raw
 
@@ -136,7 +144,11 @@ def prepare_instance(onnx: str | Path, vnnlib: str | Path) -> str:
     """
     net, prop, raw = _load(onnx, vnnlib)
     units = "raw (the graph normalises)" if raw else "as the network's"
-    return f"{net.name}: {net.n_inputs} inputs, {net.n_outputs} outputs; {prop.name}: {len(prop.boxes)} box(es); units {units}"
+    shape = f"{len(prop.cases)} cases, " if isinstance(prop, PropertyCases) else ""
+    return (
+        f"{net.name}: {net.n_inputs} inputs, {net.n_outputs} outputs; {prop.name}: {shape}"
+        f"{len(prop.boxes)} box(es); units {units}"
+    )
 
 
 def run_instance(
@@ -148,11 +160,18 @@ def run_instance(
     """
     if not (timeout_s > 0 and math.isfinite(timeout_s)):
         raise InputError(f"the timeout must be a positive number of seconds, got {timeout_s}")
-    net, prop, raw = _load(onnx, vnnlib)
+    started = time.perf_counter()
+    try:
+        with reading_within(max(1.0, timeout_s - STARTUP_S)):  # the time limit holds while reading too
+            net, prop, raw = _load(onnx, vnnlib)
+    except ResourceLimitError as error:
+        word = "timeout" if str(error).startswith("timeout") else "unknown"
+        return InstanceResult(word, None, f"{Status.UNKNOWN.value}: {error}", None)
     int8_model = net.quantization is not None
-    options = config.verify_options(max(1.0, timeout_s - STARTUP_S), int8_model)
+    spent = time.perf_counter() - started  # reading counts: nn4sys files of 10,000 cases take seconds
+    options = config.verify_options(max(1.0, timeout_s - STARTUP_S - spent), int8_model)
     implementation = config.implementation(int8_model)
-    record = verify_property(net, prop, implementation, options, f"{net.name}-{prop.name}")
+    record = verify_cases(net, prop, implementation, options, f"{net.name}-{prop.name}")
     witness = _witness(record, config, net if raw else None)
     return InstanceResult(_result_word(record), witness, record.summary_line(), record)
 
@@ -172,7 +191,7 @@ def _witness(record: VerificationRecord, config: RunnerConfig, raw_net: Network 
     example = record.counterexample
     if record.status is not Status.UNSAFE or example is None:
         return None
-    float_network = config.semantics is Semantics.REAL and record.number_format != Int8Format().label
+    float_network = config.semantics is Semantics.REAL and not record.number_format.startswith("int8")
     outputs = example.outputs_float if float_network else example.outputs_c
     x, y = example.inputs_real, outputs
     if raw_net is not None:

@@ -24,3 +24,4 @@ expect 10 "3. refute: within +-60 levels an adversarial A exists (<8,8>)" \
 echo
 echo "== records: $OUT/vowel-A-L10.json $OUT/vowel-A-L120.json (qverify show $OUT/vowel-A-L120.json)"
 echo "== counterexample image: $OUT/vowel-A-L120.png"
+echo "== qverify is $QV: \`. .venv/bin/activate\` puts it on your PATH, as the README's examples use it"

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted(
     path
     for path in (ROOT / "benchmarks").glob("*.py")
-    if path.stem not in ("image_suites", "training_tools", "conv_training", "deeppoly")
+    if path.stem not in ("image_suites", "training_tools", "conv_training", "deeppoly", "graph_estimates")
 )
 
 

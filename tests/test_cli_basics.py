@@ -71,6 +71,7 @@ def test_info_tools_names_each_tool_and_which_esbmc():
     assert result.returncode == 0, result.stderr
     lines = {line.split()[0]: line for line in result.stdout.splitlines()}
     assert set(lines) == {
+        "onnxruntime",
         "gcc",
         "frama-c",
         "highspy",
@@ -81,6 +82,10 @@ def test_info_tools_names_each_tool_and_which_esbmc():
         "chromium",
     }
     assert " found " in lines["gcc"]
+    # the int8 kernel this machine's onnxruntime runs, as the probe finds it (printed for a CI log's reader)
+    from qverify.quant.ort_kernel import probe_kernel
+
+    assert f"int8-ort = {probe_kernel().label}" in lines["onnxruntime"], lines["onnxruntime"]
     marabou_installed = importlib.util.find_spec("maraboupy") is not None
     assert (" found " in lines["maraboupy"]) == marabou_installed, lines["maraboupy"]
     try:

@@ -215,3 +215,24 @@ def test_a_clean_error_from_the_command_line_process(tmp_path):
     )  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip() == f"error: unknown perturbation family 'fog' (known: {', '.join(KNOWN)})"
+
+
+def test_the_progress_bar_names_the_cell_whose_metrics_run(tmp_path, capsys):
+    """Issue 42: the label named the last cell of a batch of simulated cells while the first ones'
+    bootstraps ran. Each state of the bar: `metrics of CELL` is shown while CELL's metrics run, with
+    the cells before it counted done; the batch's simulation is named with its span of cells."""
+    code = impact(MLP, "--formats", "8.8", "--data", "digits-raw:test", "--samples", "60",
+                  "--families", "salt-pepper,blur", "--grid", "salt-pepper=0.1,0.2", "--grid", "blur=1",
+                  "--resamples", "20", "-o", str(tmp_path))  # fmt: skip
+    assert code == 0
+    states = [part for part in capsys.readouterr().err.replace("\n", "\r").split("\r") if "impact:" in part]
+    cells = ["clean", "salt-pepper 0.1", "salt-pepper 0.2", "blur 1"]
+    shown = {}
+    for state in states:
+        label = re.search(r"metrics of ([^\]]+)\]", state)
+        done = re.search(r"\| (\d+)/4 ", state)
+        if label and done:
+            shown.setdefault(label.group(1).strip(), int(done.group(1)))
+    assert shown == {cell: index for index, cell in enumerate(cells)}, states
+    assert any("perturbing and simulating clean .. blur 1 (4 cells)" in state for state in states)
+    assert any("writing the report (2 plots" in state for state in states)

@@ -171,3 +171,35 @@ def test_open_image_starts_the_viewer(tmp_path, monkeypatch):
             break
         time.sleep(0.02)
     assert marker.read_text().strip() == str(tmp_path / "a.png")
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_an_image_with_channels_shows_them_side_by_side(tmp_path, layout):
+    """A CIFAR-shaped counterexample (3 channels, NCHW or a Keras model's NHWC) is drawn with its
+    channels side by side, every value once, where it used to be refused after the verdict."""
+    from qverify.counterexample.example import AdversarialExample
+    from qverify.counterexample.picture import write_example_png
+
+    planes = np.arange(3 * 6 * 5, dtype=np.float64).reshape(3, 6, 5)  # (C, H, W), distinct values
+    changed = planes.copy()
+    changed[1, 2, 3] += 7.0  # one value of the second channel
+    shape, order = ((3, 6, 5), (0, 1, 2)) if layout == "nchw" else ((6, 5, 3), (1, 2, 0))
+    flat = lambda a: tuple(a.transpose(order).reshape(-1))
+    example = AdversarialExample(
+        inputs_word=flat(changed), inputs_real=flat(changed), inputs_raw=None, outputs_c=(0.0,),
+        outputs_c_word=(0,), outputs_float=(0.0,), violated="clause", float_violates=True,
+        center=flat(planes), image_shape=shape,
+    )  # fmt: skip
+    path = write_example_png(example, tmp_path / "cex.png")
+    side_by_side = (6, 15)
+    scale = panel_scale(side_by_side)
+    array = pixels(path)
+    assert array.shape[1] == 3 * side_by_side[1] * scale + 2 * SEPARATOR_PX
+    difference = blocks(panel(array, 2, side_by_side, scale), side_by_side, scale)
+    changed_at = np.argwhere((difference != NEUTRAL).any(axis=2))
+    assert changed_at.tolist() == [[2, 5 + 3]]  # row 2, second channel's column 3
+    centre = blocks(panel(array, 0, side_by_side, scale), side_by_side, scale)[..., 0].astype(int)
+    expected = np.concatenate(list(planes), axis=1)  # channels side by side
+    assert (np.diff(centre[0, :5]) > 0).all() and (
+        np.argsort(centre.reshape(-1)) == np.argsort(expected.reshape(-1))
+    ).all()

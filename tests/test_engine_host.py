@@ -4,15 +4,28 @@ verdicts, and a task on a warm host answers exactly as on a new one."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
+import signal
+import subprocess
+import sys
+import time
+from fractions import Fraction
 
 import psutil
 import pytest
 
 from qverify.backends import Limits, engine_host
 from qverify.backends.engine_host import HOST_MODULE
+from qverify.codegen import render_harness
+from qverify.invariants import compute_bounds
+from qverify.io import load_network
+from qverify.properties import robustness
+from qverify.quant import FixedFormat, ImplementationOptions, quantize_network
 from qverify.suites import expand, read_suite, run_task
+from tests.conftest import ROOT
 from tests.test_suites_run import OPTIONS, TINY, expected_verdicts
 
 ENDLESS = """int nondet_int(void);
@@ -129,3 +142,56 @@ def test_the_host_runs_blas_on_one_thread_and_keeps_the_commands_environment(no_
         assert environ["QVERIFY_TEST_MARKER"] == "kept"
     finally:
         host.close()
+
+
+_FORKED_HOST = """
+import json, os, sys, time
+from qverify.backends import Limits, engine_host
+
+engine_host.prewarm(one_task=True)  # a fork of this (single-threaded) process, as `qverify verify` has
+host = engine_host.acquire()
+assert isinstance(host.process, engine_host._ForkedHost), type(host.process)
+outcome = host.run([sys.argv[1], "--json"], Limits(120.0, 2048))
+print(json.dumps({"host": host.process.pid, "code": outcome.returncode, "stdout": outcome.stdout}), flush=True)
+time.sleep(600)  # killed by the test
+"""
+
+
+def test_the_host_forked_for_one_task_answers_as_a_new_one_and_dies_with_its_parent(tmp_path, no_hosts):
+    """`qverify verify`'s host is a fork of it (the interpreter and numpy not paid twice): a task
+    answers there exactly as on a host started as a new interpreter, and killing the command with
+    SIGKILL takes the host with it (PR_SET_PDEATHSIG)."""
+    net = load_network(ROOT / "benchmarks" / "tiny" / "relu2.nnet")
+    prop = robustness((Fraction("0.6"), Fraction("0.45")), Fraction("0.15"), 0, net.n_outputs)
+    qnet = quantize_network(net, ImplementationOptions(FixedFormat(8, 8)))
+    harness = render_harness(qnet, prop, compute_bounds(qnet, prop).bounds).write(tmp_path)
+    command = subprocess.Popen(
+        [sys.executable, "-c", _FORKED_HOST, str(harness)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        forked = json.loads(command.stdout.readline())
+        new = engine_host.acquire()
+        expected = new.run([str(harness), "--json"], Limits(120.0, 2048))
+        engine_host.release(new)
+        answer = {k: v for k, v in json.loads(forked["stdout"]).items() if k not in ("times_s", "stats")}
+        assert forked["code"] == expected.returncode
+        assert answer == {
+            k: v for k, v in json.loads(expected.stdout).items() if k not in ("times_s", "stats")
+        }
+        assert psutil.pid_exists(forked["host"])
+        command.send_signal(signal.SIGKILL)
+        command.wait()
+        deadline = time.monotonic() + 10
+        while psutil.pid_exists(forked["host"]) and time.monotonic() < deadline:
+            with contextlib.suppress(psutil.Error):
+                if psutil.Process(forked["host"]).status() == psutil.STATUS_ZOMBIE:
+                    break
+            time.sleep(0.05)
+        gone = (
+            not psutil.pid_exists(forked["host"])
+            or psutil.Process(forked["host"]).status() == psutil.STATUS_ZOMBIE
+        )
+        assert gone, "the forked host outlived its parent"
+    finally:
+        command.kill()
+        command.wait()

@@ -3,7 +3,8 @@ nodes and permutations in every number format.
 
 Each instance is a random tiny graph (2-3 inputs): a residual block (two dense layers and a
 shortcut -- the input itself, or a dense projection -- joined by an addition with a ReLU), two
-branches joined by a concatenation, or a chain of both with an activation node and a permutation.
+branches joined by a concatenation, a chain of both with an activation node and a permutation, or
+ReLU6 layers (MobileNetV2's clamp) whose values cross both kinks.
 Truths come from every input of the box: through the bit-exact simulator for the network level's
 queries, and through the compiled harness (gcc) for the engine's end-to-end verdicts. The network
 level's bounds must contain every simulated execution (with and without a ReLU phase fixed), its
@@ -58,7 +59,7 @@ FIXED = [
 FLOATS = [
     ImplementationOptions(FloatFormat(kind)) for kind in (FloatKind.FLOAT, FloatKind.DOUBLE, FloatKind.HALF)
 ]
-SHAPES = ("residual-identity", "residual-projection", "concat", "mixed")
+SHAPES = ("residual-identity", "residual-projection", "concat", "mixed", "relu6")
 
 
 def _dense(rng: np.random.Generator, n_in: int, n_out: int, activation: Activation, scale: float) -> Dense:
@@ -84,6 +85,15 @@ def random_graph(rng: np.random.Generator, shape: str, n_in: int, scale: float =
         left, right = _dense(rng, n_in, 2, relu, scale), _dense(rng, n_in, 3, relu, scale)
         layers = (left, right, Concat(((2,), (3,))), _dense(rng, 5, 2, identity, scale))
         return Network(layers, name=shape, wiring=((-1,), (-1,), (0, 1), (2,)))
+    if shape == "relu6":  # MobileNetV2's clamp: weights large enough to cross both of its kinks
+        wide = Dense(np.clip(rng.normal(0, 4, (3, n_in)), -7, 7), rng.uniform(-2, 7, 3), Activation.RELU6)
+        layers = (
+            wide,  # (every constant inside <4,4>'s range)
+            _dense(rng, 3, 3, identity, scale),
+            Add((3,), 1, Activation.RELU6),
+            _dense(rng, 3, 2, identity, scale),
+        )
+        return Network(layers, name=shape)
     first = _dense(rng, n_in, 3, identity, scale)
     layers = (
         first,

@@ -19,6 +19,7 @@ import json
 import random
 import resource
 import subprocess
+import sys
 import time
 import zipfile
 from dataclasses import dataclass
@@ -26,9 +27,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from qverify.cli import main
+from qverify.errors import InputError
 from tests.conftest import ROOT
 from tests.test_cli_basics import qverify
 
@@ -796,9 +798,124 @@ def vnncomp_cases() -> list[Case]:
 NEW_COMMAND_CASES = quantize_cases() + diff_cases() + impact_cases() + repair_cases() + vnncomp_cases()
 
 
+# ---------------------------------------------------------------- issue 43's corpus (the 11 cases)
+
+
+def graph_model(nodes, initializers, input_shape, output_shape=None) -> bytes:
+    """A float ONNX model of `nodes` from input x to output y (opset 13)."""
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, input_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, output_shape)],
+        initializers,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+
+
+def one_conv(kernel: np.ndarray, input_shape, **attributes) -> bytes:
+    """Conv (with the attributes) then Flatten: the smallest network around one convolution."""
+    nodes = [
+        helper.make_node("Conv", ["x", "K"], ["c"], **attributes),
+        helper.make_node("Flatten", ["c"], ["y"]),
+    ]
+    return graph_model(nodes, [numpy_helper.from_array(kernel.astype(np.float32), "K")], input_shape)
+
+
+def repeated_name_model() -> bytes:
+    """Gemm x -> c, then `Relu c -> c` (onnxruntime: "Duplicate definition of name"), Gemm c -> y."""
+    weights = numpy_helper.from_array(np.eye(2, dtype=np.float32), "W")
+    bias = numpy_helper.from_array(np.zeros(2, np.float32), "B")
+    nodes = [
+        helper.make_node("Gemm", ["x", "W", "B"], ["c"]),
+        helper.make_node("Relu", ["c"], ["c"]),
+        helper.make_node("Gemm", ["c", "W", "B"], ["y"]),
+    ]
+    return graph_model(nodes, [weights, bias], (1, 2), (1, 2))
+
+
+def declarations(count: int) -> bytes:
+    """A VNN-LIB file declaring `count` inputs (a box on X_0 only, one output bound)."""
+    lines = [f"(declare-const X_{i} Real)" for i in range(count)]
+    lines += ["(declare-const Y_0 Real)", "(assert (>= X_0 0))", "(assert (<= X_0 1))", "(assert (>= Y_0 1))"]
+    return "\n".join(lines).encode()
+
+
+def issue43_cases() -> list[Case]:
+    """Issue 43's hostile corpus: each case exits 2 with one error line naming the node or value
+    (the 300x300 convolution's `info` answers, without a verdict; `--jobs`: test_jobs_are_capped_*;
+    the int8 model with a huge input scale: tests/test_int8_hostile.py)."""
+    sixteen = graph_model(
+        [helper.make_node("MatMul", ["x", "W"], ["y"])],
+        [numpy_helper.from_array(np.ones((16, 1), np.float32), "W")],
+        (1, 16),
+        (1, 1),
+    )
+    variant = suite(f'[variants.int8]\nformat = "int8"\n[variants.int8.networks]\n"{NNET}" = "{NNET}"\n')
+    return [
+        Case(
+            "issue43-conv-0-channels",
+            ("verify", "{dir}/n.onnx", "--center", "0,0,0,0,0,0,0,0,0", "--label", "0", "--eps", "0.1"),
+            (("n.onnx", one_conv(np.zeros((0, 1, 2, 2)), (1, 1, 3, 3))),),
+            phrase="(0, 1, 2, 2)",
+        ),
+        Case(
+            "issue43-conv-1x1-300x300-info",
+            ("info", "{dir}/n.onnx"),
+            (("n.onnx", one_conv(np.ones((1, 1, 1, 1)), (1, 1, 300, 300))),),
+            exit_code=0,
+        ),
+        Case(
+            "issue43-conv-pads-8e10-outputs",
+            ("info", "{dir}/n.onnx"),
+            (("n.onnx", one_conv(np.ones((1, 1, 1, 1)), (1, 1, 3, 3), pads=[141000] * 4)),),
+            phrase="282003",
+        ),
+        Case(
+            "issue43-auto-pad-with-pads",
+            ("info", "{dir}/n.onnx"),
+            (
+                (
+                    "n.onnx",
+                    one_conv(np.ones((1, 1, 2, 2)), (1, 1, 3, 3), auto_pad="SAME_LOWER", pads=[1, 1, 0, 0]),
+                ),
+            ),
+            phrase="auto_pad SAME_LOWER",
+        ),
+        Case(
+            "issue43-repeated-tensor-name",
+            ("verify", "{dir}/n.onnx", "--center", "0,0", "--label", "0", "--eps", "0.1"),
+            (("n.onnx", repeated_name_model()),),
+            phrase="defines 'c'",
+        ),
+        Case(
+            "issue43-vnnlib-1e6-inputs",
+            ("verify", "{dir}/n.onnx", "--property", "{dir}/p.vnnlib", "--timeout", "20"),
+            (("n.onnx", sixteen), ("p.vnnlib", declarations(10**6))),
+            phrase="X_16",
+        ),
+        Case(
+            "issue43-vnncomp-int8-format-float-model",
+            (*VNNCOMP_RUN, "60", "--semantics", "quantized", "--format", "int8-x86"),
+            phrase="no int8 quantization",
+        ),
+        Case(
+            "issue43-suite-int8-variant-float-model",
+            ("suite", "run", "{dir}/suite.toml", "--out", "{dir}/out", "--format", "int8", "--no-progress"),
+            (("suite.toml", variant),),
+            phrase="a float model",
+        ),
+        Case(
+            "issue43-eps-1e999",
+            (*VERIFY[:2], "--center", "0.5,0.5", "--label", "0", "--eps", "1e999"),
+            phrase="1e999",
+        ),
+    ]
+
+
 CASES = (
     cli_option_cases() + nnet_cases() + onnx_cases() + vnnlib_cases() + spec_cases() + suite_cases()
-    + NEW_COMMAND_CASES
+    + NEW_COMMAND_CASES + issue43_cases()
 )  # fmt: skip
 
 
@@ -865,8 +982,10 @@ def test_error_verdicts_say_so_on_stderr(tmp_path):
 
 
 def write_spec(folder: Path, body: str = "") -> Path:
+    """A spec of relu2.nnet; its timeout (and the one the command line gives over it) far above what
+    the query takes, so that a busy machine only makes it slower (the tests check which applies)."""
     path = folder / "s.toml"
-    path.write_bytes(spec('[implementation]\nformat = "16.16"\n[verify]\ntimeout = 30\n' + body))
+    path.write_bytes(spec('[implementation]\nformat = "16.16"\n[verify]\ntimeout = 300\n' + body))
     return path
 
 
@@ -888,13 +1007,13 @@ def test_command_line_overrides_the_spec_and_the_record_says_where_from(tmp_path
         "--format",
         "8.8",
         "--timeout",
-        "7",
+        "600",
         "--json",
         str(record),
     )
     assert result.returncode == 0, result.stderr
     data = json.loads(record.read_text())
-    assert data["format"] == "<8,8>" and "timeout=7-" in data["options"]
+    assert data["format"] == "<8,8>" and "timeout=600-" in data["options"]
     assert data["origins"] == {
         "network": "spec",
         "property": "spec",
@@ -904,7 +1023,7 @@ def test_command_line_overrides_the_spec_and_the_record_says_where_from(tmp_path
     alone = qverify("verify", "--spec", str(spec_path), "--json", str(record))
     assert alone.returncode == 0, alone.stderr
     data = json.loads(record.read_text())
-    assert data["format"] == "<16,16>" and "timeout=30-" in data["options"]
+    assert data["format"] == "<16,16>" and "timeout=300-" in data["options"]
     assert data["origins"] == {"network": "spec", "property": "spec", "format": "spec", "timeout": "spec"}
 
 
@@ -1013,3 +1132,48 @@ def test_limits_are_named_and_overridable(tmp_path, monkeypatch, capsys):
     )
     monkeypatch.setenv("QVERIFY_MAX_LITERAL_CHARS", "bogus")
     check(Case("limit-bogus", built, phrase="QVERIFY_MAX_LITERAL_CHARS"), tmp_path, capsys)
+
+
+def test_the_300x300_convolution_builds_no_dense_matrix(tmp_path):
+    """Issue 43: `info` of a 1x1 convolution on a 300x300 image answers (exit 0, no verdict) without the
+    65 GB dense matrix: reading it builds the taps only (90,000), the matrix is built on first use and
+    refused past the tensor-size limit, and `info` stays under 200 MB in a process of its own."""
+    from qverify.io import load_network
+
+    path = tmp_path / "n.onnx"
+    path.write_bytes(one_conv(np.ones((1, 1, 1, 1)), (1, 1, 300, 300)))
+    layer = load_network(path).layers[0]
+    assert layer._matrix is None and layer.taps().inputs.shape == (90_000, 1)
+    with pytest.raises(InputError, match=r"its dense matrix: shape \[90000, 90000\].*QVERIFY_MAX_TENSOR_MB"):
+        _ = layer.matrix
+    peak = (  # VmHWM: this process's own peak (ru_maxrss would count the forking test process's)
+        "import re, sys\nfrom qverify.cli import main\ncode = main(sys.argv[1:])\n"
+        "status = open('/proc/self/status').read()\n"
+        "print(re.search(r'VmHWM:\\s*(\\d+)', status).group(1), file=sys.stderr)\nsys.exit(code)"
+    )
+    command = [sys.executable, "-c", peak, "info", str(path)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and "conv 1x300x300 -> 1x300x300" in done.stdout, done.stderr
+    assert "UNKNOWN" not in done.stdout and int(done.stderr.split()[-1]) < 200 * 1024, done.stderr
+
+
+def test_jobs_are_capped_at_the_usable_cores_with_a_note(tmp_path, capsys):
+    """Issue 43: `suite run --jobs 10000` runs as many jobs as this process has cores, and says so."""
+    from qverify.backends.internal import usable_cores
+
+    (tmp_path / "suite.toml").write_bytes(suite(""))
+    argv = ("suite", "run", "{dir}/suite.toml", "--out", "{dir}/out", "--jobs", "10000", "--no-progress")
+    code, out, err, _ = run_case(Case("jobs", argv), tmp_path, capsys)
+    assert code == 0 and "SAFE 1" in out, (out, err)
+    assert f"note: --jobs 10000 is more than the {usable_cores()} cores this process may use" in err
+
+
+def test_info_out_of_memory_is_an_error_not_a_verdict(tmp_path, capsys, monkeypatch):
+    """Issue 43: past a raised tensor-size limit, the ~8e10-output convolution's taps do not fit in
+    memory; `info` has no verdict to give, so it says so in one error line (it answered UNKNOWN)."""
+    monkeypatch.setenv("QVERIFY_MAX_TENSOR_MB", str(10**9))
+    files = (("n.onnx", one_conv(np.ones((1, 1, 1, 1)), (1, 1, 3, 3), pads=[141000] * 4)),)
+    code, out, err, _ = run_case(Case("oom", ("info", "{dir}/n.onnx"), files), tmp_path, capsys)
+    assert (
+        code == 2 and out == "" and err == "error: out of memory (a larger input than this machine holds)\n"
+    )

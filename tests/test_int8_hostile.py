@@ -71,6 +71,15 @@ def _huge_input_scale(model):
     _replace(model, "input_scale", np.array(3e38, dtype=np.float32))
 
 
+def _huge_input_scale_consistent(model):
+    """Issue 43: the input scale 3e38 with the bias scales it implies (input scale x weight scale),
+    so that no scale check refuses the model first: the first bias's dequantized values overflow
+    float32 (they used to print numpy's RuntimeWarning lines before an error naming no node)."""
+    scales = {tensor.name: numpy_helper.to_array(tensor) for tensor in model.graph.initializer}
+    _replace(model, "input_scale", np.array(3e38, dtype=np.float32))
+    _replace(model, "B1_quantized_scale", (np.float32(3e38) * scales["W1_scale"]).astype(np.float32))
+
+
 def _tiny_output_scale(model):
     _replace(model, "output_scale", np.array(1e-30, dtype=np.float32))
 
@@ -82,6 +91,7 @@ CORRUPTIONS = {
     "int32-activation-scale": (_int32_scale, "layer1_relu", "int32"),
     "int32-weight-scale": (_int32_weight_scale, "W1_scale", "int32"),
     "huge-input-scale": (_huge_input_scale, "W1_gemm", "3.00000001e+38"),
+    "huge-input-scale-consistent": (_huge_input_scale_consistent, "B1_DequantizeLinear", "e+35"),
 }
 
 

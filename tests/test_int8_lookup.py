@@ -40,6 +40,7 @@ from qverify.quant import ImplementationOptions, Int8Format, RequantMode, quanti
 from qverify.quant.calibrate import QuantFormat, QuantizeSettings, quantize_with_onnxruntime
 from qverify.quant.code_tables import all_codes, lookup_table
 from tests.conftest import budgeted
+from tests.int8_kernels import OTHER, machine_format, oracle, other_format, runner_or_skip
 from tests.test_engine_oracle import seeded_instances
 from tests.test_int8_oracle import (
     _scale,
@@ -107,17 +108,17 @@ def _sigmoid_mlp(seed: int) -> Network:
     )
 
 
-@pytest.mark.parametrize(
-    "quant_format, activations",
-    list(itertools.product([QuantFormat.QOP, QuantFormat.QDQ], [CodeType.INT8, CodeType.UINT8])),
+SIGMOID_CONFIGURATIONS = list(
+    itertools.product([QuantFormat.QOP, QuantFormat.QDQ], [CodeType.INT8, CodeType.UINT8])
 )
-def test_sigmoid_networks_are_bit_exact_against_onnxruntime(tmp_path, quant_format, activations):
-    """A sigmoid MLP quantized by onnxruntime's quantizer (QLinearSigmoid or its QDQ group): the
-    compiled C, the simulator and onnxruntime give the same codes on 4,000 inputs, saturating ones
-    among them; the float view keeps the sigmoid."""
+
+
+def _sigmoid_model(tmp_path: Path, quant_format: QuantFormat, activations: CodeType, n_inputs: int = 4000):
+    """A sigmoid MLP quantized by onnxruntime's quantizer (QLinearSigmoid or its QDQ group), its file
+    and `n_inputs` inputs, saturating ones among them."""
     net = _sigmoid_mlp(3)
     rng = np.random.default_rng(4)
-    path = tmp_path / "q.onnx"
+    path = tmp_path / f"q-{quant_format.name}-{activations.name}.onnx"
     settings = QuantizeSettings(quant_format, False, activations)
     quantized = quantize_with_onnxruntime(net, rng.uniform(0, 1, (200, 4)), settings, path)
     ops = {node.op_type for node in onnx.load(path).graph.node}
@@ -125,17 +126,51 @@ def test_sigmoid_networks_are_bit_exact_against_onnxruntime(tmp_path, quant_form
         quant_format is QuantFormat.QOP
     )
     assert [layer.activation for layer in quantized.layers] == [layer.activation for layer in net.layers]
-    qnet = quantize_network(quantized, ImplementationOptions(Int8Format()))
-    x = rng.uniform(-0.5, 1.5, (4000, 4))
-    x[:500] = rng.choice([-3.0, 0.0, 1.0, 3.0], size=(500, 4))
-    codes = qnet.input_quant.quantize(x)
-    simulated = simulate(qnet, codes).outputs
-    compiled = CompiledNetwork(render_network(qnet), tmp_path / "c", True)
-    assert np.array_equal(compiled.run(codes).outputs, simulated)
+    x = rng.uniform(-0.5, 1.5, (n_inputs, 4))
+    x[: n_inputs // 8] = rng.choice([-3.0, 0.0, 1.0, 3.0], size=(n_inputs // 8, 4))
+    return quantized, path, x
+
+
+def _simulated_outputs(quantized: Network, number: Int8Format, x: np.ndarray) -> np.ndarray:
+    qnet = quantize_network(quantized, ImplementationOptions(number))
+    return qnet.output_quant.dequantize(simulate(qnet, qnet.input_quant.quantize(x)).outputs)
+
+
+@pytest.mark.parametrize("quant_format, activations", SIGMOID_CONFIGURATIONS)
+def test_sigmoid_networks_are_bit_exact_against_onnxruntime(tmp_path, quant_format, activations):
+    """The variant this machine's onnxruntime computes (the probe: int8 with AVX-VNNI, int8-x86 on
+    AVX2 alone): its compiled C, its simulator and onnxruntime give the same codes on 4,000 inputs,
+    saturating ones among them; the other variant's C equals its simulator; the float view keeps
+    the sigmoid."""
+    quantized, path, x = _sigmoid_model(tmp_path, quant_format, activations)
+    for number in (machine_format(), other_format()):
+        qnet = quantize_network(quantized, ImplementationOptions(number))
+        codes = qnet.input_quant.quantize(x)
+        simulated = simulate(qnet, codes).outputs
+        compiled = CompiledNetwork(render_network(qnet), tmp_path / f"c-{number.label}", True)
+        assert np.array_equal(compiled.run(codes).outputs, simulated), number
+        assert len(np.unique(simulated[:, 0])) > 20  # the inputs reach many output codes
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     expected = np.concatenate([session.run(None, {"input": row[None].astype(np.float32)})[0] for row in x])
-    assert np.array_equal(qnet.output_quant.dequantize(simulated), expected)
-    assert len(np.unique(simulated[:, 0])) > 20  # the inputs reach many output codes
+    assert np.array_equal(_simulated_outputs(quantized, machine_format(), x), expected), (
+        machine_format().describe()
+    )
+
+
+def test_sigmoid_networks_are_bit_exact_against_the_other_kind_of_cpu(tmp_path):
+    """The other variant's simulator against onnxruntime running the other kernel (qemu-user's Haswell
+    model on a VNNI machine; a VNNI CPU for an AVX2 one, else skipped saying so), 1,000 inputs per
+    configuration, the four in one process; where pair sums saturate, the variants differ there."""
+    runner = runner_or_skip(OTHER)
+    models = [
+        _sigmoid_model(tmp_path, *configuration, n_inputs=1000) for configuration in SIGMOID_CONFIGURATIONS
+    ]
+    outputs = oracle.onnxruntime_outputs(runner, [path for _, path, _ in models], [x for _, _, x in models])
+    differing = 0
+    for (quantized, _, x), expected in zip(models, outputs):
+        assert np.array_equal(_simulated_outputs(quantized, other_format(), x), expected)
+        differing += int(np.any(_simulated_outputs(quantized, machine_format(), x) != expected, axis=1).sum())
+    assert differing > 0  # the two kernels differ on these models: the check tells them apart
 
 
 def random_sigmoid_network(rng: np.random.Generator) -> Network:

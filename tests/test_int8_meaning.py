@@ -3,9 +3,10 @@
 - its float view keeps the activations its quantization implies (the ReLU onnxruntime's quantizer
   folds into the output zero point), in `info`, `convert` and every float or fixed-point format;
 - `qverify verify` without `--format` verifies its own int8 arithmetic, `--format int8-x86` what
-  onnxruntime computes on x86 CPUs without AVX-VNNI: the 2-8-8-3 oracle of
+  onnxruntime computes on x86 CPUs without AVX-VNNI, `--format int8-ort` what this machine's
+  onnxruntime computes (the probe's variant): the 2-8-8-3 oracle of
   `benchmarks/bench_int8_oracle.py` (truth: onnxruntime on every input code of the box; without
-  AVX-VNNI natively or under `qemu-x86_64 -cpu Haswell`);
+  AVX-VNNI natively or under `qemu-x86_64 -cpu Haswell`, `tests/int8_kernels.py`);
 - the x86 variant's simulator and C are bit-exact against those kernels;
 - float-view verdicts: every counterexample is re-checked in onnxruntime on the float view's ONNX
   file and on the float model, and the verdicts agree with the float model's.
@@ -13,7 +14,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -28,14 +28,9 @@ from qverify.io import load_network
 from qverify.network import Activation, CodeType
 from qverify.quant import ImplementationOptions, Int8Format, Int8Kernel, quantize_network, simulate
 from qverify.quant.calibrate import QuantFormat, QuantizeSettings, quantize_with_onnxruntime
+from qverify.quant.ort_kernel import ORT_LABEL
+from tests.int8_kernels import machine_format, oracle, runner_or_skip
 
-ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location(
-    "bench_int8_oracle", ROOT / "benchmarks" / "bench_int8_oracle.py"
-)
-oracle = importlib.util.module_from_spec(_spec)
-sys.modules["bench_int8_oracle"] = oracle  # dataclasses look their module up
-_spec.loader.exec_module(oracle)
 QVERIFY = [sys.executable, "-m", "qverify"]
 FAST_SEEDS = (2, 5)  # one SAFE and one UNSAFE instance (seed parity), where the two kernels differ
 
@@ -43,13 +38,6 @@ FAST_SEEDS = (2, 5)  # one SAFE and one UNSAFE instance (seed parity), where the
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> list:
     return oracle.make_models(tmp_path_factory.mktemp("int8-oracle"), range(6))
-
-
-def _non_vnni_or_skip() -> list[str]:
-    prefix, how = oracle.non_vnni_runner()
-    if prefix is None:
-        pytest.skip(f"no onnxruntime without AVX-VNNI here: {how}")
-    return prefix
 
 
 def test_info_shows_the_relu_folded_into_the_output_zero_point(models):
@@ -74,21 +62,23 @@ def _oracle(
     models, seeds, attribute: str, fmt: str, runner: list[str], directory: Path
 ) -> list[tuple[str, str]]:
     """(verdict, truth) of each seed's instance (`oracle.make_instance`) for the models' `attribute`;
-    for the x86 variant, checks that the exact kernel would answer some instance wrongly (the
-    instances tell the two apart)."""
+    for a variant made where the kernels differ (int8-x86, and int8-ort: the probe's variant), checks
+    that the other kernel would answer some instance wrongly (the instances tell the two apart)."""
     chosen = [m for m in models if m.seed in seeds]
-    instances = [oracle.make_instance(getattr(m, attribute), fmt, m.seed) for m in chosen]
+    variant = machine_format().label if fmt == ORT_LABEL else fmt
+    instances = [oracle.make_instance(getattr(m, attribute), variant, m.seed) for m in chosen]
     inputs = [oracle.box_inputs(load_network(i.model), i.lo, i.hi) for i in instances]
     outputs = oracle.onnxruntime_outputs(runner, [i.model for i in instances], inputs)
     truths = [oracle.truth(i, o) for i, o in zip(instances, outputs)]
-    if fmt == "int8-x86":
-        exact = [oracle.truth(i, _exact_outputs(i.model, x)) for i, x in zip(instances, inputs)]
-        assert exact != truths, "the instances do not tell the exact kernel from the x86 one"
+    if fmt in ("int8-x86", ORT_LABEL):
+        other = Int8Kernel.EXACT if variant == "int8-x86" else Int8Kernel.X86
+        wrong = [oracle.truth(i, _simulated_outputs(i.model, x, other)) for i, x in zip(instances, inputs)]
+        assert wrong != truths, f"the instances do not tell {variant} from the other kernel"
     return [(oracle.verify(QVERIFY, i, directory, fmt), t) for i, t in zip(instances, truths)]
 
 
-def _exact_outputs(path: Path, x: np.ndarray) -> np.ndarray:
-    qnet = quantize_network(load_network(path), ImplementationOptions(Int8Format()))
+def _simulated_outputs(path: Path, x: np.ndarray, kernel: Int8Kernel) -> np.ndarray:
+    qnet = quantize_network(load_network(path), ImplementationOptions(Int8Format(kernel=kernel)))
     return qnet.output_quant.dequantize(simulate(qnet, qnet.input_quant.quantize(x)).outputs)
 
 
@@ -100,8 +90,17 @@ def test_default_verify_of_reduce_range_models_is_right(models, tmp_path):
     assert {truth for _, truth in results} == {"SAFE", "UNSAFE"}
 
 
+def test_the_machines_variant_of_default_models_is_right_against_its_onnxruntime(models, tmp_path):
+    """`--format int8-ort` on models whose pair sums saturate, on instances made where this machine's
+    kernel differs most from the other (`oracle.make_instance` for the probe's variant): the truth is
+    this machine's onnxruntime, whichever kernel it runs."""
+    results = _oracle(models, FAST_SEEDS, "default_path", ORT_LABEL, [sys.executable], tmp_path)
+    assert [verdict for verdict, _ in results] == [truth for _, truth in results], results
+    assert {truth for _, truth in results} == {"SAFE", "UNSAFE"}
+
+
 def test_x86_variant_of_default_models_is_right_against_kernels_without_vnni(models, tmp_path):
-    runner = _non_vnni_or_skip()
+    runner = runner_or_skip(Int8Kernel.X86)
     results = _oracle(models, FAST_SEEDS, "default_path", "int8-x86", runner, tmp_path)
     assert [verdict for verdict, _ in results] == [truth for _, truth in results], results
 
@@ -111,7 +110,7 @@ def test_the_whole_oracle_is_six_of_six(models, tmp_path):
     seeds = range(6)
     reduced = _oracle(models, seeds, "reduced_path", "", [sys.executable], tmp_path)
     assert [v for v, _ in reduced] == [t for _, t in reduced], reduced
-    runner = _non_vnni_or_skip()
+    runner = runner_or_skip(Int8Kernel.X86)
     x86 = _oracle(models, seeds, "default_path", "int8-x86", runner, tmp_path)
     assert [v for v, _ in x86] == [t for _, t in x86], x86
 
@@ -136,7 +135,7 @@ def _grid() -> np.ndarray:
     ],
 )
 def test_x86_simulator_and_c_are_bit_exact_against_onnxruntime_without_vnni(tmp_path, settings):
-    runner = _non_vnni_or_skip()
+    runner = runner_or_skip(Int8Kernel.X86)
     path = tmp_path / "q.onnx"
     quantized = quantize_with_onnxruntime(
         oracle.float_mlp(5), np.random.default_rng(105).uniform(0, 1, (500, 2)), settings, path

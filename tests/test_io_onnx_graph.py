@@ -128,6 +128,20 @@ def test_pytorch_resnet_basic_blocks(tmp_path):
     assert len(net.layers) == 1 + 2 + 3 + 2 + 1 + 1
 
 
+def test_a_parameter_shared_through_identity_is_read_as_its_initializer(tmp_path):
+    """torch.onnx without constant folding writes `Identity` of an initializer where two modules share
+    one tensor (the zoo's resnet4b: one bias under two names); the alias is a constant of any size,
+    not a node reading no dynamic tensor."""
+    b = _Builder()
+    bias = b.const(RNG.normal(0, 0.1, 70))
+    alias = b.node("Identity", [bias])
+    weights = [b.const(RNG.normal(0, 0.5, (n, 70))) for n in (12, 70)]
+    hidden = b.node("Relu", [b.node("Gemm", ["x", weights[0], bias], transB=0)])
+    hidden = b.node("Gemm", [hidden, weights[1], alias], transB=0)
+    net = _agrees(_model(tmp_path, b.nodes, b.inits, [1, 12], hidden, "shared"))
+    assert len(net.layers) == 2
+
+
 def test_mobilenet_v2_inverted_residual(tmp_path):
     """expand 1x1 - BN - ReLU6, depthwise 3x3 - BN - ReLU6, project 1x1 - BN (linear bottleneck),
     residual Add."""
@@ -251,7 +265,7 @@ def _hostile(tmp_path: Path, kind: str) -> Path:
     [
         ("cycle", "'loop_add' (Add) reads 'c' before any node produces it", InputError),
         ("dangling", "'reads_ghost' (Add) reads 'ghost', which is neither", InputError),
-        ("duplicate", "'again' (Relu) defines 'a', which is already defined", InputError),
+        ("duplicate", "'again' (Relu) defines 'a', already defined by node 'first'", InputError),
         ("concat-shapes", "'bad_concat' (Concat)", InputError),
         ("add-shapes", "'bad_add' (Add) shape mismatch: adds tensors of different shapes", InputError),
     ],

@@ -268,7 +268,8 @@ def test_real_outputs_are_exact(rng):
 
 def test_unsupported_networks_fall_back_with_a_reason(rng):
     """A table that is not a monotone staircase (hand-edited: reversed) is declined with a reason
-    (the scalar path then executes it); the table as designed is decided at network level."""
+    (the scalar path then executes it); the table as designed is decided at network level, and so
+    is ReLU6 (issue 41: `activations.Clamp`), with brute force's verdict."""
     net = random_network(rng, (2, 3, 2), Activation.TANH)
     qnet = quantize_network(net, ImplementationOptions(FixedFormat(8, 8)))
     prop = _threshold_property([0, 0], [Fraction(1, 2)] * 2, 0, Fraction(0), None)
@@ -278,12 +279,15 @@ def test_unsupported_networks_fall_back_with_a_reason(rng):
     result = _decide(query_for(edited, prop))
     assert result.status is EngineStatus.UNKNOWN
     assert result.reason.startswith("netlevel: ") and "tanh table is not monotone" in result.reason
-    # ReLU6 (issue 28) has no relaxation here yet: declined, never read as another activation
     clipped = quantize_network(
         random_network(rng, (2, 3, 2), Activation.RELU6), ImplementationOptions(FixedFormat(8, 8))
     )
-    result = _decide(query_for(clipped, prop))
-    assert result.status is EngineStatus.UNKNOWN and "relu6 activation not supported" in result.reason
+    query = query_for(clipped, prop)
+    result = _decide(query)
+    region = query.regions[0]
+    outputs = simulate(clipped, enumerate_box(clipped, region.lo, region.hi)).outputs
+    truth = any(query.unsafe.violated_clause_exact(clipped.output_reals(row)) != -1 for row in outputs)
+    assert result.status is (EngineStatus.UNSAFE if truth else EngineStatus.SAFE), result.reason
 
 
 @pytest.mark.parametrize("arithmetic", [Arithmetic.IMPLEMENTATION, Arithmetic.REAL])

@@ -7,20 +7,23 @@ import pytest
 
 from qverify.errors import RangeError
 from qverify.io import load_network
-from qverify.network import Activation, apply_activation
+from qverify.network import Activation, Dense, Network, apply_activation
 from qverify.quant import (
     FixedFormat,
     ImplementationOptions,
     Layout,
     Overflow,
+    Rounding,
     implementation_bounds,
     input_box_words,
+    overflow_warnings,
     propose_int_bits,
     quantize_network,
     quantize_real,
     real_bounds,
     simulate,
 )
+from qverify.quant.ranges import OVERFLOW_IN_C, OVERFLOW_IN_VERDICT
 from tests.conftest import ACAS_1_1, ACAS_NNETS, random_network
 
 N_SAMPLES = 10_000
@@ -89,3 +92,24 @@ def test_proposal_for_acas_xu():
     assert "layer 6" in proposal.binding
     with pytest.raises(RangeError, match="no format with 16 fractional bits"):
         propose_int_bits(net, lo, hi, 16)
+
+
+@pytest.mark.parametrize("overflow", list(Overflow))
+def test_the_overflow_warning_says_what_the_c_does_and_that_the_verdict_covers_it(overflow):
+    """Issue 42: printed next to SAFE, the warning said neither what happens on an overflow nor
+    whether SAFE accounts for it. The C saturates, wraps or asserts (models_c/fxp.h), and the
+    verdict is about that C in every mode."""
+    net = Network((Dense(np.array([[7.0, 7.0]]), np.array([0.0]), Activation.IDENTITY),), name="big")
+    qnet = quantize_network(net, ImplementationOptions(FixedFormat(4, 4, Rounding.NEAREST, overflow)))
+    lo, hi = np.zeros(2), np.ones(2)
+    (plain,) = overflow_warnings(qnet, lo, hi)
+    (with_verdict,) = overflow_warnings(qnet, lo, hi, verdict=True)
+    assert plain.startswith("1 neuron can overflow <4,4> by interval bounds over the input box")
+    assert plain.endswith(OVERFLOW_IN_C[overflow]) and "verdict" not in plain
+    assert with_verdict == f"{plain}; {OVERFLOW_IN_VERDICT[overflow]}"
+    expected = {
+        Overflow.SATURATE: "saturation included",
+        Overflow.WRAP: "wrap-around included",
+        Overflow.DETECT: "an overflow is a violation",
+    }
+    assert expected[overflow] in with_verdict

@@ -323,7 +323,7 @@ def test_suite_list_reads_the_suite_files_alone(monkeypatch, capsys):
         raise AssertionError("suite list read a network or a property")
 
     digits = len(read_suite("digits").tasks)
-    monkeypatch.setattr(suite_file, "read_vnnlib", refuse)
+    monkeypatch.setattr(suite_file, "read_vnnlib_cases", refuse)
     monkeypatch.setattr(suite_file, "load_network", refuse)
     assert main(["suite", "list"]) == 0
     rows = {line.split()[0]: line.split()[1:3] for line in capsys.readouterr().out.splitlines()}

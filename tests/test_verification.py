@@ -81,15 +81,39 @@ def test_json_record_fields(tmp_path):
     ):
         assert key in record, key
     assert record["status"] == "UNSAFE" and record["format"] == "<6,10>" and record["backend"] == "internal"
-    stages = {"startup", "imports", "load", "quantize", "invariants", "codegen", "backend", "replay", "total"}
-    stages |= {"backend.startup", "backend.total", "replay.compile", "replay.run", "example"}
+    stages = {
+        "process",
+        "startup",
+        "imports",
+        "load",
+        "quantize",
+        "invariants",
+        "codegen",
+        "backend",
+        "replay",
+    }
+    stages |= {"pipeline", "backend.startup", "backend.total", "replay.compile", "replay.run", "example"}
     assert stages <= set(record["times_s"]), set(record["times_s"])
+    times = record["times_s"]
+    parts = ("quantize", "invariants", "codegen", "backend", "replay")
+    assert times["pipeline"] >= sum(times[stage] for stage in parts) - 1e-3  # the stages it sums
+    before = times["startup"] + times["imports"] + times["load"] + times["pipeline"]
+    assert times["process"] >= before - 0.02  # the whole process: /proc's start time has 10 ms ticks
     cex = record["counterexample"]
     assert len(cex["inputs_word"]) == 2 and all(isinstance(v, int) for v in cex["inputs_word"])
     assert cex["violated"].startswith("unsafe clause")
     shown = qverify("show", str(out))
     assert shown.returncode == 0 and "counterexample" in shown.stdout
     assert "stages: startup" in shown.stdout and "replay" in shown.stdout
+    assert f"time {times['process']:.2f} s (the whole qverify verify process" in shown.stdout
+    # a record written before the times had these names (`total` for `pipeline`, no `process`) still reads
+    old = {key: value for key, value in record.items() if key != "format_resolved_from"}
+    old["times_s"] = {("total" if key == "pipeline" else key): value for key, value in times.items()}
+    del old["times_s"]["process"]
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    shown = qverify("show", str(tmp_path / "old.json"))
+    assert shown.returncode == 0 and f"pipeline {times['pipeline']:.2f} s" in shown.stdout, shown.stdout
+    assert f"time {before:.2f} s (startup + imports + load + pipeline" in shown.stdout, shown.stdout
 
 
 def test_spec_file_and_image(tmp_path):
@@ -129,12 +153,15 @@ def test_replay_confirms_a_violating_input_and_rejects_others(tiny_harness):
 
 
 def test_a_word_length_format_and_records_without_temporary_paths(tmp_path):
-    """`--format 8` as in suites (the split from range analysis over the input domain), and the
-    record's notes name files by their place in the run, not by a deleted temporary folder."""
+    """`--format 8` as in suites (the split from range analysis over the input domain), and a
+    verdict's notes and reason name files by their place in the run, not by the deleted temporary
+    folder (a note of the scalar front end: `harness/harness.c:220: ...`)."""
+    from qverify.backends.base import Status, Verdict
     from qverify.io import write_onnx
+    from qverify.verification import _without_folder
     from tests.test_relu6 import relu6_network
 
-    network = tmp_path / "relu6.onnx"  # (ReLU6 takes the scalar path: its front end's note names the harness)
+    network = tmp_path / "relu6.onnx"
     write_onnx(relu6_network(), network, float32=True)
     out = tmp_path / "r.json"
     result = qverify("verify", str(network), "--center", "0,0,0", "--eps", "0.5", "--label", "0",
@@ -146,7 +173,17 @@ def test_a_word_length_format_and_records_without_temporary_paths(tmp_path):
         and sum(map(int, record["format"][1:-1].split(","))) == 16
     )
     notes = " ".join(record["verdict"]["notes"]) + record["reason"]
-    assert "harness/harness.c" in notes and "/tmp" not in notes and "qverify-" not in notes
+    assert "/tmp" not in notes and "qverify-" not in notes
+    folder = tmp_path / "qverify-run"
+    verdict = Verdict(
+        Status.UNKNOWN,
+        "internal",
+        reason=f"{folder}/harness/harness.c:12: timeout",
+        notes=(f"scalar front end: {folder}/harness/harness.c:220: not recognised",),
+    )
+    portable = _without_folder(verdict, folder)
+    assert portable.reason == "harness/harness.c:12: timeout"
+    assert portable.notes == ("scalar front end: harness/harness.c:220: not recognised",)
 
 
 def test_show_refuses_a_picture_it_cannot_draw(tmp_path):

@@ -100,6 +100,10 @@ def _run_task(request: dict, host: int) -> None:
             target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.dup2(target, fd)
             os.close(target)
+        # a host forked from a process whose sys.stdout/stderr are not its descriptors 1 and 2 (a
+        # command run inside pytest's capture) would print the answer into a copy of that buffer
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - the process ends with os._exit
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
         from qverify.engine import __main__ as engine_command
 
         code = engine_command.main(list(request["argv"]))
@@ -175,11 +179,14 @@ def _wait_for(pid: int, requests: _Requests) -> tuple[int, float] | None:
             os.close(pidfd)
 
 
-def serve() -> int:
-    """Run the tasks of stdin until it ends; one forked process per task, one at a time."""
+def serve(idle_imports: bool = True) -> int:
+    """Run the tasks of stdin until it ends; one forked process per task, one at a time; between
+    them, with `idle_imports`, import `IDLE_IMPORTS` (a host for one task only does not: its task
+    imports what it needs, and nothing else is paid for)."""
     host = os.getpid()
     requests = _Requests()
-    import_while_idle(requests)
+    if idle_imports:
+        import_while_idle(requests)
     while (request := requests.next()) is not None:
         pid = os.fork()
         if pid == 0:
@@ -189,14 +196,20 @@ def serve() -> int:
         if ended is None:
             return 0
         _say(f"ended {pid} {ended[0]} {ended[1]:.6f}")
-        import_while_idle(requests)  # what the first tasks found missing, before the next one
+        if idle_imports:
+            import_while_idle(requests)  # what the first tasks found missing, before the next one
     return 0
 
 
-def main() -> int:
+ONE_TASK = "--one-task"  # the host of a command that runs one task (`qverify verify`): no idle imports
+
+
+def main(one_task: bool | None = None) -> int:
+    """The host: import the engine, say so, serve. `one_task` (default: `--one-task` among the
+    arguments): no idle imports (`serve`)."""
     import_engine()
     _say("ready")
-    return serve()
+    return serve(idle_imports=not (ONE_TASK in sys.argv[1:] if one_task is None else one_task))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qverify.backends.base import Limits
-from qverify.backends.process import run_limited
 from qverify.errors import ToolMissingError
 
 __all__ = [
@@ -131,6 +130,8 @@ def _stamp(executable: str) -> int:
 @functools.lru_cache(maxsize=8)
 def _listed_solvers(executable: str, stamp: int) -> tuple[str, ...]:
     del stamp  # part of the cache key only: a replaced executable is asked again
+    from qverify.backends.process import run_limited  # psutil: only where a solver list is asked
+
     try:
         outcome = run_limited([executable, "--list-solvers"], LIST_LIMITS)
     except (OSError, UnicodeDecodeError):

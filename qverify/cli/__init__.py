@@ -79,7 +79,7 @@ def _start_engine_early(argv: Sequence[str]) -> None:
         return
     from qverify.backends import engine_host
 
-    engine_host.prewarm()
+    engine_host.prewarm(one_task=True)
 
 
 def _asks_version(argv: Sequence[str]) -> bool:
@@ -135,6 +135,14 @@ def _imports_uncollected() -> Iterator[None]:
             gc.enable()
 
 
+VERDICT_COMMANDS = (
+    "verify",
+    "vnncomp",
+    "suite",
+    "sweep",
+)  # their answers are verdicts: out of memory is UNKNOWN
+
+
 def main(argv: list[str] | None = None) -> int:
     mark_main()
     argv = sys.argv[1:] if argv is None else argv
@@ -156,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return error.exit_code
     except MemoryError:  # resource exhaustion is an answer (UNKNOWN), not a bug
+        if args.command not in VERDICT_COMMANDS:  # `info`, `convert`, ...: no verdict to give (issue 43)
+            print("error: out of memory (a larger input than this machine holds)", file=sys.stderr)
+            return EXIT_USAGE
         print("UNKNOWN: memory exhausted", flush=True)
         print("error: out of memory (a larger input than this machine holds)", file=sys.stderr)
         return EXIT_UNKNOWN

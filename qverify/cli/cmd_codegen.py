@@ -6,9 +6,6 @@ import argparse
 
 from qverify.cli.options import add_implementation_options, implementation_from_args
 from qverify.cli.report import warn
-from qverify.codegen import render_network
-from qverify.io import load_network
-from qverify.quant import overflow_warnings, quantize_network
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,6 +19,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from qverify.codegen import render_network
+    from qverify.io import load_network
+    from qverify.quant import overflow_warnings, quantize_network
+
     net = load_network(args.network)
     qnet = quantize_network(net, implementation_from_args(args, net))
     for message in overflow_warnings(qnet, *net.default_input_box()):

@@ -6,9 +6,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from qverify.io import load_network, save_network
-from qverify.network.float_view import float_network
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("convert", help="convert a network between .nnet and .onnx")
@@ -18,6 +15,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from qverify.io import load_network, save_network
+    from qverify.network.float_view import float_network
+
     net = load_network(args.source)
     save_network(float_network(net), args.target)  # (refuses what the target cannot hold: one error line)
     if net.quantization is not None:

@@ -15,10 +15,9 @@ from pathlib import Path
 from qverify.cli.options import non_negative_int, parse_image_shape, positive_int
 from qverify.cli.outputs import add_output_options, prepare_output_folder
 from qverify.cli.pairs import ModelFiles, domain_of, implementation_of, pair_of_floats
-from qverify.data import BUILT_IN
 from qverify.errors import InputError
 from qverify.input_limits import check_tensor
-from qverify.tasks.model import timeout_problem
+from qverify.vocabulary import BUILT_IN
 
 DEFAULT_METHODS = "ga,distortion,random,random-distortion"
 MAX_POPULATION = 100_000  # DiffChaser's and DiverGet's populations are tens; a generation is one batch
@@ -43,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pair.add_argument(
         "--candidate",
         metavar="LABEL[=MODEL]",
-        help="candidate implementation: K.L, half, float, double, int8, int8-x86, int8-tflite, optionally of "
+        help="candidate implementation: K.L, half, float, double, int8, int8-x86, int8-ort, int8-tflite, int8-xnnpack, optionally of "
         "another model file (int8=model.int8.onnx)",
     )
     pair.add_argument(
@@ -206,7 +205,9 @@ def _candidate(args: argparse.Namespace, networks: ModelFiles):
                 "name the candidate: --candidate LABEL[=MODEL] (8.8, half, int8, ...) or --candidate-network MODEL"
             )
         model = networks(args.candidate_network)
-        return implementation_of(model, "int8" if model.quantization is not None else "float")
+        return implementation_of(
+            model, model.quantization.model_format if model.quantization is not None else "float"
+        )
     label, _, model = args.candidate.partition("=")
     return implementation_of(networks(model.strip() or args.candidate_network or args.network), label.strip())
 
@@ -324,6 +325,7 @@ def _check_search_options(args: argparse.Namespace, net) -> None:
 
 def _proof_settings(args: argparse.Namespace):
     from qverify.assurance.diff.proof import ProofSettings
+    from qverify.tasks.model import timeout_problem
 
     if timeout_problem(args.timeout):
         raise InputError(f"--timeout: {timeout_problem(args.timeout)}")

@@ -12,10 +12,6 @@ from qverify.cli.options import (
     property_from_args,
 )
 from qverify.cli.report import warn
-from qverify.codegen import render_harness
-from qverify.invariants import IntervalMethod, compute_bounds
-from qverify.io import load_network
-from qverify.quant import overflow_warnings, quantize_network
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,6 +27,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from qverify.codegen import render_harness
+    from qverify.invariants import IntervalMethod, compute_bounds
+    from qverify.io import load_network
+    from qverify.quant import overflow_warnings, quantize_network
+
     net = load_network(args.network)
     prop = property_from_args(args, net)
     qnet = quantize_network(net, implementation_from_args(args, net))

@@ -5,20 +5,21 @@ data set under each perturbation family at a grid of intensities (docs/impact.md
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from qverify.assurance import Implementation, normalised_inputs
 from qverify.cli.options import non_negative_int, parse_image_shape, positive_int
 from qverify.cli.outputs import add_output_options, prepare_output_folder
 from qverify.cli.pairs import ModelFiles, domain_of, implementation_of
 from qverify.cli.report import warn
-from qverify.data import BUILT_IN, load_dataset
-from qverify.data.transforms import FAMILIES, IMPACT_DEFAULT, PAPER_FAMILIES
 from qverify.errors import InputError
 from qverify.input_limits import check_tensor
+from qverify.vocabulary import BUILT_IN, FAMILY_NAMES, IMPACT_DEFAULT, PAPER_FAMILIES
+
+if TYPE_CHECKING:
+    from qverify.assurance import Implementation
 
 DEFAULT_REFERENCE = "float"
 
@@ -53,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="LABEL[=MODEL]",
-        help="a candidate implementation: int8, int8-x86, int8-tflite, half, float, double, K.L (fixed point), "
+        help="a candidate implementation: int8, int8-x86, int8-ort, int8-tflite, int8-xnnpack, half, float, double, K.L (fixed point), "
         "optionally of another model file (e.g. int8=cnn.int8.onnx); repeatable",
     )
     parser.add_argument(
@@ -78,7 +79,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--families",
         metavar="F1,F2,...",
         help=f"families to study (default: {','.join(IMPACT_DEFAULT)}; 'paper': the paper's four; 'all'); "
-        f"known: {', '.join(FAMILIES)}",
+        f"known: {', '.join(FAMILY_NAMES)}",
     )
     parser.add_argument(
         "--grid",
@@ -123,6 +124,8 @@ def _grids(entries: list[str]) -> dict[str, list[float]]:
 
 
 def _family_names(text: str | None, has_image: bool) -> list[str]:
+    from qverify.data.transforms import FAMILIES
+
     if text is None:
         names = list(IMPACT_DEFAULT)
         if not has_image:
@@ -131,7 +134,7 @@ def _family_names(text: str | None, has_image: bool) -> list[str]:
             names = [name for name in names if not FAMILIES[name].spatial]
         return names
     if text == "all":
-        return list(FAMILIES)
+        return list(FAMILY_NAMES)
     if text == "paper":
         return list(PAPER_FAMILIES)
     return [name.strip() for name in text.split(",") if name.strip()]
@@ -148,7 +151,8 @@ def _candidates(args: argparse.Namespace, networks: ModelFiles) -> list[Implemen
                 "name the candidate implementation: --candidate LABEL[=MODEL] (int8, half, 8.8, ...), "
                 "--formats L1,L2,... or --candidate-network MODEL"
             )
-        entries = ["int8" if networks(args.candidate_network).quantization is not None else "float"]
+        quantization = networks(args.candidate_network).quantization
+        entries = [quantization.model_format if quantization is not None else "float"]
     specs = []
     for entry in entries:
         label, _, model = entry.strip().partition("=")
@@ -168,6 +172,8 @@ def _candidates(args: argparse.Namespace, networks: ModelFiles) -> list[Implemen
 def _check_normalisations(reference: Implementation, candidates: list[Implementation]) -> None:
     """Inputs are normalised with the reference network's normalisation and every implementation
     runs its core; say so when a candidate's model carries a different normalisation."""
+    import numpy as np
+
     ref = reference.network.input_norm
     for candidate in candidates:
         norm = candidate.network.input_norm
@@ -183,7 +189,8 @@ def _check_normalisations(reference: Implementation, candidates: list[Implementa
 
 
 def run(args: argparse.Namespace) -> int:
-    # here, not at the top: scikit-learn and scipy would slow every `qverify` start-up
+    # here, not at the top: numpy, scikit-learn and scipy would slow `qverify impact --help`
+    from qverify.assurance import normalised_inputs
     from qverify.assurance.impact import (
         OUTPUTS,
         StudySettings,
@@ -194,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
         write_report,
     )
     from qverify.assurance.impact.tables import SHORT_HEADER, aligned, rows, summary_cells
+    from qverify.data import load_dataset
 
     networks = ModelFiles()
     net = networks(args.network)
@@ -218,6 +226,11 @@ def run(args: argparse.Namespace) -> int:
     study = run_study(
         reference, candidates, data, canvas, grids, settings, lambda x: normalised_inputs(net, x)
     )
+    if not args.no_progress:  # the plots take seconds more after the bar's last cell
+        print(
+            f"impact: writing the report ({len(grids)} plots, report.md, report.html) in {out}",
+            file=sys.stderr,
+        )
     written = write_report(study, out)
     names = ", ".join(f"{c.label} ({c.network.name})" for c in candidates)
     print(

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from qverify.errors import InputError, RangeError
-from qverify.io import load_network
-from qverify.network import Network
-from qverify.network.float_view import describe_implied
-from qverify.quant import IntBitsProposal, propose_int_bits, real_bounds
-from qverify.quant.fixed import MAX_WORD_BITS
+from qverify.vocabulary import MAX_WORD_BITS
+
+if TYPE_CHECKING:  # the network and the analyses: imported when the command runs, not for --help
+    from qverify.network import Network
+    from qverify.quant import IntBitsProposal
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,7 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--tools",
         action="store_true",
-        help="list the external tools qverify finds (gcc, frama-c, esbmc and which one, solvers, chromium)",
+        help="list the external tools qverify finds (onnxruntime and which int8 kernel it runs here, gcc, "
+        "frama-c, esbmc and which one, solvers, chromium)",
     )
     parser.add_argument(
         "--ranges",
@@ -71,7 +73,13 @@ def _layer_line(index: int, layer, quant, reads: str = "") -> str:
             f"biases [{_fmt(layer.bias.min())}, {_fmt(layer.bias.max())}]"
         )
     if quant is not None:
+        from qverify.network.float_view import describe_implied
+
         text += f"\n      int8: output {quant.output.describe()}"
+        joined = getattr(quant, "inputs", None)
+        if joined is not None:
+            text += f", inputs {'; '.join(q.describe() for q in joined)}"
+            text += " (onnxruntime runs it unfused, in float32)" if quant.float_path else ""
         scales = getattr(quant, "weight_scales", None)
         if scales is not None:
             kind = "per channel" if scales.size > 1 else "per tensor"
@@ -119,6 +127,8 @@ def describe_network(net: Network) -> list[str]:
 
 
 def describe_ranges(net: Network, frac_bits: int) -> list[str]:
+    from qverify.quant import propose_int_bits, real_bounds
+
     lo, hi = net.default_input_box()
     lines = [
         "input domain (normalised): " + " ".join(f"[{_fmt(a)}, {_fmt(b)}]" for a, b in zip(lo, hi)),
@@ -148,6 +158,8 @@ def describe_ranges(net: Network, frac_bits: int) -> list[str]:
 
 def _widest_fitting(net: Network, lo, hi, frac_bits: int) -> IntBitsProposal | None:
     """The proposal with the most fractional bits below `frac_bits` that fits a 32-bit word."""
+    from qverify.quant import propose_int_bits
+
     for fewer in range(frac_bits - 1, -1, -1):
         try:
             return propose_int_bits(net, lo, hi, fewer)
@@ -159,13 +171,16 @@ def _widest_fitting(net: Network, lo, hi, frac_bits: int) -> IntBitsProposal | N
 def run(args: argparse.Namespace) -> int:
     if args.tools:
         from qverify.backends.esbmc import esbmc_status
+        from qverify.quant.ort_kernel import onnxruntime_status
         from qverify.tools import detect_tools, format_tools
 
-        print("\n".join(format_tools(detect_tools(esbmc_status()))))
+        print("\n".join(format_tools(detect_tools(esbmc_status(), onnxruntime_status()))))
         if args.network is None:
             return 0
     if args.network is None:
         raise InputError("give a network (qverify info NET) or --tools")
+    from qverify.io import load_network
+
     net = load_network(args.network)
     lines = describe_network(net)
     if args.ranges:

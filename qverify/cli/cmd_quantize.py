@@ -6,23 +6,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from qverify.cli.options import non_negative_int, positive_int
-from qverify.data import BUILT_IN, load_dataset
 from qverify.errors import InputError
-from qverify.input_limits import check_tensor
-from qverify.io import load_network
-from qverify.network import CodeType, evaluate_core
-from qverify.quant import ImplementationOptions, Int8Format, Int8Kernel, quantize_network, simulate
-from qverify.quant.calibrate import (
-    QuantFormat,
-    QuantizeSettings,
-    pair_saturation_risk,
-    quantize_with_onnxruntime,
-    uniform_samples,
-)
+from qverify.vocabulary import BUILT_IN, CodeType, QuantFormat
+
+if TYPE_CHECKING:
+    import numpy as np
 
 UNIFORM = "uniform"
 
@@ -49,9 +40,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--format",
         choices=[f.value for f in QuantFormat],
-        default=QuantFormat.QDQ.value,
-        help="QDQ (QuantizeLinear/DequantizeLinear around float operators; default) or "
-        "QOperator (QLinearConv, QGemm)",
+        default=None,
+        help="QDQ (QuantizeLinear/DequantizeLinear around float operators; the default for a chain of "
+        "layers) or QOperator (QLinearConv, QGemm, QLinearAdd; the default for a graph, whose QDQ forks "
+        "onnxruntime runs in float32)",
     )
     parser.add_argument("--per-channel", action="store_true", help="one weight scale per output channel")
     parser.add_argument(
@@ -78,6 +70,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _calibration(args: argparse.Namespace, net) -> tuple[np.ndarray, np.ndarray | None, str]:
     """Normalised calibration inputs, their labels (if any) and a description."""
+    from qverify.data import load_dataset
+    from qverify.input_limits import check_tensor
+    from qverify.quant.calibrate import uniform_samples
+
     if args.calibration == UNIFORM:
         check_tensor((args.samples, net.n_inputs), 8, "--samples")
         return (
@@ -98,6 +94,8 @@ def _calibration(args: argparse.Namespace, net) -> tuple[np.ndarray, np.ndarray 
 def _check_float32(x: np.ndarray, name: str) -> None:
     """The float model computes in float32: a calibration value beyond its range would give the
     quantizer infinite ranges and made-up scales (onnxruntime does not refuse them)."""
+    import numpy as np
+
     beyond = np.abs(x) > np.finfo(np.float32).max
     if beyond.any():
         sample, feature = (int(v) for v in np.argwhere(beyond)[0])
@@ -113,14 +111,27 @@ def _check_output(path: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from qverify.io import load_network
+    from qverify.network import evaluate_core
+    from qverify.quant import ImplementationOptions, Int8Format, Int8Kernel, quantize_network, simulate
+    from qverify.quant.calibrate import QuantizeSettings, pair_saturation_risk, quantize_with_onnxruntime
+
     _check_output(args.output)
     net = load_network(args.network)
     if net.quantization is not None:
         raise InputError(f"{args.network} is already quantized")
     x, labels, description = _calibration(args, net)
-    settings = QuantizeSettings(
-        QuantFormat(args.format), args.per_channel, CodeType(args.activations), args.reduce_range
+    quant_format = (
+        QuantFormat(args.format) if args.format else QuantFormat.QDQ if net.is_chain else QuantFormat.QOP
     )
+    if args.format is None and not net.is_chain:
+        print(
+            "note: a graph is written in the QOperator format: onnxruntime runs the float operators of a QDQ "
+            "graph's forks unfused, in float32 (qverify.io.onnx_fusion)"
+        )
+    settings = QuantizeSettings(quant_format, args.per_channel, CodeType(args.activations), args.reduce_range)
     quantized = quantize_with_onnxruntime(net, x, settings, args.output)
     qnet = quantize_network(quantized, ImplementationOptions(Int8Format()))
     print(f"wrote {args.output}: {quantized.quantization.describe()}; calibrated on {description}")
@@ -150,6 +161,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _span(values: np.ndarray) -> str:
+    import numpy as np
+
     values = np.asarray(values)
     if values.size == 1:
         return f"{float(values[0]):.6g}"

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from qverify.assurance import make_implementation, normalised_inputs
 from qverify.cli.options import (
     add_implementation_options,
     add_verify_options,
@@ -18,11 +18,12 @@ from qverify.cli.options import (
 )
 from qverify.cli.outputs import add_output_options, prepare_output_folder
 from qverify.cli.report import warn
-from qverify.data import BUILT_IN, load_dataset
-from qverify.data.datasets import Dataset
 from qverify.errors import InputError
-from qverify.io import load_network
-from qverify.network import Network
+from qverify.vocabulary import BUILT_IN
+
+if TYPE_CHECKING:
+    from qverify.data.datasets import Dataset
+    from qverify.network import Network
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -125,6 +126,8 @@ def _validation_spec(args: argparse.Namespace) -> str:
 
 
 def _labelled(spec: str, net: Network, what: str) -> Dataset:
+    from qverify.data import load_dataset
+
     data = load_dataset(spec)
     data.check_inputs(net.n_inputs, f"the network {net.name}")
     data.check_labels(net.n_outputs, f"the network {net.name}")
@@ -134,12 +137,15 @@ def _labelled(spec: str, net: Network, what: str) -> Dataset:
 
 
 def run(args: argparse.Namespace) -> int:
-    # here, not at the top: the solvers and scikit-learn would slow every `qverify` start-up
+    # here, not at the top: numpy, the solvers and scikit-learn would slow `qverify repair --help`
+    from qverify.assurance import make_implementation, normalised_inputs
     from qverify.assurance.repair import files, report
     from qverify.assurance.repair.metrics import METRICS, RANDOM
     from qverify.assurance.repair.repair import RepairSettings, prepare_study, run_repair
     from qverify.assurance.repair.reverify import load_properties, reverify
     from qverify.assurance.repair.target import check_format_supported, make_target
+    from qverify.io import load_network
+    from qverify.network.align import align_nodes
     from qverify.suites.journal import Journal
 
     if args.format is None:
@@ -163,7 +169,8 @@ def run(args: argparse.Namespace) -> int:
         seed=args.random_seed,
     )
     net = load_network(args.network)
-    quantized_net = load_network(args.quantized) if args.quantized else net
+    # (the quantized export may list the graph's nodes in another topological order)
+    quantized_net = align_nodes(load_network(args.quantized), net) if args.quantized else net
     verify_options = verify_options_from_args(args, None, net.image_shape) if args.properties else None
     properties = load_properties(args.properties, net.n_inputs, net.n_outputs) if args.properties else []
     implementation = make_implementation(quantized_net, args.format, options)

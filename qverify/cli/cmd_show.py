@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from qverify.cli.report import describe_example, describe_times
-from qverify.counterexample.image import open_image
-from qverify.counterexample.picture import write_example_png
+from qverify.cli.report import describe_example, describe_time, describe_times
 from qverify.errors import InputError
-from qverify.verification import VerificationRecord
+
+if TYPE_CHECKING:
+    from qverify.verification import VerificationRecord
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,6 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def read_record(path: Path) -> VerificationRecord:
+    from qverify.record import VerificationRecord
+
     try:
         return VerificationRecord.from_json(json.loads(path.read_text()))
     except FileNotFoundError:
@@ -37,14 +40,20 @@ def run(args: argparse.Namespace) -> int:
     record = read_record(path)
     print(f"{record.name}: {record.summary_line()}")
     print(f"  network {record.network} (sha256:{record.network_digest}), property {record.property}")
-    print(f"  implementation {record.implementation}, LUT error bound {record.lut_eps:.3g}")
+    resolved = (
+        f" ({record.format_resolved_from} on the machine that verified it)"
+        if record.format_resolved_from
+        else ""
+    )
+    print(
+        f"  format {record.number_format}{resolved}, implementation {record.implementation}, LUT error bound {record.lut_eps:.3g}"
+    )
     if record.verdict is not None:
         print(
             f"  back end {record.verdict.backend} ({record.verdict.solver}), decided by {record.verdict.decided_by}"
         )
-    total = record.times_s.get("total")
-    if total is not None:
-        print(f"  time {total:.2f} s, peak memory {record.peak_memory_mb:.0f} MB")
+    if record.times_s:
+        print(f"  {describe_time(record.times_s)}, peak memory {record.peak_memory_mb:.0f} MB")
         print(f"  {describe_times(record.times_s)}")
     example = record.counterexample
     if example is not None:
@@ -59,6 +68,9 @@ def run(args: argparse.Namespace) -> int:
                 "to record one)"
             )
         return 0
+    from qverify.counterexample.image import open_image  # Pillow: only for a picture
+    from qverify.counterexample.picture import write_example_png
+
     png = write_example_png(
         example, Path(args.png) if args.png else path.with_suffix(".png"), title=record.name
     )

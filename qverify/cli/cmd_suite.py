@@ -7,15 +7,12 @@ from pathlib import Path
 
 from qverify.cli.options import (
     add_verify_options,
+    capped_jobs,
     positive_int,
     read_suite_within_limits,
     verify_options_from_args,
 )
 from qverify.errors import EXIT_CODES_HELP
-from qverify.quant import FloatFormat, parse_number_format, word_length
-from qverify.suites import make_executor, run_suite
-from qverify.suites.suite_file import BENCHMARKS, list_suite
-from qverify.verification import check_semantics, with_core_share
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -56,6 +53,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from qverify.quant import FloatFormat, parse_number_format, word_length
+    from qverify.suites import make_executor, run_suite
+    from qverify.verification import check_semantics, with_core_share
+
+    if args.executor == "local" or args.scheduler is None:  # processes on this machine
+        args.jobs = capped_jobs(args.jobs)
     suite = read_suite_within_limits(args)
     formats = (
         tuple(suite.check_format(f, "--format") for f in args.formats) if args.formats else suite.formats
@@ -64,6 +67,7 @@ def run_command(args: argparse.Namespace) -> int:
         verify_options_from_args(_with_default_timeout(args, suite.timeout_s)), args.jobs
     )
     for label in formats:  # before any task runs, not as one ERROR record per task
+        suite.check_usable(label)
         number = suite.number_label(label)
         is_float = word_length(number) is None and isinstance(parse_number_format(number), FloatFormat)
         check_semantics(options, is_float, f"format {label}")
@@ -98,6 +102,8 @@ def _with_default_timeout(args: argparse.Namespace, suite_timeout: float) -> arg
 
 
 def list_command(args: argparse.Namespace) -> int:
+    from qverify.suites.suite_file import BENCHMARKS, list_suite
+
     suites = [list_suite(path) for path in sorted(BENCHMARKS.glob("*/suite.toml"))]
     width = max((len(suite.name) for suite in suites), default=0)
     for suite in suites:

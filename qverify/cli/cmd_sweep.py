@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import re
+from typing import TYPE_CHECKING
 
 from qverify.cli.options import (
     add_implementation_options,
     add_property_options,
     add_verify_options,
+    capped_jobs,
     implementation_from_args,
     positive_int,
     property_from_args,
@@ -16,10 +18,10 @@ from qverify.cli.options import (
     verify_options_from_args,
 )
 from qverify.errors import InputError
-from qverify.io import load_network
-from qverify.suites import make_executor
-from qverify.suites.sweep import FRAC_POLICIES, SweepResult, run_sweep, sweep_specs
-from qverify.verification import check_semantics, with_core_share
+from qverify.vocabulary import FRAC_POLICIES
+
+if TYPE_CHECKING:
+    from qverify.suites.sweep import SweepResult
 
 _RANGE = re.compile(r"^(\d+)\.\.(\d+)(?::(\d+))?$")  # example: "6..32", "8..32:4"
 
@@ -56,6 +58,10 @@ def parse_bits(text: str) -> range:
 
 
 def _jobs(args: argparse.Namespace, widths: range):
+    from qverify.io import load_network
+    from qverify.suites.sweep import sweep_specs
+    from qverify.verification import check_semantics, with_core_share
+
     implementation = implementation_from_args(args)
     options = with_core_share(verify_options_from_args(args), args.jobs)
     check_semantics(options, False, "a sweep over fixed-point word lengths")
@@ -80,7 +86,7 @@ def _jobs(args: argparse.Namespace, widths: range):
     if args.network is None:
         raise InputError("give a network with --property (or --suite NAME)")
     net = load_network(args.network)
-    prop = property_from_args(args, net)
+    prop = property_from_args(args, net, cases=True)
     return [
         (
             prop.name,
@@ -113,11 +119,15 @@ def render(result: SweepResult) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    args.jobs = capped_jobs(args.jobs)
     widths = parse_bits(args.bits)
     jobs = [(name, int_bits, specs) for name, int_bits, specs in _jobs(args, widths)]
     for name, _, specs in jobs:
         if not specs:
             raise InputError(f"{name}: no width in {args.bits} exceeds the integer bits the network needs")
+    from qverify.suites import make_executor
+    from qverify.suites.sweep import run_sweep
+
     results = run_sweep(jobs, make_executor("local", args.jobs))
     for result in results:
         print("\n".join(render(result)))

@@ -14,12 +14,14 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from qverify.backends import Status
 from qverify.cli.options import (
     add_implementation_options,
     add_property_options,
     add_verify_options,
+    capped_jobs,
     given_options,
     options_from_args,
     parse_image_shape,
@@ -27,13 +29,14 @@ from qverify.cli.options import (
     property_from_args,
 )
 from qverify.cli.report import StageTicker, describe_example, say_kernel, warn
-from qverify.cli.startup import startup_times
+from qverify.cli.startup import process_seconds, startup_times
 from qverify.errors import EXIT_CODES_HELP, EXIT_UNKNOWN, InputError, ResourceLimitError
 from qverify.input_limits import reading_within
-from qverify.io import load_network
-from qverify.tasks import Origin, check_same_network, float_view_note, for_network, read_spec
-from qverify.tasks.model import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
-from qverify.verification import VerificationRecord, verify_property
+from qverify.stage_times import PROCESS
+from qverify.vocabulary import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from qverify.record import VerificationRecord
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -66,15 +69,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _from_spec(args: argparse.Namespace):
     """The spec's task with the command line on top: flags override the spec's options, a property
     given by flags replaces the spec's, and a network named on both must be the same file."""
+    from qverify.io import load_network
+    from qverify.tasks import Origin, check_same_network, for_network, read_spec
+
     spec = read_spec(args.spec)
     if args.network is not None:
         check_same_network(args.network, spec.network_path, args.spec)
     net = load_network(spec.network_path)
-    resolved = for_network(options_from_args(args, (Origin.SPEC, spec.given)), net.quantization is not None)
+    resolved = for_network(
+        options_from_args(args, (Origin.SPEC, spec.given)), net.quantization is not None, _model_format(net)
+    )
     origins = {"network": Origin.SPEC.value, "property": Origin.SPEC.value} | resolved.given()
     prop = spec.property
     if args.property is not None or args.center is not None:
-        prop = property_from_args(args, net)
+        prop = property_from_args(args, net, cases=True)
         origins["property"] = Origin.COMMAND_LINE.value
     shape = parse_image_shape(args.image_shape, net.n_inputs) or spec.image_shape
     options = resolved.options.verify_options(Path(args.keep) if args.keep else None, shape)
@@ -82,13 +90,21 @@ def _from_spec(args: argparse.Namespace):
     return net, prop, resolved.options.implementation_for(net), options, spec.name, origins
 
 
+def _model_format(net) -> str:
+    """An int8 model's own format: `int8-tflite` for a TFLite file, `int8` for an ONNX one."""
+    return net.quantization.model_format if net.quantization is not None else "int8"
+
+
 def _from_flags(args: argparse.Namespace):
+    from qverify.io import load_network
+    from qverify.tasks import Origin, for_network
+
     if args.network is None:
         raise InputError("give a network (NET --property P) or --spec FILE")
     net = load_network(args.network)
-    prop = property_from_args(args, net)
+    prop = property_from_args(args, net, cases=True)
     shape = parse_image_shape(args.image_shape, net.n_inputs) or net.image_shape
-    resolved = for_network(options_from_args(args), net.quantization is not None)
+    resolved = for_network(options_from_args(args), net.quantization is not None, _model_format(net))
     options = resolved.options.verify_options(Path(args.keep) if args.keep else None, shape)
     origins = {"network": Origin.COMMAND_LINE.value, "property": Origin.COMMAND_LINE.value}
     _note_float_view(net, resolved)
@@ -105,6 +121,8 @@ def _from_flags(args: argparse.Namespace):
 def _note_float_view(net, resolved) -> None:
     """One line when the format is the float view of an int8 model, or when onnxruntime's x86
     kernels matter for the int8 format chosen."""
+    from qverify.tasks import float_view_note
+
     note = float_view_note(net.name, net.quantization is not None, resolved.options)
     if note is not None:
         print(f"note: {note}", file=sys.stderr)
@@ -113,7 +131,13 @@ def _note_float_view(net, resolved) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import qverify.io
+    import qverify.tasks  # noqa: F401
+    from qverify.cases import verify_cases
+
     times = startup_times()
+    if args.engine_jobs is not None:
+        args.engine_jobs = capped_jobs(args.engine_jobs)
     started = time.perf_counter()
     given = given_options(args)  # checks the limits first
     timeout, memory = given.get("timeout", DEFAULT_TIMEOUT_S), given.get("memory_mb", DEFAULT_MEMORY_MB)
@@ -126,9 +150,10 @@ def run(args: argparse.Namespace) -> int:
     times["load"] = round(time.perf_counter() - started, 6)
     net, prop, (implementation, note), options, name, origins = task
     with StageTicker("verify", options.limits.timeout_s, not args.no_progress) as ticker:
-        record = verify_property(net, prop, implementation, options, name, ticker.finished)
+        record = verify_cases(net, prop, implementation, options, name, ticker.finished)
     warnings = (note, *record.warnings) if note else record.warnings
-    record = replace(record, origins=origins, times_s=times | record.times_s, warnings=warnings)
+    times = {PROCESS: process_seconds()} | times | record.times_s  # the headline first
+    record = replace(record, origins=origins, times_s=times, warnings=warnings)
     for message in record.warnings:
         warn(message)
     print(record.summary_line())

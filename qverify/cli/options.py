@@ -1,56 +1,45 @@
-"""Command-line options shared by sub-commands (implementation choices), and their parsing."""
+"""Command-line options shared by sub-commands (implementation choices), and their parsing.
+
+Building the parsers imports only `qverify.vocabulary` and the lists of back ends and solvers (no
+numpy: `qverify CMD --help` stays light); what reads the parsed values into the task model, the
+property or the suite imports the rest when it runs.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from qverify.cli.report import warn
+from qverify.backends import BACKEND_NAMES
+from qverify.backends.esbmc_locate import AUTO as ESBMC_AUTO
+from qverify.backends.esbmc_locate import SOLVERS as ESBMC_SOLVERS
+from qverify.engine.result import SEMANTICS, SOLVERS
 from qverify.errors import InputError, ResourceLimitError
-from qverify.input_limits import reading_within
-from qverify.invariants import IntervalMethod
-from qverify.network import Network
-from qverify.properties import (
-    Property,
-    Units,
-    hyper_rectangle,
-    hypercube,
-    read_center,
-    read_vnnlib,
-    robustness,
-    to_normalised,
-)
-from qverify.properties.builders import domain_in_units, exact
-from qverify.quant import (
-    FORMAT_HELP,
-    Accumulation,
-    FloatKind,
-    ImplementationOptions,
-    Layout,
-    Overflow,
-    Rounding,
-)
-from qverify.tasks.model import (
+from qverify.vocabulary import (
     DEFAULT_FORMAT,
     DEFAULT_MEMORY_MB,
     DEFAULT_TIMEOUT_S,
-    Backend,
-    EsbmcSolver,
-    Origin,
-    ResolvedOptions,
-    Semantics,
-    Solver,
-    check_limits,
+    FORMAT_HELP,
+    Accumulation,
+    FloatKind,
+    IntervalMethod,
+    Layout,
+    Overflow,
+    Rounding,
+    Units,
     choices,
-    resolve_options,
 )
-from qverify.verification import VerifyOptions
 
 if TYPE_CHECKING:
+    from qverify.network import Network
+    from qverify.properties import Property, PropertyCases
+    from qverify.quant import ImplementationOptions
     from qverify.suites.suite_file import Suite
+    from qverify.tasks.model import Origin, ResolvedOptions
+    from qverify.verification import VerifyOptions
 
 
 def add_implementation_options(parser: argparse.ArgumentParser) -> None:
@@ -64,10 +53,11 @@ def add_implementation_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"fixed point <K,L>: K integer bits with sign, L fractional (default {DEFAULT_FORMAT}; an int8 "
         "model: int8); or W: a W-bit word whose integer bits come from range analysis over the network's input "
-        "domain (as in suites); or int8 / int8-x86 / int8-tflite: the model's int8 affine quantization (a quantized "
-        "ONNX file, see `qverify quantize`) with exact sums and onnxruntime's rounding / as onnxruntime's x86 "
-        "kernels without AVX-VNNI compute it (pairs saturated at int16) / with TFLite's rounding; a float or "
-        "fixed-point format on an int8 model verifies its float view",
+        "domain (as in suites); or int8 / int8-x86 / int8-ort / int8-tflite / int8-xnnpack: the model's int8 affine quantization "
+        "(a quantized ONNX file, see `qverify quantize`) with exact sums and onnxruntime's rounding / as "
+        "onnxruntime's x86 kernels without AVX-VNNI compute it (pairs saturated at int16) / as this machine's "
+        "onnxruntime computes it (one of the two, probed: `qverify info --tools`) / with TFLite's rounding; a "
+        "float or fixed-point format on an int8 model verifies its float view",
     )
     for kind, text in (
         (FloatKind.FLOAT, "IEEE single precision"),
@@ -111,19 +101,25 @@ _IMPLEMENTATION_FLAGS = {  # TaskOptions field -> (argparse dest, type)
     "lut_eps": ("lut_eps", float),
     "lut_range": ("lut_range", float),
 }
-_VERIFY_FLAGS = {
-    "backend": ("backend", Backend),
-    "timeout": ("timeout", float),
-    "memory_mb": ("memory", int),
-    "intervals": ("intervals", IntervalMethod),
-    "solver": ("solver", Solver),
-    "semantics": ("semantics", Semantics),
-    "certify": ("certify", bool),
-    "seed": ("seed", int),
-    "engine_jobs": ("engine_jobs", int),
-    "esbmc": ("esbmc", str),
-    "esbmc_solver": ("esbmc_solver", EsbmcSolver),
-}
+
+
+def _verify_flags() -> dict[str, tuple[str, Any]]:
+    """TaskOptions field -> (argparse dest, type) of the verification flags (the task model's enums)."""
+    from qverify.tasks.model import Backend, EsbmcSolver, Semantics, Solver
+
+    return {
+        "backend": ("backend", Backend),
+        "timeout": ("timeout", float),
+        "memory_mb": ("memory", int),
+        "intervals": ("intervals", IntervalMethod),
+        "solver": ("solver", Solver),
+        "semantics": ("semantics", Semantics),
+        "certify": ("certify", bool),
+        "seed": ("seed", int),
+        "engine_jobs": ("engine_jobs", int),
+        "esbmc": ("esbmc", str),
+        "esbmc_solver": ("esbmc_solver", EsbmcSolver),
+    }
 
 
 def given_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -135,7 +131,7 @@ def given_options(args: argparse.Namespace) -> dict[str, Any]:
         if not args.format.strip():
             raise InputError(f"--format '': expected {FORMAT_HELP}")
         values["format"] = args.format
-    for name, (dest, kind) in (_IMPLEMENTATION_FLAGS | _VERIFY_FLAGS).items():
+    for name, (dest, kind) in (_IMPLEMENTATION_FLAGS | _verify_flags()).items():
         value = getattr(args, dest, None)
         if value is not None:
             values[name] = kind(value)
@@ -149,12 +145,16 @@ def given_options(args: argparse.Namespace) -> dict[str, Any]:
         if getattr(args, flag, None):
             values[name] = False
     if "timeout" in values or "memory_mb" in values:
+        from qverify.tasks.model import check_limits
+
         check_limits(values.get("timeout", DEFAULT_TIMEOUT_S), values.get("memory_mb", DEFAULT_MEMORY_MB))
     return values
 
 
 def options_from_args(args: argparse.Namespace, *lower: tuple[Origin, Mapping[str, Any]]) -> ResolvedOptions:
     """Defaults, then the `lower` layers (a spec), then the command line's flags on top."""
+    from qverify.tasks.model import Origin, resolve_options
+
     return resolve_options(*lower, (Origin.COMMAND_LINE, given_options(args)))
 
 
@@ -166,6 +166,8 @@ def implementation_from_args(args: argparse.Namespace, net: Network | None = Non
         return options.implementation()
     implementation, note = options.implementation_for(net)
     if note:
+        from qverify.cli.report import warn
+
         warn(note)
     return implementation
 
@@ -192,13 +194,20 @@ def add_property_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def property_from_args(args: argparse.Namespace, net: Network) -> Property:
-    """The property the flags describe, checked against the network and in normalised units."""
+def property_from_args(
+    args: argparse.Namespace, net: Network, cases: bool = False
+) -> Property | PropertyCases:
+    """The property the flags describe, checked against the network and in normalised units.
+    `cases`: the command verifies a VNN-LIB file's cases too (else such a file is refused); the
+    file's declarations are checked against the network as they are read."""
+    from qverify.properties import read_vnnlib, read_vnnlib_cases, to_normalised
+
     units = Units(args.units)
     if args.property is not None:
         if args.center is not None:
             raise InputError("give either --property FILE or --center/--label with --eps/--rect/--cube")
-        prop = read_vnnlib(args.property, units=units)
+        read = read_vnnlib_cases if cases else read_vnnlib
+        prop = read(args.property, units=units, n_inputs=net.n_inputs, n_outputs=net.n_outputs)
     else:
         prop = _built_property(args, net, units)
     prop.check_against(net.n_inputs, net.n_outputs)
@@ -206,6 +215,9 @@ def property_from_args(args: argparse.Namespace, net: Network) -> Property:
 
 
 def _built_property(args: argparse.Namespace, net: Network, units: Units) -> Property:
+    from qverify.properties import hyper_rectangle, hypercube, read_center, robustness
+    from qverify.properties.builders import domain_in_units, exact
+
     if args.center is None or args.label is None:
         raise InputError(
             "no property: give --property FILE, or --center, --label and one of --eps/--rect/--cube"
@@ -246,20 +258,20 @@ def add_verify_options(parser: argparse.ArgumentParser) -> None:
     """Flags of `TaskOptions`' verification fields (defaults None = not given, see given_options)."""
     group = parser.add_argument_group("verification")
     group.add_argument(
-        "--backend", choices=choices(Backend), help="internal engine (default) or ESBMC (when installed)"
+        "--backend", choices=BACKEND_NAMES, help="internal engine (default) or ESBMC (when installed)"
     )
     group.add_argument("--timeout", type=float, metavar="S", help="seconds per property (default 60)")
     group.add_argument("--memory", type=int, metavar="MB", help="memory limit (default 4096 MB)")
     add_intervals_option(group)
     group.add_argument(
         "--solver",
-        choices=choices(Solver),
+        choices=SOLVERS,
         help="internal engine's exact procedure for fixed point: milp (default, HiGHS), bitwuzla or z3 (SMT; "
         "float harnesses and --certify use SMT whatever this says: Bitwuzla, else Z3)",
     )
     group.add_argument(
         "--semantics",
-        choices=choices(Semantics),
+        choices=SEMANTICS,
         help="float harnesses: IEEE (default) or ideal real arithmetic",
     )
     group.add_argument(
@@ -274,7 +286,7 @@ def add_verify_options(parser: argparse.ArgumentParser) -> None:
     )
     esbmc.add_argument(
         "--esbmc-solver",
-        choices=choices(EsbmcSolver),
+        choices=(ESBMC_AUTO, *ESBMC_SOLVERS),
         help="auto (default): yices (the thesis' solver) when this esbmc has it, else bitwuzla, else z3",
     )
     esbmc.add_argument("--esbmc-arg", action="append", metavar="ARG", help="extra esbmc argument")
@@ -311,6 +323,23 @@ def non_negative_int(text: str) -> int:
     return _integer_at_least(text, 0)
 
 
+def capped_jobs(jobs: int, flag: str = "--jobs") -> int:
+    """`jobs` local processes, at most the cores this process may use (its CPU affinity), with a
+    note when that is fewer: more processes than cores only queue for them while every one of them
+    spends its tasks' time limits (`suite run --jobs 10000` on 2 cores took 41 s where 2 jobs took
+    11 s, and a SAFE task ran out of time)."""
+    from qverify.backends.internal import usable_cores
+
+    usable = usable_cores()
+    if jobs <= usable:
+        return jobs
+    print(
+        f"note: {flag} {jobs} is more than the {usable} cores this process may use: running {usable}",
+        file=sys.stderr,
+    )
+    return usable
+
+
 def parse_image_shape(text: str | None, n_inputs: int) -> tuple[int, ...] | None:
     """`5x5` / `28,28` to a shape whose product is the number of inputs."""
     if text is None:
@@ -319,7 +348,7 @@ def parse_image_shape(text: str | None, n_inputs: int) -> tuple[int, ...] | None
         shape = tuple(int(part) for part in text.replace(",", "x").split("x"))
     except ValueError:
         raise InputError(f"--image-shape '{text}': expected e.g. 5x5 or 28x28") from None
-    if not shape or any(v <= 0 for v in shape) or int(np.prod(shape)) != n_inputs:
+    if not shape or any(v <= 0 for v in shape) or math.prod(shape) != n_inputs:
         raise InputError(f"--image-shape '{text}' does not hold the network's {n_inputs} inputs")
     return shape
 
@@ -328,6 +357,7 @@ def read_suite_within_limits(args: argparse.Namespace) -> Suite:
     """The suite named by `args.suite`, read under the command line's --timeout and --memory (their
     defaults when not given), as a task's inputs are: a suite lists many property files to parse.
     Running out is a ResourceLimitError (UNKNOWN, exit 20) naming the suite."""
+    from qverify.input_limits import reading_within
     from qverify.suites.suite_file import read_suite  # here: `qverify verify` never loads the suites
 
     given = given_options(args)  # checks the limits first

@@ -4,14 +4,14 @@ loaded once, an implementation from a format label with a hint for int8, and LO,
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from qverify.assurance import Implementation, make_implementation
 from qverify.cli.report import say_kernel
 from qverify.errors import InputError
-from qverify.io import load_network
-from qverify.network import Network
 
-INT8_LABELS = ("int8", "int8-x86", "int8-tflite")
+if TYPE_CHECKING:  # the assurance commands' parsers import this module: the rest when they run
+    from qverify.assurance import Implementation
+    from qverify.network import Network
 
 
 def pair_of_floats(text: str, option: str) -> tuple[float, float]:
@@ -32,6 +32,8 @@ class ModelFiles:
         self.loaded: dict[str, Network] = {}
 
     def __call__(self, path: str) -> Network:
+        from qverify.io import load_network
+
         if path not in self.loaded:
             self.loaded[path] = load_network(path)
         return self.loaded[path]
@@ -39,10 +41,13 @@ class ModelFiles:
 
 def implementation_of(net: Network, label: str) -> Implementation:
     """The network in the format `label`; an int8 label on a float model says how to name the int8 one."""
+    from qverify.assurance import make_implementation
+    from qverify.quant import Int8Format, named_format
+
     try:
         implementation = make_implementation(net, label)
     except InputError as error:
-        if label in INT8_LABELS and net.quantization is None:
+        if net.quantization is None and isinstance(named_format(label), Int8Format):
             raise InputError(f"{error} (or name the int8 model: --candidate {label}=MODEL.onnx)") from None
         raise
     if implementation.qnet is not None:

@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Self
 
-from qverify.quant.x86 import kernel_statement
+from qverify.stage_times import PIPELINE, PRE_PIPELINE, PROCESS, pipeline_seconds
 
 
 def warn(message: str) -> None:
@@ -17,7 +17,9 @@ def warn(message: str) -> None:
 
 def say_kernel(net, number) -> None:
     """The one line about onnxruntime's x86 kernels for an int8 model in `number`
-    (`quant.x86.kernel_statement`), on stderr."""
+    (`quant.ort_kernel.kernel_statement`), on stderr."""
+    from qverify.quant.ort_kernel import kernel_statement  # numpy, the network: only for a model
+
     statement = kernel_statement(net, number)
     if statement is not None:
         print(f"{statement[0]}: {statement[1]}", file=sys.stderr)
@@ -48,13 +50,37 @@ def describe_example(record) -> str:
     return "\n".join(lines)
 
 
-# the record's stages in pipeline order (docs/ARCHITECTURE.md "Stage times"), with their sub-stages
-STAGE_ORDER = ("startup", "imports", "load", "quantize", "invariants", "codegen", "backend", "replay")
+# the record's stages in pipeline order (docs/ARCHITECTURE.md "Stage times"), with their sub-stages;
+# `screening`: a property of cases' (`qverify.cases`), before the stages its cases ran, summed
+STAGE_ORDER = (
+    "startup",
+    "imports",
+    "load",
+    "screening",
+    "quantize",
+    "invariants",
+    "codegen",
+    "backend",
+    "replay",
+)
+
+
+def describe_time(times: dict[str, float]) -> str:
+    """The headline of a record's times, saying what it measures: the whole `qverify verify` process
+    (`process`), else the task's pipeline (a suite's task, or a record written before `process`)."""
+    if PROCESS in times:
+        return f"time {times[PROCESS]:.2f} s (the whole qverify verify process, start to record)"
+    before = [stage for stage in PRE_PIPELINE if stage in times]
+    if before:  # a `qverify verify` record written before `process` was
+        seconds = sum(times[stage] for stage in before) + pipeline_seconds(times)
+        return f"time {seconds:.2f} s ({' + '.join(before)} + pipeline: the process up to its record)"
+    return f"time {pipeline_seconds(times):.2f} s (the task's pipeline, quantize to replay)"
 
 
 def describe_times(times: dict[str, float]) -> str:
     """`stages: startup 0.05 s, ..., backend 8.44 s (startup 0.04, parse 0.38, ...), replay 0.15 s
-    (compile 0.12, ...)`: every stage the record holds, a dotted key after its stage."""
+    (compile 0.12, ...), pipeline 0.99 s (quantize to replay)`: every stage the record holds, a
+    dotted key after its stage."""
     parts = []
     for stage in STAGE_ORDER:
         if stage not in times:
@@ -65,6 +91,7 @@ def describe_times(times: dict[str, float]) -> str:
             subs += [(key, times[key]) for key in ("example",) if key in times]
         detail = f" ({', '.join(f'{name} {value:.2f}' for name, value in subs)})" if subs else ""
         parts.append(f"{stage} {times[stage]:.2f} s{detail}")
+    parts.append(f"{PIPELINE} {pipeline_seconds(times):.2f} s (quantize to replay)")
     return "stages: " + ", ".join(parts)
 
 

@@ -2,7 +2,9 @@
 
 `startup`: from the process's creation (the kernel's start time of this process) to `qverify.cli.main`
 (the interpreter, the `qverify` package); `imports`: from there to the command's handler (the
-command's modules, argument parsing). Linux only (/proc); elsewhere only `imports` is known.
+command's modules, argument parsing); `process`: from the process's creation to now (the whole run,
+the record's headline). Linux only (/proc); elsewhere `startup` is unknown and `process` counts from
+`main`.
 """
 
 from __future__ import annotations
@@ -39,3 +41,11 @@ def startup_times() -> dict[str, float]:
     if age is not None:
         times = {"startup": round(max(0.0, age), 6)} | times
     return times
+
+
+def process_seconds() -> float:
+    """Seconds since this process was created (since `main` where /proc cannot tell)."""
+    age = _process_age_s()
+    if age is not None:
+        return round(age, 6)
+    return round(time.perf_counter() - _main_entered[0], 6) if _main_entered is not None else 0.0

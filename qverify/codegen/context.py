@@ -190,6 +190,33 @@ def _join_context(layer: QuantizedLayer, names: list[str]) -> dict:
     return {"kind": "permute", "order_rows": array_rows(source.order, "int")}
 
 
+def _int8_join_context(layer: QuantizedLayer) -> dict:
+    """An int8 join's staircase (`qverify.quant.join8`): an Add's integer weights and table, a
+    requantizing Concat's table row per part (None: the join copies codes)."""
+    tables = layer.int8
+    assert tables is not None
+    if tables.table is None:
+        return {"requant": False}
+    quant = tables.quant
+    arithmetic = (
+        "float32 DequantizeLinear + Add + QuantizeLinear (unfused)" if quant.float_path else "QLinearAdd"
+    )
+    note = (
+        f"onnxruntime's {arithmetic} of {' and '.join(q.describe() for q in quant.inputs)} into "
+        f"{quant.output.describe()}, exactly, as acc = {' + '.join(f'{int(w)} * input {i + 1}' for i, w in enumerate(layer.weights))}"
+        if isinstance(layer.source, Add)
+        else f"QLinearConcat: each input's codes requantized to {quant.output.describe()}"
+    )
+    return {
+        "requant": True,
+        "qmin": tables.code.qmin,
+        "table_count": tables.table.shape[0],
+        "table_rows": matrix_rows(tables.table, "int"),
+        "join_weights": [str(int(w)) for w in layer.weights],
+        "requant_note": note,
+    }
+
+
 def _layer_context(
     qnet: QuantizedNetwork, index: int, layer: QuantizedLayer, bounds: NeuronBounds | None
 ) -> dict:
@@ -217,7 +244,9 @@ def _layer_context(
     }
     weight_type = "int" if qnet.is_int8 else literal_type
     if layer.is_join:
-        context.update(_join_context(layer, names))
+        context.update(_join_context(layer, names), requant=False)
+        if qnet.is_int8:
+            context.update(_int8_join_context(layer))
         return context
     if isinstance(source, Dense):
         context.update(

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # building an example needs them; reading one (`qverify show`) does not
+    import numpy as np
 
-from qverify.codegen import CompiledNetwork, render_network
-from qverify.errors import InternalError
-from qverify.network import evaluate_core
-from qverify.properties import Property
-from qverify.quant import QuantizedNetwork, simulate
+    from qverify.codegen import CompiledNetwork
+    from qverify.properties import Property
+    from qverify.quant import QuantizedNetwork
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +90,8 @@ def _representative_inputs(qnet: QuantizedNetwork, prop: Property, x: np.ndarray
     """Normalised reals the integer inputs stand for. An int8 code stands for every real that
     quantizes to it: take its dequantized value, moved into the property's box (the box's ends
     quantize to its extreme codes), so the float reference is evaluated inside the region."""
+    import numpy as np
+
     reals = qnet.input_reals(x)
     if not qnet.is_int8:
         return reals
@@ -114,6 +116,13 @@ def build_example(
 
     `compiled`: the network's replay program when already compiled (by default: rendered and
     compiled in `workdir`)."""
+    import numpy as np
+
+    from qverify.codegen import CompiledNetwork, render_network
+    from qverify.errors import InternalError
+    from qverify.network import evaluate_core
+    from qverify.quant import simulate
+
     if compiled is None:
         compiled = CompiledNetwork(render_network(qnet), workdir / "network_replay", qnet.is_integer)
     run = compiled.run(x[None, :], raw=True)

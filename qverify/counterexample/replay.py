@@ -105,6 +105,14 @@ class ReplayPrograms:
         self._compilations: Compilations | None = None
         self._state = "waiting"  # started, cancelled
         self._lock = threading.Lock()
+        self._cancelled = threading.Event()
+
+    def start_unless_answered(self, grace_s: float) -> None:
+        """`start`, unless the back end answered within `grace_s` (`cancel`, or an UNSAFE's
+        `executables`): a query decided at once spends no CPU on gcc for programs only an UNSAFE
+        needs, a longer one compiles them beside the back end."""
+        if not self._cancelled.wait(grace_s):
+            self.start()
 
     def start(self) -> None:
         """Render the network's replay program and start both compilations (once)."""
@@ -121,6 +129,7 @@ class ReplayPrograms:
 
     def executables(self) -> tuple[Path, Path]:
         """(harness replay, network replay), once compiled; QverifyError when they cannot be."""
+        self._cancelled.set()  # a grace period still running: compiled here, now
         self.start()
         if self._compilations is None:
             raise ToolFailedError(self.problem or "the replay programs were cancelled")
@@ -128,6 +137,7 @@ class ReplayPrograms:
         return harness, network
 
     def cancel(self) -> None:
+        self._cancelled.set()
         with self._lock:
             self._state = "cancelled"
             if self._compilations is not None:

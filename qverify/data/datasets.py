@@ -9,9 +9,12 @@ Built in (no download; scikit-learn's bundled copy of the UCI digits):
 each optionally restricted to the benchmarks' split with `:train` / `:test` (stratified 75/25,
 seed 0: the split the digits networks were trained on); their `domain` (the range a pixel can take:
 [0, 1] and [0, 16]) is known, which the perturbation studies clip to. Files: `.npz` with an array `x` (samples
-first; any further dimensions are flattened in C order) and optionally `y` (integer labels), or a
-`.npy` holding `x` alone. Everything is checked before use: a clear `InputError` for an empty set,
-NaN or infinite values, a label array of the wrong length or with negative or non-integer labels.
+first; any further dimensions are flattened in C order) and optionally `y` (integer labels), `scale` (a
+positive number: the inputs are x * scale, so that images can be stored as uint8 pixel levels, e.g.
+1/255 for networks that take [0, 1]; benchmarks/cifar10/data.py writes CIFAR-10 so) and `domain` (two
+numbers lo < hi: the range an input can take, after scaling), or a `.npy` holding `x` alone.
+Everything is checked before use: a clear `InputError` for an empty set, NaN or infinite values, a
+label array of the wrong length or with negative or non-integer labels, a bad `scale` or `domain`.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ import numpy as np
 
 from qverify.errors import InputError, ToolMissingError
 from qverify.input_limits import check_tensor
+from qverify.vocabulary import BUILT_IN
 
-BUILT_IN = ("digits", "digits-raw")
 SPLITS = ("train", "test")
 MAX_FILE_BYTES = 4 << 30
 MAX_LABEL = 2**31 - 1
@@ -158,10 +161,40 @@ def _from_file(path: Path) -> Dataset:
                 raise InputError(f"{path}: no array 'x' (found: {', '.join(archive.files) or 'none'})")
             x = archive["x"]
             y = archive["y"] if "y" in archive.files else None
+            scale = archive["scale"] if "scale" in archive.files else None
+            domain = archive["domain"] if "domain" in archive.files else None
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:
         raise InputError(f"{path}: not a readable .npz/.npy file: {error}") from None
     image_shape = tuple(int(d) for d in x.shape[1:]) if x.ndim >= 3 else None
-    return Dataset(path.name, x, y, image_shape)
+    if scale is not None:
+        factor = _scale_of(path, scale)
+        if x.dtype.kind in "biuf":  # any other dtype: Dataset names it
+            x = x.astype(np.float64) * factor
+    return Dataset(path.name, x, y, image_shape, None if domain is None else _domain_of(path, domain))
+
+
+def _scale_of(path: Path, scale: np.ndarray) -> float:
+    if (
+        scale.size != 1
+        or scale.dtype.kind not in "iuf"
+        or not (np.isfinite(scale).all() and scale.item() > 0)
+    ):
+        raise InputError(
+            f"{path}: 'scale' must be one positive finite number (found {scale.reshape(-1)[:3]})"
+        )
+    return float(scale.item())
+
+
+def _domain_of(path: Path, domain: np.ndarray) -> tuple[float, float]:
+    values = domain.reshape(-1)
+    if (
+        values.size != 2
+        or values.dtype.kind not in "iuf"
+        or not np.isfinite(values).all()
+        or values[0] >= values[1]
+    ):
+        raise InputError(f"{path}: 'domain' must be two finite numbers lo < hi (found {values[:3]})")
+    return float(values[0]), float(values[1])
 
 
 def _check_members(path: Path) -> None:

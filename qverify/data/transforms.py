@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qverify.errors import InputError
+from qverify.errors import InputError, InternalError
+from qverify.vocabulary import FAMILY_NAMES, IMPACT_DEFAULT, PAPER_FAMILIES
 
 __all__ = [
     "FAMILIES",
@@ -354,8 +355,10 @@ FAMILIES: dict[str, Family] = {
     )
 }  # fmt: skip
 
-PAPER_FAMILIES = ("awgn", "brownian", "vertical-occlusion", "horizontal-occlusion")
-IMPACT_DEFAULT = (*PAPER_FAMILIES, "salt-pepper", "blur", "brightness", "contrast")
+if tuple(FAMILIES) != FAMILY_NAMES:  # the command line lists the names from qverify.vocabulary
+    raise InternalError(
+        f"qverify.vocabulary.FAMILY_NAMES {FAMILY_NAMES} is not the registry's {tuple(FAMILIES)}"
+    )
 
 
 def family(name: str) -> Family:

@@ -20,7 +20,6 @@ The result's `bounds` go to `qverify.codegen.render_harness(qnet, prop, bounds)`
 
 from __future__ import annotations
 
-import enum
 import time
 from dataclasses import dataclass
 
@@ -37,6 +36,7 @@ from qverify.invariants.region import (
 from qverify.invariants.symbolic import COST_BUDGET, symbolic_applies, symbolic_cost
 from qverify.properties import Property
 from qverify.quant import LayerBounds, QuantizedNetwork
+from qverify.vocabulary import IntervalMethod
 
 __all__ = [
     "BoundsResult",
@@ -57,15 +57,6 @@ __all__ = [
 
 BUILTIN_ORIGIN = "built-in interval analysis"
 SYMBOLIC_ORIGIN = "built-in interval analysis with symbolic (linear) bounds"
-
-
-class IntervalMethod(enum.Enum):
-    """`--intervals`: where the injected invariants come from."""
-
-    AUTO = "auto"
-    FRAMAC = "framac"
-    BUILTIN = "builtin"
-    NONE = "none"
 
 
 @dataclass(frozen=True, slots=True)

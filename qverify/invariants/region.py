@@ -19,7 +19,7 @@ import numpy as np
 from qverify.codegen.conditions import implementation_box
 from qverify.errors import InputError
 from qverify.network import Activation
-from qverify.properties import Property, Units
+from qverify.properties import Box, Property, Units
 from qverify.quant import FixedFormat, LayerBounds, QuantizedNetwork
 
 
@@ -42,18 +42,21 @@ def input_boxes(qnet: QuantizedNetwork, prop: Property) -> list[InputBox]:
     if prop.units is not Units.NORMALISED:
         raise InputError(f"property {prop.name} is in raw units: convert it with to_normalised first")
     prop.check_against(qnet.n_inputs, qnet.n_outputs)
-    result = []
-    for box in prop.boxes:
-        cbox = implementation_box(qnet, box)
-        if qnet.is_integer:
-            lo = np.array([int(v) for v in cbox.lo], dtype=np.int64)
-            hi = np.array([int(v) for v in cbox.hi], dtype=np.int64)
-        else:
-            dtype = qnet.number.dtype  # type: ignore[union-attr]
-            lo = np.array([_float_value(v) for v in cbox.lo], dtype=dtype)
-            hi = np.array([_float_value(v) for v in cbox.hi], dtype=dtype)
-        result.append(InputBox(lo, hi))
-    return result
+    return [input_box(qnet, box)[0] for box in prop.boxes]
+
+
+def input_box(qnet: QuantizedNetwork, box: Box) -> tuple[InputBox, int]:
+    """One box as the implementation's input stage makes it, and how many of its bounds moved to a
+    representable value (`qverify.codegen.conditions.implementation_box`)."""
+    cbox = implementation_box(qnet, box)
+    if qnet.is_integer:
+        lo = np.array([int(v) for v in cbox.lo], dtype=np.int64)
+        hi = np.array([int(v) for v in cbox.hi], dtype=np.int64)
+    else:
+        dtype = qnet.number.dtype  # type: ignore[union-attr]
+        lo = np.array([_float_value(v) for v in cbox.lo], dtype=dtype)
+        hi = np.array([_float_value(v) for v in cbox.hi], dtype=dtype)
+    return InputBox(lo, hi), cbox.moved
 
 
 def join(first: tuple[LayerBounds, ...], second: tuple[LayerBounds, ...]) -> tuple[LayerBounds, ...]:

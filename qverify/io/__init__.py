@@ -1,4 +1,4 @@
-"""Networks in and out of files: NNet text and ONNX, chosen by the file suffix.
+"""Networks in and out of files: NNet text, ONNX and TensorFlow Lite (read only), chosen by the file suffix.
 
 `load_network` is the entry point the other stages use; the format modules can also be called
 directly. Every reader names the network after the file stem and records the path as `source`.
@@ -12,6 +12,7 @@ from typing import Any
 
 from qverify.errors import InputError
 from qverify.input_limits import check_file
+from qverify.io.files import GZIP_SUFFIX, format_suffix, is_gzip
 from qverify.io.nnet import read_nnet, write_nnet
 from qverify.network.model import Network
 
@@ -20,6 +21,7 @@ __all__ = [
     "load_network",
     "read_nnet",
     "read_onnx",
+    "read_tflite",
     "save_network",
     "write_nnet",
     "write_onnx",
@@ -27,7 +29,11 @@ __all__ = [
 
 # suffix -> (module, function): the ONNX modules are imported on first use only, since `import onnx`
 # (protobuf, ml_dtypes) costs ~0.1 s that a run on an .nnet file never needs
-_READERS = {".nnet": ("qverify.io.nnet", "read_nnet"), ".onnx": ("qverify.io.onnx_reader", "read_onnx")}
+_READERS = {
+    ".nnet": ("qverify.io.nnet", "read_nnet"),
+    ".onnx": ("qverify.io.onnx_reader", "read_onnx"),
+    ".tflite": ("qverify.io.tflite_reader", "read_tflite"),
+}
 _WRITERS = {".nnet": ("qverify.io.nnet", "write_nnet"), ".onnx": ("qverify.io.onnx_writer", "write_onnx")}
 SUPPORTED_SUFFIXES = tuple(_READERS)
 
@@ -46,18 +52,23 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _suffix(path: str | Path) -> str:
-    """The lower-cased suffix, checked against the supported formats."""
-    suffix = Path(path).suffix.lower()
-    if suffix not in _READERS:
-        raise InputError(
-            f"{path}: unsupported network file suffix '{suffix}' (supported: {', '.join(SUPPORTED_SUFFIXES)})"
-        )
-    return suffix
+def _suffix(path: str | Path, compressed: bool = True) -> str:
+    """The lower-cased format suffix (`.onnx` for `net.onnx.gz`), checked against the supported
+    formats; `compressed`: whether a gzipped file is acceptable (it is read, not written)."""
+    suffix = format_suffix(path)
+    if suffix in _READERS and (compressed or not is_gzip(path)):
+        return suffix
+    supported = SUPPORTED_SUFFIXES + (
+        tuple(f"{s}{GZIP_SUFFIX}" for s in SUPPORTED_SUFFIXES) if compressed else ()
+    )
+    shown = "".join(Path(path).suffixes[-2:]).lower() if is_gzip(path) else Path(path).suffix.lower()
+    raise InputError(f"{path}: unsupported network file suffix '{shown}' (supported: {', '.join(supported)})")
 
 
 def load_network(path: str | Path) -> Network:
-    """Read a `.nnet` or `.onnx` file into a `Network` (name = file stem, source = `path`).
+    """Read a `.nnet`, `.onnx` or `.tflite` file, or its gzip-compressed form (`.onnx.gz`, ...:
+    decompressed within the file-size limit, `qverify.io.files`), into a `Network` (name = file stem
+    without the suffixes, source = `path`).
 
     :raises InputError: unknown suffix, no such file, or a malformed file.
     :raises UnsupportedError: an ONNX graph using constructs qverify does not handle.
@@ -76,4 +87,10 @@ def save_network(net: Network, path: str | Path) -> None:
     :raises UnsupportedError: the network cannot be expressed in that format (NNet: ReLU hidden
         layers and a linear last layer only).
     """
-    _function(_WRITERS, _suffix(path))(net, path)
+    suffix = _suffix(path, compressed=False)
+    if suffix not in _WRITERS:
+        raise InputError(
+            f"{path}: qverify writes no {suffix} file from scratch (.nnet or .onnx; a repaired TFLite model is "
+            "the original file with its changed integers, `qverify repair`)"
+        )
+    _function(_WRITERS, suffix)(net, path)

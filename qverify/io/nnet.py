@@ -34,6 +34,7 @@ import numpy as np
 
 from qverify.errors import InputError, UnsupportedError
 from qverify.input_limits import check_file, check_literal
+from qverify.io.files import file_stem, read_bytes
 from qverify.network.model import (
     Activation,
     Dense,
@@ -136,7 +137,7 @@ def _split(line: str) -> tuple[str, ...]:
 def _read_text(path: Path) -> str:
     check_file(path)
     try:
-        return path.read_text(encoding="utf-8-sig")  # -sig: a UTF-8 byte-order mark is not data
+        return read_bytes(path).decode("utf-8-sig")  # -sig: a UTF-8 byte-order mark is not data
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except UnicodeDecodeError:
@@ -244,7 +245,7 @@ def read_nnet(path: str | Path) -> Network:
         layers=tuple(layers),
         input_norm=_input_norm_or_none(input_norm),
         output_norm=output_norm,
-        name=file.stem,
+        name=file_stem(file),
         source=str(path),
     )
 

@@ -574,6 +574,12 @@ class _GraphBuilder:
         if any(v != 1 for v in dilations):
             raise self.unsupported(step, f"with dilations {list(dilations)} is not supported")
         auto_pad = self.text(step, "auto_pad", "NOTSET")
+        if auto_pad != "NOTSET" and self.has_attribute(step, "pads"):
+            raise self.fail(
+                step,
+                f"has both auto_pad {auto_pad} and a pads attribute: ONNX allows one or the other "
+                "(onnxruntime refuses the file)",
+            )
         if auto_pad in ("NOTSET", "VALID"):
             pads = self.ints(step, "pads", (0, 0, 0, 0)) if auto_pad == "NOTSET" else (0, 0, 0, 0)
             if len(pads) != 4 or any(v < 0 for v in pads):
@@ -581,8 +587,6 @@ class _GraphBuilder:
             return strides, (pads[0], pads[1], pads[2], pads[3])
         if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
             raise self.fail(step, f"has an unknown auto_pad '{auto_pad}'")
-        if self.has_attribute(step, "pads"):  # onnxruntime refuses the file
-            raise self.fail(step, f"sets both auto_pad={auto_pad} and explicit pads; ONNX allows one of them")
         pads = []
         for size, k, stride in zip(image[1:], kernel, strides):
             total = max((-(-size // stride) - 1) * stride + k - size, 0)

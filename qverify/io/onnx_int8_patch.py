@@ -19,7 +19,7 @@ import onnx
 from onnx import numpy_helper
 
 from qverify.errors import InputError, InternalError
-from qverify.io.onnx_reader import read_onnx
+from qverify.io.onnx_reader import load_model, read_onnx
 from qverify.network.model import Network
 from qverify.network.qparams import MacQuant
 
@@ -98,12 +98,17 @@ def write_int8_changes(source: str | Path, original: Network, changed: Network, 
     :raises InputError: the source is not the model `original` was read from, a changed layer's
         initializer cannot be identified, or a bias changes where the model has none.
     """
-    model = onnx.load(str(source))
+    model = load_model(source)
     graph = _Graph(model)
-    before, after = _mac_layers(original), _mac_layers(changed)
-    if len(before) != len(after):
-        raise InputError(f"{changed.name}: {len(after)} int8 layers, but {source} has {len(before)}")
-    for old, new in zip(before, after):
+    # layers are paired by their node's name: `changed` may list a graph's nodes in another order
+    before = {layer.what: layer for layer in _mac_layers(original)}
+    after = {layer.what: layer for layer in _mac_layers(changed)}
+    if set(before) != set(after):
+        raise InputError(
+            f"{changed.name}: its int8 layers {sorted(after)} are not {source}'s {sorted(before)}"
+        )
+    for name_of_layer, new in after.items():
+        old = before[name_of_layer]
         old_w, new_w = np.asarray(old.weights, np.int8), np.asarray(new.weights, np.int8)
         old_b, new_b = np.asarray(old.bias, np.int64), np.asarray(new.bias, np.int64)
         if np.array_equal(old_w, new_w) and np.array_equal(old_b, new_b):
@@ -119,8 +124,9 @@ def write_int8_changes(source: str | Path, original: Network, changed: Network, 
             graph.replace(bias_name, new_b.astype(np.int32).reshape(shape))
     path = Path(path)
     onnx.save(model, str(path))
-    written = _mac_layers(read_onnx(path))
-    for layer, want in zip(written, after):
+    written = {layer.what: layer for layer in _mac_layers(read_onnx(path))}
+    for what, want in after.items():
+        layer = written[what]
         if not (
             np.array_equal(np.asarray(layer.weights, np.int64), np.asarray(want.weights, np.int64))
             and np.array_equal(np.asarray(layer.bias, np.int64), np.asarray(want.bias, np.int64))

@@ -29,24 +29,29 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 import onnx
 
 from qverify.errors import InputError, UnsupportedError
+from qverify.io.files import file_stem
 from qverify.network import (
+    NETWORK_INPUT,
     Activation,
+    Add,
     AffineQuantization,
     AveragePool2D,
     CodeFunction,
     CodeLookup,
     CodeType,
+    Concat,
     Conv2D,
     Dense,
+    JoinQuant,
     MacQuant,
     MaxPool2D,
     Network,
+    Permute,
     PoolQuant,
     QuantForm,
     TensorQuant,
@@ -92,13 +97,18 @@ class _Constant:
     axis: int = 1
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Pending:
-    """A layer read from a float operator between DequantizeLinear and QuantizeLinear (QDQ)."""
+    """A layer read from a float operator between DequantizeLinear and QuantizeLinear (QDQ), made
+    when the QuantizeLinear states its output codes: what it reads (`producers`, `reads`: the nodes
+    and the quantizations of its input codes) and what it computes."""
 
     node: onnx.NodeProto
     label: str
-    kind: str  # "mac", "pool" or "lookup"
+    kind: str  # "mac", "pool", "lookup", "add" or "concat"
+    producers: tuple[int, ...]
+    reads: tuple[TensorQuant, ...]
+    shape: tuple[int, ...]  # the output tensor's
     layer: object = None
     int_weights: np.ndarray | None = None
     weight_scales: np.ndarray | None = None
@@ -106,21 +116,39 @@ class _Pending:
     relu: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class _QTensor:
+    """What one dynamic tensor of the graph holds: the codes of node `node` (`NETWORK_INPUT`: of
+    the graph input), or their DequantizeLinear (`float_view`, QDQ), or a float operator's result
+    waiting for its QuantizeLinear (`pending`); `codes` is None only for the float graph input.
+    `shared`: the codes are read by more than one node (a table may not be fused into their layer)."""
+
+    shape: tuple[int, ...]
+    node: int
+    codes: TensorQuant | None
+    float_view: bool = False
+    pending: _Pending | None = None
+    shared: bool = False
+    input_order: np.ndarray | None = None  # the float graph input transposed before its QuantizeLinear
+    softmax: bool = False  # a final (QLinear)Softmax's output: the logits' codes, the Softmax dropped
+
+
 @dataclass(slots=True)
 class _Reader:
-    """Walks the dynamic chain of one quantized graph; lives for one `read_quantized` call."""
+    """Walks the live nodes of one quantized graph in topological order, one `_QTensor` per
+    dynamic tensor; lives for one `read_quantized` call."""
 
     where: str
     constants: dict[str, _Constant]
-    shape: tuple[int, ...]
-    codes: TensorQuant | None = None  # the quantization of the current tensor's codes
-    float_view: bool = False  # the current tensor is DequantizeLinear(codes) (QDQ)
-    pending: _Pending | None = None
+    readers: dict[str, int]
+    unfused: frozenset[str]  # outputs of the float operators onnxruntime runs unfused (`onnx_fusion`)
+    tensors: dict[str, _QTensor] = field(default_factory=dict)
     input_quant: TensorQuant | None = None
     layers: list = field(default_factory=list)
     quants: list = field(default_factory=list)
+    wiring: list = field(default_factory=list)
     origin: set[str] = field(default_factory=set)
-    done: bool = False
+    notes: list[str] = field(default_factory=list)
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -250,9 +278,8 @@ class _Reader:
 
     # -- the walk --------------------------------------------------------------------------------
 
-    def feed(self, node: onnx.NodeProto, label: str) -> None:
-        if self.done:
-            raise self.unsupported(node, label, "follows the final DequantizeLinear")
+    def feed(self, node: onnx.NodeProto, label: str, dynamic: list[str]) -> None:
+        """Read one node: its dynamic inputs' states in, its output's state out."""
         op = node.op_type
         handler = {
             "QuantizeLinear": self.quantize,
@@ -268,63 +295,94 @@ class _Reader:
             "Sigmoid": self.float_sigmoid,
             "MaxPool": self.pool,
             "QLinearAveragePool": self.qlinear_average_pool,
+            "QLinearGlobalAveragePool": self.qlinear_average_pool,
             "AveragePool": self.pool,
             "GlobalAveragePool": self.pool,
+            "Add": self.float_add,
+            "QLinearAdd": self.qlinear_add,
+            "Concat": self.float_concat,
+            "QLinearConcat": self.qlinear_concat,
             "Flatten": self.flatten,
             "Reshape": self.reshape,
-            "Identity": lambda n, l: None,
+            "Identity": self.identity,
+            "Transpose": self.transpose,
+            "Softmax": self.softmax,
+            "QLinearSoftmax": self.softmax,
         }.get(op)
         if handler is None or node.domain not in ("", "ai.onnx", "com.microsoft"):
             raise self.unsupported(node, label, "is not supported in a quantized model")
-        handler(node, label)
-
-    def quantize(self, node: onnx.NodeProto, label: str) -> None:
-        quant = self.tensor_quant(node, label, 1, 2, "output")
-        if self.codes is None:  # the graph input
-            if self.layers:
-                raise self.unsupported(node, label, "quantizes a float tensor between layers")
-            self.input_quant = self.codes = quant
-            return
-        if self.pending is None:
-            if self.float_view and quant.same_as(self.codes):
-                self.float_view = False  # Q(DQ(codes)) with the same parameters: the codes again
-                return
+        inputs = [self.tensors[name] for name in dynamic]
+        if any(tensor.softmax for tensor in inputs) and op not in _AFTER_SOFTMAX:
             raise self.unsupported(
-                node,
-                label,
-                "requantizes codes without a layer in between (only Q(DQ(x)) with equal parameters)",
+                node, label, "reads a Softmax's output; a Softmax is supported (dropped) at the output only"
             )
-        self.finish_pending(quant)
+        expected = len(dynamic) if op in ("Add", "QLinearAdd", "Concat", "QLinearConcat") else 1
+        if len(inputs) != expected or not inputs:
+            raise self.unsupported(
+                node, label, f"reads {len(inputs)} dynamic tensors {dynamic}; it is supported on one"
+            )
+        result = handler(node, label, inputs)
+        name = node.output[0]
+        self.tensors[name] = replace(result, shared=result.shared or self.readers.get(name, 0) > 1)
 
-    def dequantize(self, node: onnx.NodeProto, label: str) -> None:
-        if self.codes is None or self.float_view or self.pending is not None:
-            raise self.unsupported(node, label, "does not dequantize the codes of the previous layer")
+    def quantize(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
+        (tensor,) = inputs
+        quant = self.tensor_quant(node, label, 1, 2, "output")
+        if tensor.codes is None:  # the graph input
+            if self.input_quant is not None and not quant.same_as(self.input_quant):
+                raise self.unsupported(node, label, "quantizes the graph input a second time, otherwise")
+            self.input_quant = quant
+            codes = _QTensor(tensor.shape, NETWORK_INPUT, quant)
+            if tensor.input_order is None:
+                return codes
+            return self.permuted(node, label, codes, tensor.input_order, tensor.shape)
+        if tensor.pending is not None:
+            return self.finish_pending(tensor.pending, quant)
+        if tensor.softmax and tensor.float_view:  # QDQ's Softmax -> QuantizeLinear: the logits' codes stay
+            return replace(tensor, float_view=False)
+        if tensor.float_view and quant.same_as(tensor.codes):
+            return replace(tensor, float_view=False)  # Q(DQ(codes)) with the same parameters
+        raise self.unsupported(
+            node, label, "requantizes codes without a layer in between (only Q(DQ(x)) with equal parameters)"
+        )
+
+    def dequantize(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
+        (tensor,) = inputs
+        if tensor.codes is None or tensor.float_view or tensor.pending is not None:
+            raise self.unsupported(node, label, "does not dequantize the codes of a layer")
         quant = self.tensor_quant(node, label, 1, 2, "input")
-        if not quant.same_as(self.codes):
+        if not quant.same_as(tensor.codes) and not tensor.softmax:
             raise self.fail(
-                node, label, f"dequantizes with {quant.describe()} codes written as {self.codes.describe()}"
+                node, label, f"dequantizes with {quant.describe()} codes written as {tensor.codes.describe()}"
             )
-        self.float_view = True
+        return replace(tensor, float_view=True)
 
-    def need_codes(self, node: onnx.NodeProto, label: str) -> TensorQuant:
-        if self.codes is None or self.float_view or self.pending is not None:
+    def need_codes(self, node: onnx.NodeProto, label: str, tensor: _QTensor) -> TensorQuant:
+        if tensor.codes is None or tensor.float_view or tensor.pending is not None:
             raise self.unsupported(node, label, "needs quantized codes as its input here")
-        return self.codes
+        return tensor.codes
 
-    def need_float_view(self, node: onnx.NodeProto, label: str) -> TensorQuant:
-        if self.codes is None or not self.float_view or self.pending is not None:
+    def need_float_view(self, node: onnx.NodeProto, label: str, tensor: _QTensor) -> TensorQuant:
+        if tensor.codes is None or not tensor.float_view or tensor.pending is not None:
             raise self.unsupported(
                 node, label, "is a float operator outside a DequantizeLinear -> op -> QuantizeLinear group"
             )
-        return self.codes
+        return tensor.codes
+
+    def stated_input(
+        self, node: onnx.NodeProto, label: str, tensor: _QTensor, scale: int, zero: int
+    ) -> TensorQuant:
+        """A QOperator's input codes, its stated input quantization checked against them."""
+        codes = self.need_codes(node, label, tensor)
+        if not self.tensor_quant(node, label, scale, zero, "input").same_as(codes):
+            raise self.fail(node, label, "input quantization differs from the codes it reads")
+        return codes
 
     # QOperator layers
 
-    def qlinear_conv(self, node: onnx.NodeProto, label: str) -> None:
-        input_quant = self.need_codes(node, label)
-        stated = self.tensor_quant(node, label, 1, 2, "input")
-        if not stated.same_as(input_quant):
-            raise self.fail(node, label, "input quantization differs from the codes it reads")
+    def qlinear_conv(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
+        (tensor,) = inputs
+        input_quant = self.stated_input(node, label, tensor, 1, 2)
         kernel = self.constant(node, label, 3, "weight").value
         w_scale = self.constant(node, label, 4, "weight scale").value
         w_zero = self.constant(node, label, 5, "weight zero point").value
@@ -334,21 +392,18 @@ class _Reader:
             self.constant(node, label, 8, "bias").value if len(node.input) > 8 and node.input[8] else None
         )
         bias = self.bias(node, label, bias_int, integers.shape[0], input_quant.scale, scales, None)
-        layer = self.conv_layer(node, label, integers, scales, bias, input_quant.scale)
-        self.add_mac(
-            layer, MacQuant(input_quant, integers, scales, bias, output, False, label, QuantForm.QOPERATOR)
-        )
+        layer, shape = self.conv_layer(node, label, tensor.shape, integers, scales, bias, input_quant.scale)
         self.origin.add("QOperator")
+        quant = MacQuant(input_quant, integers, scales, bias, output, False, label, QuantForm.QOPERATOR)
+        return self.add_mac(layer, quant, tensor.node, shape)
 
-    def qgemm(self, node: onnx.NodeProto, label: str) -> None:
-        input_quant = self.need_codes(node, label)
+    def qgemm(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
+        (tensor,) = inputs
         if self.attribute(node, "transA", 0):
             raise self.unsupported(node, label, "with transA=1 is not supported")
         if float(self.attribute(node, "alpha", 1.0)) != 1.0:
             raise self.unsupported(node, label, "with alpha != 1 is not supported")
-        stated = self.tensor_quant(node, label, 1, 2, "input")
-        if not stated.same_as(input_quant):
-            raise self.fail(node, label, "input quantization differs from the codes it reads")
+        input_quant = self.stated_input(node, label, tensor, 1, 2)
         matrix = self.constant(node, label, 3, "weight").value
         if len(node.input) < 9 or not node.input[7]:
             raise self.unsupported(node, label, "without an output scale (float output) is not supported")
@@ -360,58 +415,63 @@ class _Reader:
         output = self.tensor_quant(node, label, 7, 8, "output")
         bias_int = self.constant(node, label, 6, "bias").value if node.input[6] else None
         bias = self.bias(node, label, bias_int, integers.shape[0], input_quant.scale, scales, None)
-        layer = self.dense_layer(node, label, integers, scales, bias, input_quant.scale)
-        self.add_mac(
-            layer, MacQuant(input_quant, integers, scales, bias, output, False, label, QuantForm.QOPERATOR)
-        )
+        layer, shape = self.dense_layer(node, label, tensor.shape, integers, scales, bias, input_quant.scale)
         self.origin.add("QOperator")
+        quant = MacQuant(input_quant, integers, scales, bias, output, False, label, QuantForm.QOPERATOR)
+        return self.add_mac(layer, quant, tensor.node, shape)
 
-    def qlinear_matmul(self, node: onnx.NodeProto, label: str) -> None:
-        input_quant = self.need_codes(node, label)
-        stated = self.tensor_quant(node, label, 1, 2, "input")
-        if not stated.same_as(input_quant):
-            raise self.fail(node, label, "input quantization differs from the codes it reads")
+    def qlinear_matmul(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
+        (tensor,) = inputs
+        input_quant = self.stated_input(node, label, tensor, 1, 2)
         matrix = self.constant(node, label, 3, "weight").value
         w_scale = self.constant(node, label, 4, "weight scale").value
         w_zero = self.constant(node, label, 5, "weight zero point").value
         integers, scales = self.weights(node, label, matrix, w_scale, w_zero, 1)
         output = self.tensor_quant(node, label, 6, 7, "output")
         bias = np.zeros(integers.shape[1], dtype=np.int64)
-        layer = self.dense_layer(node, label, integers.T, scales, bias, input_quant.scale)
-        self.add_mac(
-            layer, MacQuant(input_quant, integers.T, scales, bias, output, False, label, QuantForm.QOPERATOR)
+        layer, shape = self.dense_layer(
+            node, label, tensor.shape, integers.T, scales, bias, input_quant.scale
         )
         self.origin.add("QOperator")
+        quant = MacQuant(input_quant, integers.T, scales, bias, output, False, label, QuantForm.QOPERATOR)
+        return self.add_mac(layer, quant, tensor.node, shape)
 
-    def lookup_target(self, node: onnx.NodeProto, label: str) -> MacQuant:
-        """The MAC layer whose codes a table reads: the last layer, a MAC without a table yet."""
-        last = self.quants[-1] if self.quants else None
-        if not isinstance(last, MacQuant) or last.lookup is not None:
+    def lookup_target(self, node: onnx.NodeProto, label: str, tensor: _QTensor) -> MacQuant:
+        """The MAC layer whose codes a table reads: a MAC without a table yet, whose codes nothing
+        else reads (the table becomes part of that layer)."""
+        quant = self.quants[tensor.node] if tensor.node >= 0 else None
+        if not isinstance(quant, MacQuant) or quant.lookup is not None:
             raise self.unsupported(
                 node, label, "is supported only on the codes of a dense or convolution layer"
             )
-        return last
+        if tensor.shared:
+            raise self.unsupported(
+                node,
+                label,
+                "reads codes that another node reads too; a table is supported on a layer's only reader",
+            )
+        return quant
 
-    def qlinear_sigmoid(self, node: onnx.NodeProto, label: str) -> None:
-        input_quant = self.need_codes(node, label)
-        self.lookup_target(node, label)
-        stated = self.tensor_quant(node, label, 1, 2, "input")
-        if not stated.same_as(input_quant):
-            raise self.fail(node, label, "input quantization differs from the codes it reads")
-        self.add_lookup(node, label, CodeFunction.SIGMOID, self.tensor_quant(node, label, 3, 4, "output"))
+    def qlinear_sigmoid(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
+        (tensor,) = inputs
+        self.stated_input(node, label, tensor, 1, 2)
+        self.lookup_target(node, label, tensor)
         self.origin.add("QOperator")
+        return self.add_lookup(node, label, tensor, self.tensor_quant(node, label, 3, 4, "output"))
 
-    def float_sigmoid(self, node: onnx.NodeProto, label: str) -> None:
-        self.need_float_view(node, label)
-        self.lookup_target(node, label)
-        self.pending = _Pending(node, label, "lookup")
+    def float_sigmoid(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
+        (tensor,) = inputs
+        codes = self.need_float_view(node, label, tensor)
+        self.lookup_target(node, label, tensor)
+        self.refuse_unfused(node, label)
         self.origin.add("QDQ")
+        pending = _Pending(node, label, "lookup", (tensor.node,), (codes,), tensor.shape)
+        return replace(tensor, float_view=False, pending=pending)
 
-    def add_lookup(
-        self, node: onnx.NodeProto, label: str, function: CodeFunction, output: TensorQuant
-    ) -> None:
-        """The last MAC layer followed by a table on its codes: its float view gets the function."""
-        quant = self.quants[-1]
+    def add_lookup(self, node: onnx.NodeProto, label: str, tensor: _QTensor, output: TensorQuant) -> _QTensor:
+        """A MAC layer followed by a table on its codes: its float view gets the function."""
+        index = tensor.node
+        quant = self.quants[index]
         if output.code is not quant.output.code:
             raise self.fail(
                 node,
@@ -419,9 +479,11 @@ class _Reader:
                 f"reads {quant.output.code.value} codes and writes {output.code.value} codes; a table maps "
                 "codes of one type",
             )
-        self.quants[-1] = replace(quant, output=output, lookup=CodeLookup(function, quant.output, label))
-        self.layers[-1] = _with_activation(self.layers[-1], implied_activation(self.quants[-1]))
-        self.codes = output
+        self.quants[index] = replace(
+            quant, output=output, lookup=CodeLookup(CodeFunction.SIGMOID, quant.output, label)
+        )
+        self.layers[index] = _with_activation(self.layers[index], implied_activation(self.quants[index]))
+        return _QTensor(tensor.shape, index, output)
 
     # QDQ layers
 
@@ -435,8 +497,30 @@ class _Reader:
             )
         return found
 
-    def float_conv(self, node: onnx.NodeProto, label: str) -> None:
-        input_quant = self.need_float_view(node, label)
+    def refuse_unfused(self, node: onnx.NodeProto, label: str) -> None:
+        """A float operator onnxruntime runs as such, not as the quantized kernel its group states."""
+        if node.output[0] in self.unfused:
+            raise self.unsupported(
+                node,
+                label,
+                "is run by onnxruntime in float32, not fused with its DequantizeLinear/QuantizeLinear "
+                "into a quantized kernel (typically: its DequantizeLinear input is read by other nodes "
+                "too, as at a residual fork); qverify does not state a float32 "
+                f"{node.op_type} inside an int8 model bit for bit. Export the model in the QOperator "
+                "format (onnxruntime's quantize_static(quant_format=QuantFormat.QOperator), or "
+                "`qverify quantize --format QOperator`)",
+            )
+
+    def float_mac(self, node, label, tensor: _QTensor, layer, shape, integers, scales, bias) -> _QTensor:
+        codes = self.need_float_view(node, label, tensor)
+        self.refuse_unfused(node, label)
+        pending = _Pending(node, label, "mac", (tensor.node,), (codes,), shape, layer, integers, scales, bias)
+        self.origin.add("QDQ")
+        return _QTensor(shape, tensor.node, codes, pending=pending)
+
+    def float_conv(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
+        (tensor,) = inputs
+        input_quant = self.need_float_view(node, label, tensor)
         weight = self.dq_constant(node, label, 1, "weight")
         if weight.value.ndim != 4:
             raise self.unsupported(node, label, "is not a 2-D convolution")
@@ -447,9 +531,8 @@ class _Reader:
             )
         bias = self.dq_bias(node, label, integers.shape[0], input_quant.scale, scales)
         self.check_kernel_attributes(node, label, integers.shape[2:])
-        layer = self.conv_layer(node, label, integers, scales, bias, input_quant.scale)
-        self.pending = _Pending(node, label, "mac", layer, integers, scales, bias)
-        self.origin.add("QDQ")
+        layer, shape = self.conv_layer(node, label, tensor.shape, integers, scales, bias, input_quant.scale)
+        return self.float_mac(node, label, tensor, layer, shape, integers, scales, bias)
 
     def dq_bias(
         self, node: onnx.NodeProto, label: str, n_out: int, input_scale: float, scales: np.ndarray
@@ -466,8 +549,9 @@ class _Reader:
             None if const is None else const.scale,
         )
 
-    def float_gemm(self, node: onnx.NodeProto, label: str) -> None:
-        input_quant = self.need_float_view(node, label)
+    def float_gemm(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
+        (tensor,) = inputs
+        input_quant = self.need_float_view(node, label, tensor)
         if self.attribute(node, "transA", 0):
             raise self.unsupported(node, label, "with transA=1 is not supported")
         if (
@@ -485,12 +569,12 @@ class _Reader:
         )
         integers = integers if trans_b else integers.T
         bias = self.dq_bias(node, label, integers.shape[0], input_quant.scale, scales)
-        layer = self.dense_layer(node, label, integers, scales, bias, input_quant.scale)
-        self.pending = _Pending(node, label, "mac", layer, integers, scales, bias)
-        self.origin.add("QDQ")
+        layer, shape = self.dense_layer(node, label, tensor.shape, integers, scales, bias, input_quant.scale)
+        return self.float_mac(node, label, tensor, layer, shape, integers, scales, bias)
 
-    def float_matmul(self, node: onnx.NodeProto, label: str) -> None:
-        input_quant = self.need_float_view(node, label)
+    def float_matmul(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
+        (tensor,) = inputs
+        input_quant = self.need_float_view(node, label, tensor)
         weight = self.dq_constant(node, label, 1, "weight")
         if weight.value.ndim != 2:
             raise self.unsupported(node, label, "needs a weight matrix")
@@ -498,29 +582,38 @@ class _Reader:
             raise self.unsupported(node, label, "has weights quantized along the input axis")
         integers, scales = self.weights(node, label, weight.integers, weight.scale, weight.zero_point, 1)
         bias = np.zeros(integers.shape[1], dtype=np.int64)
-        layer = self.dense_layer(node, label, integers.T, scales, bias, input_quant.scale)
-        self.pending = _Pending(node, label, "mac", layer, integers.T, scales, bias)
-        self.origin.add("QDQ")
+        layer, shape = self.dense_layer(
+            node, label, tensor.shape, integers.T, scales, bias, input_quant.scale
+        )
+        return self.float_mac(node, label, tensor, layer, shape, integers.T, scales, bias)
 
-    def relu(self, node: onnx.NodeProto, label: str) -> None:
-        if self.pending is None or self.pending.kind != "mac" or self.pending.relu:
+    def relu(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
+        (tensor,) = inputs
+        pending = tensor.pending
+        if pending is None or pending.kind != "mac" or pending.relu:
             raise self.unsupported(
-                node, label, "is supported only between a quantized layer and its QuantizeLinear"
+                node, label, "is supported only between a convolution or dense layer and its QuantizeLinear"
             )
-        self.pending.relu = True
+        return replace(tensor, pending=replace(pending, relu=True))
 
-    def finish_pending(self, output: TensorQuant) -> None:
-        pending, input_quant = self.pending, self.codes
-        self.pending, self.float_view = None, False
-        assert pending is not None and input_quant is not None
-        if pending.kind == "pool":
-            self.add_pool(pending.layer, input_quant, output, pending.label)
-            return
+    def finish_pending(self, pending: _Pending, output: TensorQuant) -> _QTensor:
+        """The QuantizeLinear after a QDQ group: the node it states."""
         if pending.kind == "lookup":
-            self.add_lookup(pending.node, pending.label, CodeFunction.SIGMOID, output)
-            return
+            return self.add_lookup(
+                pending.node,
+                pending.label,
+                _QTensor(pending.shape, pending.producers[0], pending.reads[0]),
+                output,
+            )
+        float_path = pending.node.output[0] in self.unfused
+        if pending.kind == "pool":
+            quant = PoolQuant(pending.reads[0], output, pending.label, float_path)
+            return self.add_node(pending.layer, quant, pending)
+        if pending.kind in ("add", "concat"):
+            quant = JoinQuant(pending.reads, output, pending.label, float_path=float_path)
+            return self.add_node(pending.layer, quant, pending)
         quant = MacQuant(
-            input_quant,
+            pending.reads[0],
             pending.int_weights,
             pending.weight_scales,
             pending.bias,
@@ -528,7 +621,115 @@ class _Reader:
             pending.relu,
             pending.label,
         )
-        self.add_mac(pending.layer, quant)
+        return self.add_mac(pending.layer, quant, pending.producers[0], pending.shape)
+
+    # joins
+
+    def join_shapes(self, node: onnx.NodeProto, label: str, tensors: list[_QTensor]) -> list[tuple[int, ...]]:
+        """The joined tensors' shapes, each without its batch dimension of 1."""
+        shapes = []
+        for tensor in tensors:
+            if not tensor.shape or tensor.shape[0] != 1:
+                raise self.unsupported(
+                    node, label, f"joins a tensor of shape {tensor.shape}; batch 1 is supported"
+                )
+            shapes.append(tensor.shape[1:])
+        return shapes
+
+    def add_layer(
+        self, node: onnx.NodeProto, label: str, tensors: list[_QTensor]
+    ) -> tuple[Add, tuple[int, ...]]:
+        shapes = self.join_shapes(node, label, tensors)
+        if len(set(shapes)) != 1 or len(tensors) != 2:
+            raise self.fail(
+                node, label, f"shape mismatch: adds tensors of shapes {[t.shape for t in tensors]}"
+            )
+        return Add(shapes[0], 2), tensors[0].shape
+
+    def concat_layer(
+        self, node: onnx.NodeProto, label: str, tensors: list[_QTensor]
+    ) -> tuple[Concat, tuple[int, ...]]:
+        shapes = self.join_shapes(node, label, tensors)
+        rank = len(tensors[0].shape)
+        axis = int(self.attribute(node, "axis", 1))
+        axis = axis + rank if axis < 0 else axis
+        channel = rank == 4 and axis == 1
+        feature = rank == 2 and axis == 1
+        if not (channel or feature) or any(len(t.shape) != rank for t in tensors):
+            raise self.unsupported(
+                node,
+                label,
+                f"concatenates along axis {axis} of shapes {[t.shape for t in tensors]}; only the channel "
+                "axis of NCHW images or the feature axis of vectors is supported",
+            )
+        try:
+            layer = Concat(tuple(shapes))
+        except InputError as error:
+            raise self.fail(node, label, str(error)) from None
+        return layer, (1, *layer.output_shape)
+
+    def float_add(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
+        if any(name in self.constants for name in node.input):
+            raise self.unsupported(
+                node, label, "adds a constant to codes; a quantized Add of two tensors is supported"
+            )
+        reads = tuple(self.need_float_view(node, label, tensor) for tensor in inputs)
+        layer, shape = self.add_layer(node, label, inputs)
+        self.origin.add("QDQ")
+        pending = _Pending(node, label, "add", tuple(t.node for t in inputs), reads, shape, layer)
+        return _QTensor(shape, inputs[0].node, reads[0], pending=pending)
+
+    def qlinear_add(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
+        if [name for name in node.input if name not in self.constants] != [node.input[0], node.input[3]]:
+            raise self.unsupported(node, label, "reads other dynamic tensors than its inputs A and B")
+        reads = (
+            self.stated_input(node, label, inputs[0], 1, 2),
+            self.stated_input(node, label, inputs[1], 4, 5),
+        )
+        layer, shape = self.add_layer(node, label, inputs)
+        output = self.tensor_quant(node, label, 6, 7, "output")
+        self.origin.add("QOperator")
+        quant = JoinQuant(reads, output, label, QuantForm.QOPERATOR)
+        return self.add_node(
+            layer, quant, _Pending(node, label, "add", tuple(t.node for t in inputs), reads, shape)
+        )
+
+    def float_concat(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
+        if len(inputs) != len(node.input):
+            raise self.unsupported(node, label, "concatenates constants with tensors, which is not supported")
+        reads = tuple(self.need_float_view(node, label, tensor) for tensor in inputs)
+        if len(inputs) == 1:
+            return inputs[0]
+        layer, shape = self.concat_layer(node, label, inputs)
+        self.origin.add("QDQ")
+        pending = _Pending(node, label, "concat", tuple(t.node for t in inputs), reads, shape, layer)
+        return _QTensor(shape, inputs[0].node, reads[0], pending=pending)
+
+    def qlinear_concat(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
+        names = list(node.input)
+        if (
+            len(names) < 5
+            or (len(names) - 2) % 3
+            or names[2::3] != [t for t in names if t not in self.constants]
+        ):
+            raise self.fail(
+                node, label, "has inputs other than Y_scale, Y_zero_point and (X, scale, zero point) triples"
+            )
+        output = self.tensor_quant(node, label, 0, 1, "output")
+        reads = tuple(
+            self.stated_input(node, label, tensor, 3 + 3 * slot, 4 + 3 * slot)
+            for slot, tensor in enumerate(inputs)
+        )
+        self.origin.add("QOperator")
+        if len(inputs) == 1:
+            if not reads[0].same_as(output):
+                raise self.unsupported(node, label, "requantizes one tensor; not supported")
+            return inputs[0]
+        layer, shape = self.concat_layer(node, label, inputs)
+        quant = JoinQuant(reads, output, label, QuantForm.QOPERATOR)
+        return self.add_node(
+            layer, quant, _Pending(node, label, "concat", tuple(t.node for t in inputs), reads, shape)
+        )
 
     # layers shared by both formats
 
@@ -539,13 +740,22 @@ class _Reader:
                 node, label, f"shape mismatch: kernel_shape {list(declared)} but weights {tuple(kernel)}"
             )
 
-    def image(self, node: onnx.NodeProto, label: str) -> tuple[int, int, int]:
-        if len(self.shape) != 4 or self.shape[0] != 1:
-            raise self.unsupported(node, label, f"needs an NCHW input of batch 1, got shape {self.shape}")
-        return self.shape[1], self.shape[2], self.shape[3]
+    def image(self, node: onnx.NodeProto, label: str, shape: tuple[int, ...]) -> tuple[int, int, int]:
+        if len(shape) != 4 or shape[0] != 1:
+            raise self.unsupported(node, label, f"needs an NCHW input of batch 1, got shape {shape}")
+        return shape[1], shape[2], shape[3]
 
     def geometry(self, node: onnx.NodeProto, label: str, kernel: tuple[int, int]) -> dict:
-        if self.attribute(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"VALID", "VALID"):
+        auto_pad = self.attribute(node, "auto_pad", b"NOTSET")
+        auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else str(auto_pad)
+        if auto_pad != "NOTSET" and any(attribute.name == "pads" for attribute in node.attribute):
+            raise self.fail(
+                node,
+                label,
+                f"has both auto_pad {auto_pad} and a pads attribute: ONNX allows one or the "
+                "other (onnxruntime refuses the file)",
+            )
+        if auto_pad not in ("NOTSET", "VALID"):
             raise self.unsupported(node, label, "with auto_pad SAME_* is not supported in quantized models")
         if any(v != 1 for v in self.attribute(node, "dilations", [1, 1])):
             raise self.unsupported(node, label, "with dilations is not supported")
@@ -557,10 +767,19 @@ class _Reader:
             )
         return {"strides": strides, "pads": pads}
 
-    def conv_layer(self, node, label, integers, scales, bias, input_scale) -> Conv2D:
-        image = self.image(node, label)
+    def dequantized(self, node, label, integers, scales, bias, input_scale) -> tuple[np.ndarray, np.ndarray]:
+        """`_dequantized`, its refusal naming the node."""
+        try:
+            return _dequantized(integers, scales, bias, input_scale, 0)
+        except InputError as error:
+            raise self.fail(node, label, str(error)) from None
+
+    def conv_layer(
+        self, node, label, shape, integers, scales, bias, input_scale
+    ) -> tuple[Conv2D, tuple[int, ...]]:
+        image = self.image(node, label, shape)
         geometry = self.geometry(node, label, tuple(integers.shape[2:]))
-        weights, float_bias = _dequantized(integers, scales, bias, input_scale, 0)
+        weights, float_bias = self.dequantized(node, label, integers, scales, bias, input_scale)
         try:
             layer = Conv2D(
                 weights,
@@ -572,58 +791,64 @@ class _Reader:
             )
         except InputError as error:
             raise self.fail(node, label, f"has invalid parameters: {error}") from None
-        self.shape = (1, *layer.output_shape)
-        return layer
+        return layer, (1, *layer.output_shape)
 
-    def dense_layer(self, node, label, integers, scales, bias, input_scale) -> Dense:
-        if not self.shape or any(dim != 1 for dim in self.shape[:-1]):
-            raise self.unsupported(node, label, f"needs a vector input, got shape {self.shape}")
-        if integers.shape[1] != self.shape[-1]:
+    def dense_layer(
+        self, node, label, shape, integers, scales, bias, input_scale
+    ) -> tuple[Dense, tuple[int, ...]]:
+        if not shape or any(dim != 1 for dim in shape[:-1]):
+            raise self.unsupported(node, label, f"needs a vector input, got shape {shape}")
+        if integers.shape[1] != shape[-1]:
             raise self.fail(
                 node,
                 label,
-                f"shape mismatch: weights expect {integers.shape[1]} inputs, the tensor has {self.shape[-1]}",
+                f"shape mismatch: weights expect {integers.shape[1]} inputs, the tensor has {shape[-1]}",
             )
-        weights, float_bias = _dequantized(integers, scales, bias, input_scale, 0)
-        self.shape = (*self.shape[:-1], integers.shape[0])
-        return Dense(weights, float_bias, Activation.IDENTITY)
+        weights, float_bias = self.dequantized(node, label, integers, scales, bias, input_scale)
+        return Dense(weights, float_bias, Activation.IDENTITY), (*shape[:-1], integers.shape[0])
 
-    def add_mac(self, layer, quant: MacQuant) -> None:
+    def add_node(self, layer, quant, pending: _Pending) -> _QTensor:
+        """A node reading `pending.producers`, its codes quantized as `quant.output`."""
+        self.layers.append(layer)
+        self.quants.append(quant)
+        self.wiring.append(pending.producers)
+        return _QTensor(pending.shape, len(self.layers) - 1, quant.output)
+
+    def add_mac(self, layer, quant: MacQuant, producer: int, shape: tuple[int, ...]) -> _QTensor:
         """The layer with the activation its requantization implies (`qverify.network.float_view`)."""
         self.layers.append(_with_activation(layer, implied_activation(quant)))
         self.quants.append(quant)
-        self.codes = quant.output
+        self.wiring.append((producer,))
+        return _QTensor(shape, len(self.layers) - 1, quant.output)
 
-    def add_pool(self, layer, input_quant: TensorQuant, output: TensorQuant, label: str) -> None:
-        self.layers.append(layer)
-        self.quants.append(PoolQuant(input_quant, output, label))
-        self.codes = output
-
-    def qlinear_average_pool(self, node: onnx.NodeProto, label: str) -> None:
-        input_quant = self.need_codes(node, label)
-        stated = self.tensor_quant(node, label, 1, 2, "input")
-        if not stated.same_as(input_quant):
-            raise self.fail(node, label, "input quantization differs from the codes it reads")
+    def qlinear_average_pool(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
+        (tensor,) = inputs
+        input_quant = self.stated_input(node, label, tensor, 1, 2)
         if self.attribute(node, "channels_last", 0):
             raise self.unsupported(node, label, "with channels_last=1 is not supported")
         output = self.tensor_quant(node, label, 3, 4, "output")
-        layer = self.pool_layer(node, label)
-        self.add_pool(layer, input_quant, output, label)
+        layer, shape = self.pool_layer(node, label, tensor.shape)
         self.origin.add("QOperator")
+        pending = _Pending(node, label, "pool", (tensor.node,), (input_quant,), shape)
+        return self.add_node(layer, PoolQuant(input_quant, output, label), pending)
 
-    def pool(self, node: onnx.NodeProto, label: str) -> None:
-        qdq = self.float_view
-        quant = self.need_float_view(node, label) if qdq else self.need_codes(node, label)
-        layer = self.pool_layer(node, label)
+    def pool(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
+        (tensor,) = inputs
+        qdq = tensor.float_view
+        quant = self.need_float_view(node, label, tensor) if qdq else self.need_codes(node, label, tensor)
+        layer, shape = self.pool_layer(node, label, tensor.shape)
+        pending = _Pending(node, label, "pool", (tensor.node,), (quant,), shape, layer)
         if qdq:
-            self.pending = _Pending(node, label, "pool", layer)
-        else:
-            self.add_pool(layer, quant, quant, label)
+            return _QTensor(shape, tensor.node, quant, pending=pending)
+        return self.add_node(layer, PoolQuant(quant, quant, label), pending)
 
-    def pool_layer(self, node: onnx.NodeProto, label: str) -> MaxPool2D | AveragePool2D:
-        """The pooling layer a MaxPool, AveragePool, GlobalAveragePool or QLinearAveragePool states."""
-        image = self.image(node, label)
-        if node.op_type == "GlobalAveragePool":
+    def pool_layer(
+        self, node: onnx.NodeProto, label: str, shape: tuple[int, ...]
+    ) -> tuple[MaxPool2D | AveragePool2D, tuple[int, ...]]:
+        """The pooling layer a MaxPool, AveragePool, GlobalAveragePool or QLinear(Global)AveragePool
+        states."""
+        image = self.image(node, label, shape)
+        if node.op_type in ("GlobalAveragePool", "QLinearGlobalAveragePool"):
             kernel, geometry = (image[1], image[2]), {"strides": (1, 1), "pads": (0, 0, 0, 0)}
         else:
             kernel = tuple(self.attribute(node, "kernel_shape", []))
@@ -644,35 +869,109 @@ class _Reader:
                 )
         except InputError as error:
             raise self.fail(node, label, f"has invalid parameters: {error}") from None
-        self.shape = (1, *layer.output_shape)
-        return layer
+        return layer, (1, *layer.output_shape)
 
-    def flatten(self, node: onnx.NodeProto, label: str) -> None:
+    def reshaped(
+        self, node: onnx.NodeProto, label: str, tensor: _QTensor, shape: tuple[int, ...]
+    ) -> _QTensor:
+        if tensor.pending is not None:
+            raise self.unsupported(node, label, "reshapes a float result before its QuantizeLinear")
+        return replace(tensor, shape=shape)
+
+    def flatten(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
+        (tensor,) = inputs
         axis = int(self.attribute(node, "axis", 1))
-        rank = len(self.shape)
+        rank = len(tensor.shape)
         axis = axis + rank if axis < 0 else axis
         if not 0 <= axis <= rank:
             raise self.fail(node, label, f"has axis {axis} outside 0..{rank}")
-        self.shape = (math.prod(self.shape[:axis]), math.prod(self.shape[axis:]))
+        return self.reshaped(
+            node, label, tensor, (math.prod(tensor.shape[:axis]), math.prod(tensor.shape[axis:]))
+        )
 
-    def reshape(self, node: onnx.NodeProto, label: str) -> None:
+    def reshape(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
+        (tensor,) = inputs
+        shape = tensor.shape
         requested = [int(v) for v in self.constant(node, label, 1, "shape").value.reshape(-1)]
-        dims = [self.shape[i] if v == 0 and i < len(self.shape) else v for i, v in enumerate(requested)]
-        size, known = math.prod(self.shape), math.prod(v for v in dims if v != -1)
+        dims = [shape[i] if v == 0 and i < len(shape) else v for i, v in enumerate(requested)]
+        size, known = math.prod(shape), math.prod(v for v in dims if v != -1)
         if dims.count(-1) == 1 and known and size % known == 0:
             dims = [size // known if v == -1 else v for v in dims]
         if any(v < 0 for v in dims) or math.prod(dims) != size:
-            raise self.fail(node, label, f"shape mismatch: cannot reshape {self.shape} to {tuple(requested)}")
-        self.shape = tuple(dims)
+            raise self.fail(node, label, f"shape mismatch: cannot reshape {shape} to {tuple(requested)}")
+        return self.reshaped(node, label, tensor, tuple(dims))
 
-    def finish(self, last_node: onnx.NodeProto, last_label: str) -> None:
-        if not self.float_view or self.pending is not None or not self.layers:
+    def transpose(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
+        """tf2onnx's NHWC `Transpose`s (of the float input before its QuantizeLinear, of codes before
+        a Flatten/Reshape): a `Permute` node that moves codes, exact in every arithmetic (onnxruntime
+        transposes the integers themselves)."""
+        (tensor,) = inputs
+        if tensor.pending is not None:
+            raise self.unsupported(node, label, "transposes a float result before its QuantizeLinear")
+        shape = tensor.shape
+        perm = [int(v) for v in self.attribute(node, "perm", list(range(len(shape)))[::-1])]
+        if sorted(perm) != list(range(len(shape))):
+            raise self.fail(node, label, f"has the permutation {perm} for a tensor of shape {list(shape)}")
+        new_shape = tuple(shape[p] for p in perm)
+        moves = np.arange(math.prod(shape)).reshape(shape).transpose(perm).ravel()
+        if tensor.codes is None:  # the graph input: the Permute follows its QuantizeLinear
+            earlier = tensor.input_order
+            return replace(tensor, shape=new_shape, input_order=moves if earlier is None else earlier[moves])
+        return self.permuted(node, label, tensor, moves, new_shape)
+
+    def permuted(
+        self, node: onnx.NodeProto, label: str, tensor: _QTensor, moves: np.ndarray, shape: tuple[int, ...]
+    ) -> _QTensor:
+        """A `Permute` node (z[i] = h[moves[i]]) on the tensor's codes, their quantization unchanged."""
+        if np.array_equal(moves, np.arange(moves.size)):
+            return replace(tensor, shape=shape, input_order=None)
+        unbatched = shape[1:] if len(shape) > 1 and shape[0] == 1 else shape
+        layer = Permute(moves, (moves.size,), tuple(unbatched) if len(unbatched) == 3 else (moves.size,))
+        quant = JoinQuant((tensor.codes,), tensor.codes, f"{label} (Transpose)")
+        self.layers.append(layer)
+        self.quants.append(quant)
+        self.wiring.append((tensor.node,))
+        return _QTensor(shape, len(self.layers) - 1, tensor.codes, float_view=tensor.float_view)
+
+    def softmax(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
+        """A final Softmax (QOperator's QLinearSoftmax; QDQ's Softmax between DequantizeLinear and
+        QuantizeLinear), dropped as the float reader drops one: the property is stated over the
+        logits' codes, and the record says so (`Network.notes`). Softmax keeps their order; its
+        quantized probabilities may tie where the logits' codes do not, which the note says."""
+        (tensor,) = inputs
+        if tensor.pending is not None or (node.op_type == "Softmax" and not tensor.float_view):
+            raise self.unsupported(node, label, "reads no layer's codes")
+        axis = int(self.attribute(node, "axis", -1))
+        if len(tensor.shape) > 2 or axis not in (-1, len(tensor.shape) - 1):
+            raise self.unsupported(node, label, "is supported over the output vector only (it is dropped)")
+        self.notes.append(
+            f"{self.describe(node, label)} at the output is dropped: the property is stated over its input "
+            "(the logits' codes), which Softmax maps monotonically (every Y_i - Y_j comparison keeps its "
+            "truth, up to the ties its quantized output steps make)"
+        )
+        return replace(tensor, softmax=True)
+
+    def identity(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
+        return inputs[0]
+
+    def finish(self, output: str, last_node: onnx.NodeProto, last_label: str) -> None:
+        """The graph output: DequantizeLinear of the last node's codes."""
+        tensor = self.tensors[output]
+        if (
+            not tensor.float_view
+            or tensor.pending is not None
+            or tensor.node != len(self.layers) - 1
+            or not self.layers
+        ):
             raise self.unsupported(
                 last_node,
                 last_label,
                 "ends the graph: a quantized model must end with DequantizeLinear of its last layer's codes",
             )
-        self.done = True
+
+
+# what may read a dropped final Softmax's output on the way to the graph output
+_AFTER_SOFTMAX = frozenset({"QuantizeLinear", "DequantizeLinear", "Flatten", "Reshape", "Identity"})
 
 
 def _with_activation(layer, activation: Activation):
@@ -690,9 +989,18 @@ def _dequantized(
     shape = [1] * integers.ndim
     shape[channel_axis] = -1
     weight_scale = np.asarray(scales, dtype=np.float32).reshape(shape)
-    weights = (integers.astype(np.float32) * weight_scale).astype(np.float32)
-    bias_scale = (np.float32(input_scale) * np.asarray(scales, dtype=np.float32)).astype(np.float32)
-    float_bias = (np.asarray(bias).astype(np.float32) * bias_scale).astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below, naming the values
+        weights = (integers.astype(np.float32) * weight_scale).astype(np.float32)
+        bias_scale = (np.float32(input_scale) * np.asarray(scales, dtype=np.float32)).astype(np.float32)
+        float_bias = (np.asarray(bias).astype(np.float32) * bias_scale).astype(np.float32)
+    for what, values in (("weights", weights), ("bias", np.broadcast_to(float_bias, (integers.shape[0],)))):
+        if not np.all(np.isfinite(values)):
+            channel = int(np.argmax(~np.isfinite(values.reshape(values.shape[0], -1)).any(axis=1)))
+            raise InputError(
+                f"its dequantized {what} overflow float32 in output channel {channel}: input scale "
+                f"{float(input_scale):.9g} x weight scale {float(np.asarray(scales).reshape(-1)[channel % np.asarray(scales).size]):.9g}"
+                " (onnxruntime would compute inf)"
+            )
     return weights.astype(np.float64), np.broadcast_to(float_bias, (integers.shape[0],)).astype(np.float64)
 
 
@@ -754,7 +1062,15 @@ def _dequantize_constant(
             f"{what}: zero point '{names[2]}' has {zero.size} values for {scale.size} scale"
             f"{'s' if scale.size > 1 else ''}"
         )
-    value = (integers.astype(np.float32) - zero.astype(np.float32).reshape(shape)) * scale.reshape(shape)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below, naming the values
+        value = (integers.astype(np.float32) - zero.astype(np.float32).reshape(shape)) * scale.reshape(shape)
+    if not np.all(np.isfinite(value)):
+        at = np.unravel_index(int(np.argmax(~np.isfinite(value))), value.shape)
+        factor = scale.reshape(-1)[at[axis] if scale.size > 1 else 0]
+        raise InputError(
+            f"{what}: its value at {tuple(int(i) for i in at)} overflows float32: integer "
+            f"{int(integers[at])} x scale '{names[1]}' {float(factor):.9g} (onnxruntime would compute inf)"
+        )
     return _Constant(value.astype(np.float32), integers, scale, zero, axis)
 
 
@@ -773,22 +1089,47 @@ def fold_dequantized_constants(
 
 
 def read_quantized(
-    model: onnx.ModelProto, where: str, constants: dict[str, np.ndarray], steps, shape
+    where: str,
+    folded: dict[str, _Constant],
+    steps: list[tuple[onnx.NodeProto, str, list[str]]],
+    readers: dict[str, int],
+    graph_input: tuple[str, tuple[int, ...]],
+    output: str,
+    unfused: frozenset[str] = frozenset(),
 ) -> Network:
     """The quantized graph's `Network` with its `AffineQuantization` (see the module docstring).
 
-    `steps` are the dynamic chain's nodes with labels (`qverify.io.onnx_reader` finds them, after
-    folding the constant DequantizeLinear nodes given by `fold_dequantized_constants`)."""
-    folded = fold_dequantized_constants(model.graph, constants, where)
-    reader = _Reader(where, folded, shape)
-    for node, label in steps:
-        reader.feed(node, label)
-    reader.finish(*steps[-1])
-    assert reader.input_quant is not None
+    `steps` are the graph's live nodes in topological order with their labels and dynamic inputs,
+    `readers` how many of them read each tensor (`qverify.io.onnx_reader` finds both, after folding
+    the constant DequantizeLinear nodes: `fold_dequantized_constants`); `graph_input` its name and
+    shape; `unfused` the outputs of the float operators onnxruntime does not fuse
+    (`qverify.io.onnx_fusion`)."""
+    reader = _Reader(where, folded, readers, unfused)
+    name, shape = graph_input
+    reader.tensors[name] = _QTensor(shape, NETWORK_INPUT, None)
+    for node, label, dynamic in steps:
+        reader.feed(node, label, dynamic)
+    last_node, last_label, _ = steps[-1]
+    reader.finish(output, last_node, last_label)
+    if reader.input_quant is None:
+        raise reader.unsupported(last_node, last_label, "ends a graph whose input is never quantized")
     try:
         quantization = AffineQuantization(
             reader.input_quant, tuple(reader.quants), "+".join(sorted(reader.origin))
         )
-        return Network(tuple(reader.layers), name=Path(where).stem, source=where, quantization=quantization)
+        transposed = any(
+            isinstance(layer, Permute) and producers == (NETWORK_INPUT,)
+            for layer, producers in zip(reader.layers, reader.wiring)
+        )
+        return Network(
+            tuple(reader.layers),
+            name=file_stem(where),
+            source=where,
+            image_shape=tuple(shape[1:]) if transposed and len(shape) == 4 else None,
+            quantization=quantization,
+            wiring=tuple(reader.wiring),
+            notes=tuple(reader.notes),
+            output_softmax=bool(reader.notes),
+        )
     except InputError as error:
         raise InputError(f"{where}: {error}") from None

@@ -47,6 +47,8 @@ from onnx import numpy_helper
 
 from qverify.errors import InputError, UnsupportedError
 from qverify.input_limits import check_file, check_tensor
+from qverify.io.files import file_stem, read_bytes
+from qverify.io.onnx_fusion import has_float_groups, unfused_outputs
 from qverify.io.onnx_graph import GraphResult, Step, _GraphBuilder
 from qverify.io.onnx_quant import fold_dequantized_constants, is_quantized, read_quantized
 from qverify.io.onnx_static import fold_shape_computations
@@ -56,7 +58,14 @@ from qverify.network.model import (
     Network,
 )
 
-__all__ = ["METADATA_INPUT_MAX", "METADATA_INPUT_MIN", "decode_bounds", "encode_bounds", "read_onnx"]
+__all__ = [
+    "METADATA_INPUT_MAX",
+    "METADATA_INPUT_MIN",
+    "decode_bounds",
+    "encode_bounds",
+    "load_model",
+    "read_onnx",
+]
 
 # Keys of `ModelProto.metadata_props` holding the input clip bounds as JSON lists; non-finite entries
 # are the strings "inf"/"-inf" (strict JSON has no infinity). Written by qverify.io.onnx_writer.
@@ -93,10 +102,14 @@ def _label(index: int, node: onnx.NodeProto) -> str:
     return node.name or f"#{index} {node.op_type}"
 
 
-def _load_model(path: str | Path) -> onnx.ModelProto:
+def load_model(path: str | Path) -> onnx.ModelProto:
+    """The ONNX model of a `.onnx` or `.onnx.gz` file, checked to be one (a graph, a known opset).
+
+    :raises InputError / UnsupportedError: naming the file and what is wrong.
+    """
     check_file(path)
     try:
-        model = onnx.load(str(path))
+        model = onnx.load_model_from_string(read_bytes(path))
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except DecodeError:
@@ -144,11 +157,15 @@ def _constant_node_value(index: int, node: onnx.NodeProto, where: str) -> np.nda
 
 
 def _constants(graph: onnx.GraphProto, where: str) -> dict[str, np.ndarray]:
-    """Every tensor whose value is known before the input arrives: initializers and Constant nodes."""
+    """Every tensor whose value is known before the input arrives: initializers, Constant nodes, and
+    an `Identity` of one of them (torch.onnx writes one where a module shares a parameter under two
+    names: an alias of any size, which the shape folding's small-input rule would leave)."""
     values = {tensor.name: _tensor_to_array(tensor, where) for tensor in graph.initializer}
     for index, node in enumerate(graph.node):
         if node.op_type == "Constant" and node.output:
             values[node.output[0]] = _constant_node_value(index, node, where)
+        elif node.op_type == "Identity" and node.input and node.output and node.input[0] in values:
+            values[node.output[0]] = values[node.input[0]]
     return values
 
 
@@ -191,41 +208,22 @@ _FLOAT_INPUTS = {
 }
 
 
-def _chain(graph: onnx.GraphProto, start: str, constants: dict[str, np.ndarray], where: str) -> list[Step]:
-    """The non-Constant nodes, checked to form one chain from the graph input to the graph output."""
-    produced = {start} | {name for node in graph.node for name in node.output}
-    current = start
-    steps = []
+def _check_names(graph: onnx.GraphProto, where: str) -> None:
+    """Every tensor name defined once: a node output that repeats a graph input, an initializer or an
+    earlier node's output (`Relu c -> c`) is refused, as onnxruntime refuses it ("Duplicate definition
+    of name"); read as a chain it would silently mean something else."""
+    defined = {value.name: "a graph input" for value in graph.input}
+    defined.update((tensor.name, "an initializer") for tensor in graph.initializer)
     for index, node in enumerate(graph.node):
-        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
-            continue
-        if node.output and all(
-            name in constants for name in node.output
-        ):  # folded (DequantizeLinear of weights)
-            continue
-        step = Step(node, _label(index, node))
-        dynamic = [name for name in node.input if name and name not in constants]
-        for name in dynamic:
-            if name not in produced:
+        for name in node.output:
+            if not name:
+                continue
+            if name in defined:
                 raise InputError(
-                    f"{where}: {step.describe()} reads '{name}', which is neither an initializer, "
-                    "a Constant nor a node output (missing initializer?)"
+                    f"{where}: ONNX node '{_label(index, node)}' ({node.op_type}) defines '{name}', "
+                    f"already defined by {defined[name]}: every tensor name must be defined once"
                 )
-        if dynamic != [current] or not node.output:
-            raise UnsupportedError(
-                f"{where}: {step.describe()} is not part of a sequential chain: its dynamic inputs are "
-                f"{dynamic}, expected only '{current}' (the previous node's output)"
-            )
-        steps.append(step)
-        current = node.output[0]
-    if not steps:
-        raise InputError(f"{where}: ONNX graph has no nodes")
-    if graph.output[0].name != current:
-        raise UnsupportedError(
-            f"{where}: graph output '{graph.output[0].name}' is not the output of the last node "
-            f"{steps[-1].describe()}; only sequential graphs are supported"
-        )
-    return steps
+            defined[name] = f"node '{_label(index, node)}'"
 
 
 _TAIL_OPS = ("Add", "Sub", "Mul", "Div", "Flatten", "Reshape", "Identity", "Dropout", "Softmax")
@@ -243,10 +241,9 @@ class _Walk:
 
 
 def _walk(graph: onnx.GraphProto, start: str, constants: dict[str, np.ndarray], where: str) -> _Walk:
-    """Every node's dynamic inputs checked to be produced before it (no cycle, no dangling input,
-    no tensor defined twice), then the nodes that reach the graph output."""
+    """Every node's dynamic inputs checked to be produced before it (no cycle, no dangling input;
+    `_check_names` has refused a tensor defined twice), then the nodes that reach the graph output."""
     produced = {start}
-    defined = {start} | set(constants)
     later = {name for node in graph.node for name in node.output}
     steps: list[tuple[Step, list[str]]] = []
     for index, node in enumerate(graph.node):
@@ -269,14 +266,7 @@ def _walk(graph: onnx.GraphProto, start: str, constants: dict[str, np.ndarray], 
                 )
         if not node.output or not node.output[0]:
             raise InputError(f"{where}: {step.describe()} has no output")
-        for name in node.output:
-            if name and name in defined:
-                raise InputError(
-                    f"{where}: {step.describe()} defines '{name}', which is already defined (duplicate "
-                    "definition of a tensor name, which onnxruntime refuses too)"
-                )
-            defined.add(name)
-            produced.add(name)
+        produced.update(name for name in node.output if name)  # (each defined once: `_check_names`)
         steps.append((step, dynamic))
     if not steps:
         raise InputError(f"{where}: ONNX graph has no nodes")
@@ -380,10 +370,11 @@ def read_onnx(path: str | Path) -> Network:
         is not one chain (several inputs or outputs, a branch, an operator on two dynamic tensors).
     """
     where = str(path)
-    model = _load_model(path)
+    model = load_model(path)
     graph = model.graph
     if not graph.node:
         raise InputError(f"{where}: ONNX graph has no nodes")
+    _check_names(graph, where)
     constants = fold_shape_computations(model, _constants(graph, where))
     graph_input = _graph_input(graph, where)
     shape = _static_shape(graph_input)
@@ -392,8 +383,13 @@ def read_onnx(path: str | Path) -> Network:
     check_tensor(shape, 8, f"{where}: graph input '{graph_input.name}'")  # read as float64
     if is_quantized(model):
         folded = fold_dequantized_constants(graph, constants, where)
-        steps = _chain(graph, graph_input.name, folded, where)
-        network = read_quantized(model, where, constants, [(step.node, step.label) for step in steps], shape)
+        walk = _walk(graph, graph_input.name, folded, where)
+        steps = [(step.node, step.label, dynamic) for step, dynamic in walk.steps]
+        output = graph.output[0].name
+        unfused = unfused_outputs(model, where) if has_float_groups(model) else frozenset()
+        network = read_quantized(
+            where, folded, steps, walk.readers, (graph_input.name, shape), output, unfused
+        )
         _check_output_shape(graph, network.n_outputs, where)
         return replace(network, image_shape=_image_shape(shape))
     walk = _walk(graph, graph_input.name, constants, where)
@@ -409,7 +405,7 @@ def read_onnx(path: str | Path) -> Network:
             layers=tuple(layers),
             wiring=tuple(result.wiring),
             output_norm=result.output_norm,
-            name=Path(path).stem,
+            name=file_stem(path),
             source=where,
             image_shape=_image_shape(shape),
             notes=tuple(result.notes),

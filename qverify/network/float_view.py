@@ -12,7 +12,8 @@ operators of the file:
   0): no Relu node is left, yet every such layer clamps at 0. An explicit Relu before the
   QuantizeLinear is the same clamp (at the output zero point);
 - a ReLU clamp whose upper clamp is the real value 6 (within the float32 rounding of the scale) is
-  a ReLU6 (a folded `Clip(0, 6)`);
+  a ReLU6 (a folded `Clip(0, 6)`), and so is a TFLite layer's fused RELU6 that clamps below the
+  code maximum (at the code nearest 6, `MacQuant.act_range`);
 - any other clamp of the code range (a lower clamp below 0, an upper clamp elsewhere) is the
   saturation of the calibrated range: quantization error, like rounding, not an activation;
 - a table after the requantization (QLinearSigmoid) is its function (sigmoid).
@@ -39,13 +40,16 @@ def lower_clamp_code(quant: MacQuant) -> int:
     """The smallest code the requantization can write: its zero point under an explicit ReLU,
     else the code range's minimum."""
     out = quant.requantized
+    if quant.act_range is not None:
+        return quant.act_range[0]
     return out.zero_point if quant.relu else out.code.qmin
 
 
 def clamps(quant: MacQuant) -> tuple[float, float]:
     """The real values of the requantization's lowest and highest codes (DequantizeLinear, float32)."""
     out = quant.requantized
-    low, high = out.dequantize(np.array([lower_clamp_code(quant), out.code.qmax]))
+    top = out.code.qmax if quant.act_range is None else quant.act_range[1]
+    low, high = out.dequantize(np.array([lower_clamp_code(quant), top]))
     return float(low), float(high)
 
 
@@ -64,6 +68,12 @@ def implied_activation(quant: MacQuant) -> Activation:
     low, high = clamps(quant)
     if low != 0.0:
         return Activation.IDENTITY
+    if (
+        quant.fused == "RELU6"
+        and quant.act_range is not None
+        and quant.act_range[1] < quant.requantized.code.qmax
+    ):
+        return Activation.RELU6  # TFLite's RELU6 clamps at the code of 6 (rounded), not at 6 exactly
     return Activation.RELU6 if is_relu6_top(high) else Activation.RELU
 
 
@@ -77,7 +87,9 @@ def describe_implied(quant: MacQuant) -> str:
     if activation is Activation.IDENTITY:
         return f"codes clamp to [{low:.6g}, {high:.6g}]: range saturation, no activation"
     how = (
-        "an explicit Relu"
+        f"TFLite's fused {quant.fused}"
+        if quant.fused and quant.fused != "NONE"
+        else "an explicit Relu"
         if quant.relu
         else f"the output zero point {quant.output.zero_point} is the code minimum"
     )

@@ -208,7 +208,7 @@ class Network:
         if self.output_norm is not None and self.output_norm.mean.size not in (1, self.n_outputs):
             raise InputError("output normalisation does not match the number of outputs")
         if self.quantization is not None:
-            self.quantization.check_against(self.layers)
+            self.quantization.check_against(self.layers, self.wiring)
 
     def _check_wiring(self) -> None:
         """Topological order, sizes and shapes of every edge, and every node used by the output."""

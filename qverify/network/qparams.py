@@ -22,25 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from qverify.errors import InputError
-
-
-class CodeType(enum.Enum):
-    """The integer type of a tensor's codes."""
-
-    INT8 = "int8"
-    UINT8 = "uint8"
-
-    @property
-    def qmin(self) -> int:
-        return -128 if self is CodeType.INT8 else 0
-
-    @property
-    def qmax(self) -> int:
-        return 127 if self is CodeType.INT8 else 255
-
-    @property
-    def c_type(self) -> str:
-        return "int8_t" if self is CodeType.INT8 else "uint8_t"
+from qverify.network.joins import Join
+from qverify.vocabulary import CodeType
 
 
 def _float32_scale(scale: float, what: str) -> float:
@@ -122,6 +105,16 @@ class CodeLookup:
     what: str = "lookup"
 
 
+def _check_act_range(act_range: tuple[int, int] | None, out: TensorQuant, what: str) -> None:
+    if act_range is None:
+        return
+    low, high = act_range
+    if not out.code.qmin <= low <= high <= out.code.qmax:
+        raise InputError(
+            f"{what}: its activation clamps codes to [{low}, {high}], outside the {out.code.value} range or empty"
+        )
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class MacQuant:
     """The integers of one dense or convolution layer and the quantization of its input and output.
@@ -141,8 +134,20 @@ class MacQuant:
     form: QuantForm = QuantForm.QDQ
     lookup: CodeLookup | None = None
     pool_divisor: int = 0  # > 0: an int8 average pool as a MAC of ones (`qverify.quant.pool8`)
+    pool_global: bool = False  # the pool's window is the whole unpadded image (`pool8.global_codes`)
+    pool_mean: bool = (
+        False  # the pool is TFLite's MEAN (a reduction), not its AVERAGE_POOL_2D (`quant.tflite8`)
+    )
+    # TFLite: the codes a fused activation clamps the requantized codes to (`tflite8.activation_range`);
+    # None: the code range's, or from its zero point under `relu`
+    act_range: tuple[int, int] | None = None
+    fused: str = ""  # TFLite's fused activation function ("RELU", "RELU6", ...), "" when none is stated
+    # TFLite's reference FULLY_CONNECTED: it requantizes in double, round(acc * (s_in * s_w / s_out)),
+    # not with the Q31 multiplier its convolutions use (`quant.tflite8.double_requantize`)
+    double_requant: bool = False
 
     def __post_init__(self) -> None:
+        _check_act_range(self.act_range, self.requantized, self.what)
         if self.lookup is not None and self.lookup.input.code is not self.output.code:
             raise InputError(
                 f"{self.lookup.what}: reads {self.lookup.input.code.value} codes and writes "
@@ -193,9 +198,52 @@ class PoolQuant:
     input: TensorQuant
     output: TensorQuant
     what: str = "pool"
+    float_path: bool = False  # onnxruntime runs the QDQ pool unfused, in float32 (`io.onnx_fusion`)
+    mean: bool = False  # TFLite's MEAN over the image (its arithmetic differs from AVERAGE_POOL_2D's)
+    act_range: tuple[int, int] | None = None  # TFLite: the fused activation's clamp on the output codes
+
+    def __post_init__(self) -> None:
+        _check_act_range(self.act_range, self.output, self.what)
 
 
-LayerQuant = MacQuant | PoolQuant
+@dataclass(frozen=True, slots=True, eq=False)
+class JoinQuant:
+    """A join on codes (`qverify.network.joins`): the quantization of each input and of the output.
+
+    An `Add` of two tensors is onnxruntime's QLinearAdd (or the QDQ Add it fuses into one): each
+    output code a function of the two input codes, computed in float32 (`qverify.quant.add8`).
+    A `Concat` copies each input's codes, requantized element by element where that input's
+    quantization is not the output's (QLinearConcat's table: QuantizeLinear of DequantizeLinear).
+    A `Permute` moves codes (one input, quantized as the output). `float_path`: onnxruntime leaves
+    the QDQ Add unfused (`qverify.io.onnx_fusion`) and computes DequantizeLinear, Add and
+    QuantizeLinear in float32, another function of the two codes."""
+
+    inputs: tuple[TensorQuant, ...]
+    output: TensorQuant
+    what: str = "join"
+    form: QuantForm = QuantForm.QDQ
+    float_path: bool = False
+    act_range: tuple[int, int] | None = None  # TFLite's ADD: the fused activation's clamp on the codes
+    fused: str = ""  # TFLite's ADD: its fused activation function ("RELU", ...)
+
+    def __post_init__(self) -> None:
+        _check_act_range(self.act_range, self.output, self.what)
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+        if not self.inputs:
+            raise InputError(f"{self.what}: a join without inputs")
+
+    @property
+    def input(self) -> TensorQuant:
+        """The first input's quantization (what a chain's check reads)."""
+        return self.inputs[0]
+
+    @property
+    def copies(self) -> bool:
+        """Does every input already have the output's quantization (a plain copy of codes)?"""
+        return all(quant.same_as(self.output) for quant in self.inputs)
+
+
+LayerQuant = MacQuant | PoolQuant | JoinQuant
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -210,48 +258,69 @@ class AffineQuantization:
         object.__setattr__(self, "layers", tuple(self.layers))
         if not self.layers:
             raise InputError("quantization parameters without layers")
-        if not self.layers[0].input.same_as(self.input):
-            raise InputError(
-                f"{self.layers[0].what}: input quantization ({self.layers[0].input.describe()}) differs "
-                f"from the network input's ({self.input.describe()})"
-            )
-        for before, after in zip(self.layers, self.layers[1:]):
-            if not before.output.same_as(after.input):
-                raise InputError(
-                    f"{after.what}: its input is quantized as {after.input.describe()} but "
-                    f"{before.what} writes {before.output.describe()}"
-                )
 
     @property
     def output(self) -> TensorQuant:
         return self.layers[-1].output
 
     @property
+    def model_format(self) -> str:
+        """The number format the model means when it is run: a TFLite file's reference kernels
+        (`int8-tflite`), else onnxruntime's arithmetic (`int8`)."""
+        return "int8-tflite" if self.origin == "TFLite" else "int8"
+
+    @property
     def per_channel(self) -> bool:
         return any(isinstance(layer, MacQuant) and layer.per_channel for layer in self.layers)
 
-    def check_against(self, layers: Sequence[object]) -> None:
-        """One record per layer, of the right kind and shape (called by `Network`)."""
+    def check_against(self, layers: Sequence[object], wiring: Sequence[Sequence[int]]) -> None:
+        """One record per node, of the node's kind and shape, and every node's input quantization
+        the one its producers write (the network input's: `input`). Called by `Network`, which has
+        checked the wiring itself."""
         if len(layers) != len(self.layers):
             raise InputError(
                 f"quantization parameters for {len(self.layers)} layers, the network has {len(layers)}"
             )
-        for index, (layer, quant) in enumerate(zip(layers, self.layers), start=1):
+        for index, (layer, quant, producers) in enumerate(zip(layers, self.layers, wiring), start=1):
             has_weights = hasattr(layer, "weights")
-            if has_weights != isinstance(quant, MacQuant):
+            is_join = isinstance(layer, Join)
+            if has_weights != isinstance(quant, MacQuant) or is_join != isinstance(quant, JoinQuant):
                 raise InputError(f"layer {index}: quantization record of the wrong kind")
             if isinstance(quant, MacQuant) and quant.weights.shape != layer.weights.shape:  # type: ignore[attr-defined]
                 raise InputError(
                     f"layer {index}: int8 weights of shape {quant.weights.shape}, the layer has "
                     f"{layer.weights.shape}"  # type: ignore[attr-defined]
                 )
+            reads = quant.inputs if isinstance(quant, JoinQuant) else (quant.input,)
+            if len(reads) != len(producers):
+                raise InputError(
+                    f"{quant.what}: quantizations for {len(reads)} inputs, the node reads {len(producers)}"
+                )
+            for read, producer in zip(reads, producers):
+                written = self.input if producer < 0 else self.layers[producer].output
+                source = "the network input" if producer < 0 else self.layers[producer].what
+                if not read.same_as(written):
+                    raise InputError(
+                        f"{quant.what}: its input is quantized as {read.describe()} but {source} writes "
+                        f"{written.describe()}"
+                    )
 
     def update_digest(self, sha: hashlib._Hash) -> None:  # type: ignore[name-defined]
         sha.update(self.input.describe().encode())
         for quant in self.layers:
             sha.update(quant.output.describe().encode())
+            if isinstance(quant, JoinQuant):
+                sha.update(b"join " + " ".join(q.describe() for q in quant.inputs).encode())
+                sha.update(b"float" if quant.float_path else b"")
+                sha.update(b"" if quant.form is QuantForm.QDQ else quant.form.value.encode())
+            if isinstance(quant, PoolQuant):
+                sha.update(b"float" if quant.float_path else b"")
+                sha.update(b"mean" if quant.mean else b"")
+            if getattr(quant, "act_range", None) is not None:
+                sha.update(f"clamp {quant.act_range} {getattr(quant, 'fused', '')}".encode())
             if isinstance(quant, MacQuant):
                 sha.update(b"relu" if quant.relu else b"-")
+                sha.update(b"double" if quant.double_requant else b"")
                 if quant.lookup is not None:
                     sha.update(f"{quant.lookup.function.value} {quant.lookup.input.describe()}".encode())
                 sha.update(b"" if quant.form is QuantForm.QDQ else quant.form.value.encode())

@@ -11,7 +11,10 @@ generated C adds them: for a convolution the kernel positions (input channel, ke
 column) in lexicographic order, padded positions skipped (the C tests the bounds and adds nothing,
 as microcontroller kernels do; int8 runtimes pad with the input zero point, whose product term is
 0, so both agree). `matrix` is the same layer as a dense (n_out, n_in) matrix with structural zeros:
-analyses that only need a linear map (interval and symbolic bounds, range analysis) use it.
+analyses that only need a linear map (interval and symbolic bounds, range analysis) use it. It is
+built when first asked for, never on construction (a 1x1 convolution of a 300x300 image has 90,000
+taps and a 65 GB dense matrix), and refused with the tensor-size limit (`input_limits.TENSOR_SIZE`)
+when it would exceed it; the taps and windows are checked against that limit before they are built.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from qverify.errors import InputError
+from qverify.input_limits import check_tensor
 from qverify.network.activation import Activation
 from qverify.network.arrays import frozen_array, require_finite
 from qverify.network.taps import Taps
@@ -115,7 +119,7 @@ class Conv2D:
     groups: int = 1
     output_shape: Shape3 = field(init=False)
     _taps: Taps = field(init=False, repr=False)
-    _matrix: np.ndarray = field(init=False, repr=False)
+    _matrix: np.ndarray | None = field(init=False, repr=False, default=None)  # built on first use
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -128,6 +132,11 @@ class Conv2D:
         require_finite(self.bias, "convolution bias")
         out_channels, group_in, kh, kw = self.weights.shape
         channels, height, width = self.input_shape
+        if 0 in self.weights.shape:
+            raise InputError(
+                f"conv kernel of shape {self.weights.shape} is empty (0 output channels, input channels "
+                "or kernel size)"
+            )
         if self.groups < 1 or channels % self.groups or out_channels % self.groups:
             raise InputError(
                 f"conv groups {self.groups} must divide both the input channels ({channels}) and the "
@@ -143,8 +152,9 @@ class Conv2D:
         out_h = output_size(height, kh, self.strides[0], self.pads[0], self.pads[2], "conv height")
         out_w = output_size(width, kw, self.strides[1], self.pads[1], self.pads[3], "conv width")
         set_(self, "output_shape", (out_channels, out_h, out_w))
+        # the taps' index arrays, (n_out, products per neuron) int64, before anything allocates them
+        check_tensor((self.n_out, group_in * kh * kw), 8, f"conv {self.shape_text()}: its taps")
         set_(self, "_taps", self._build_taps())
-        set_(self, "_matrix", self._build_matrix())
 
     @property
     def kernel(self) -> Pair:
@@ -180,8 +190,18 @@ class Conv2D:
 
     @property
     def matrix(self) -> np.ndarray:
-        """The layer as a dense (n_out, n_in) matrix (structural zeros where no product is formed)."""
-        return self._matrix
+        """The layer as a dense (n_out, n_in) matrix (structural zeros where no product is formed),
+        built on first use.
+
+        :raises InputError: the matrix exceeds the tensor-size limit (QVERIFY_MAX_TENSOR_MB)."""
+        if self._matrix is None:
+            check_tensor((self.n_out, self.n_in), 8, f"conv {self.shape_text()}: its dense matrix")
+            object.__setattr__(self, "_matrix", self._build_matrix())
+        return self._matrix  # type: ignore[return-value]
+
+    def shape_text(self) -> str:
+        """`1x300x300 -> 1x300x300`: what error messages name the layer by."""
+        return f"{'x'.join(map(str, self.input_shape))} -> {'x'.join(map(str, self.output_shape))}"
 
     def _build_taps(self) -> Taps:
         _, height, width = self.input_shape
@@ -208,7 +228,7 @@ class Conv2D:
         )
 
     def _build_matrix(self) -> np.ndarray:
-        taps = self._taps
+        taps = self.taps()
         matrix = np.zeros((self.n_out, self.n_in))
         rows = np.repeat(np.arange(self.n_out), taps.count)
         valid = taps.valid
@@ -223,10 +243,7 @@ class Conv2D:
     def describe(self) -> str:
         kh, kw = self.kernel
         extra = f", groups {self.groups}" if self.groups > 1 else ""
-        return (
-            f"conv {'x'.join(map(str, self.input_shape))} -> {'x'.join(map(str, self.output_shape))}, "
-            f"kernel {kh}x{kw}, stride {self.strides[0]}x{self.strides[1]}, pads {list(self.pads)}{extra}"
-        )
+        return f"conv {self.shape_text()}, kernel {kh}x{kw}, stride {self.strides[0]}x{self.strides[1]}, pads {list(self.pads)}{extra}"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -253,6 +270,7 @@ class _Pool2D:
         out_h = output_size(height, kh, self.strides[0], self.pads[0], self.pads[2], "pool height")
         out_w = output_size(width, kw, self.strides[1], self.pads[1], self.pads[3], "pool width")
         set_(self, "output_shape", (channels, out_h, out_w))
+        check_tensor((math.prod(self.output_shape), kh * kw), 8, f"pool {self.shape_text()}: its windows")
         iy, ix, inside = _window_positions(
             self.input_shape, self.output_shape, self.kernel, self.strides, self.pads
         )
@@ -286,12 +304,12 @@ class _Pool2D:
         """Per output neuron, the flat input indices of its window (padding skipped), in C order."""
         return self._windows
 
+    def shape_text(self) -> str:
+        return f"{'x'.join(map(str, self.input_shape))} -> {'x'.join(map(str, self.output_shape))}"
+
     def _geometry(self, name: str) -> str:
         kh, kw = self.kernel
-        return (
-            f"{name} {'x'.join(map(str, self.input_shape))} -> {'x'.join(map(str, self.output_shape))}, "
-            f"kernel {kh}x{kw}, stride {self.strides[0]}x{self.strides[1]}, pads {list(self.pads)}"
-        )
+        return f"{name} {self.shape_text()}, kernel {kh}x{kw}, stride {self.strides[0]}x{self.strides[1]}, pads {list(self.pads)}"
 
 
 @dataclass(frozen=True, slots=True, eq=False)

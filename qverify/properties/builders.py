@@ -22,6 +22,7 @@ from dataclasses import replace
 from fractions import Fraction
 from numbers import Rational
 from pathlib import Path
+from typing import overload
 
 import numpy as np
 
@@ -34,6 +35,7 @@ from qverify.properties.model import (
     Clause,
     OutputCondition,
     Property,
+    PropertyCases,
     Relation,
     RobustnessInfo,
     Units,
@@ -47,6 +49,7 @@ __all__ = [
     "read_center",
     "robustness",
     "to_normalised",
+    "to_raw",
 ]
 
 Number = float | int | Fraction | np.floating | np.integer
@@ -57,6 +60,9 @@ Domain = tuple[Vector, Vector]
 _NUMBER_TEXT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d{1,3})?(/\d+)?$")
 # example separators: "0.1, 0.2 0.3;0.4" -> four values
 _SEPARATORS = re.compile(r"[,\s;]+")
+
+
+_FLOAT64_MAX = Fraction(np.finfo(np.float64).max)
 
 
 def exact(value: Number | str, what: str = "value") -> Fraction:
@@ -74,7 +80,12 @@ def exact(value: Number | str, what: str = "value") -> Fraction:
         check_literal(text, what)
         if not _NUMBER_TEXT.match(text) or text.endswith("/0"):
             raise InputError(f"{what}: '{value}' is not a number")
-        return Fraction(text)
+        result = Fraction(text)
+        if abs(result) > _FLOAT64_MAX:  # every later stage computes with it in float64: inf there
+            raise InputError(
+                f"{what}: '{value}' is beyond float64's range (about 1.8e308): it would be infinite"
+            )
+        return result
     if isinstance(value, (float, np.floating)):
         if not np.isfinite(value):
             raise InputError(f"{what}: {value} is not finite")
@@ -364,14 +375,67 @@ def _conversion_note(net: Network) -> str:
     return f"converted from raw units with the normalisation of {net.name}"
 
 
-def to_normalised(prop: Property, net: Network) -> Property:
+def _raw_box(box: Box, net: Network) -> Box:
+    """x = x_norm * range + mean per bound (the inverse of `_normalised_box` inside [min, max])."""
+    norm = net.input_norm
+    if norm is None:
+        return box
+    scale = [(Fraction(float(r)), Fraction(float(m))) for r, m in zip(norm.range, norm.mean)]
+    return Box(
+        tuple(v * r + m for v, (r, m) in zip(box.lo, scale)),
+        tuple(v * r + m for v, (r, m) in zip(box.hi, scale)),
+    )
+
+
+def _raw_atom(atom: Atom, net: Network) -> Atom:
+    """y_norm = (y_raw - mean) / range: coefficient a_i -> a_i / range_i, constant -= a_i mean_i / range_i."""
+    norm = net.output_norm
+    if norm is None:
+        return atom
+    means = np.broadcast_to(norm.mean, (net.n_outputs,))
+    ranges = np.broadcast_to(norm.range, (net.n_outputs,))
+    terms = tuple((i, c / Fraction(float(ranges[i]))) for i, c in atom.terms)
+    constant = atom.constant - sum(
+        (c * Fraction(float(means[i])) / Fraction(float(ranges[i])) for i, c in atom.terms), Fraction(0)
+    )
+    return Atom(terms, constant, atom.relation)
+
+
+def to_raw(prop: Property | PropertyCases, net: Network) -> Property | PropertyCases:
+    """A normalised `prop` in the raw units of the network's normalisation, exactly: what a VNN-LIB
+    file about an ONNX graph that normalises must say (`to_normalised` reads it back to `prop`)."""
+    if prop.units is Units.RAW:
+        return prop
+    if isinstance(prop, PropertyCases):
+        return replace(prop, cases=tuple(to_raw(case, net) for case in prop.cases), units=Units.RAW)
+    unsafe = OutputCondition(
+        tuple(Clause(tuple(_raw_atom(atom, net) for atom in clause.atoms)) for clause in prop.unsafe.clauses)
+    )
+    return replace(
+        prop, boxes=tuple(_raw_box(box, net) for box in prop.boxes), unsafe=unsafe, units=Units.RAW
+    )
+
+
+@overload
+def to_normalised(prop: Property, net: Network) -> Property: ...
+
+
+@overload
+def to_normalised(prop: PropertyCases, net: Network) -> PropertyCases: ...
+
+
+def to_normalised(prop: Property | PropertyCases, net: Network) -> Property | PropertyCases:
     """`prop` in normalised units: RAW properties are converted exactly with the net's NNet
-    normalisation (Fractions of its float values); NORMALISED ones are returned unchanged.
+    normalisation (Fractions of its float values); NORMALISED ones are returned unchanged. A
+    property of cases is converted case by case.
 
     :raises InputError: the property does not fit the network's numbers of inputs/outputs.
     """
     if prop.units is Units.NORMALISED:
         return prop
+    if isinstance(prop, PropertyCases):
+        cases = tuple(to_normalised(case, net) for case in prop.cases)
+        return replace(prop, cases=cases, units=Units.NORMALISED, notes=prop.notes + (_conversion_note(net),))
     prop.check_against(net.n_inputs, net.n_outputs)
     unsafe = OutputCondition(
         tuple(

@@ -4,6 +4,8 @@
 - The output condition is the *unsafe* set U, as VNN-LIB states it: a disjunction of clauses, each a
   conjunction of linear atoms `sum_i a_i * Y_i + c  (>=|>|<=|<)  0`. The property holds iff no input
   of H gives outputs in U.
+- A VNN-LIB file in the *case form* (each disjunct an input box with its own output condition) is a
+  `PropertyCases`: several such properties over one network, which holds iff every case holds.
 - Units: `normalised` (what the network core and the generated C compute on; VNN-LIB's X/Y) or
   `raw` (the NNet's physical units); `to_normalised` converts exactly.
 """
@@ -17,11 +19,7 @@ from fractions import Fraction
 import numpy as np
 
 from qverify.errors import InputError
-
-
-class Units(enum.Enum):
-    NORMALISED = "normalised"
-    RAW = "raw"
+from qverify.vocabulary import Units
 
 
 class Relation(enum.Enum):
@@ -210,3 +208,56 @@ class Property:
         for box in self.boxes:
             inside |= box.contains(x)
         return inside & (self.unsafe.violated_clause(outputs) >= 0)
+
+
+@dataclass(frozen=True, slots=True)
+class PropertyCases:
+    """x in H_k  =>  f(x) not in U_k, for every case k: VNN-LIB's disjunction of input boxes, each
+    with its own output condition (VNN-COMP's nn4sys). It holds iff every case holds, and is
+    violated iff some case is; each case is an ordinary `Property` (named `<name>.case<k>`), so
+    verifying a case is verifying a property. `labels[k]` says where case k comes from (its
+    disjuncts' lines), for messages and counterexamples."""
+
+    name: str
+    cases: tuple[Property, ...]
+    labels: tuple[str, ...]
+    units: Units = Units.NORMALISED
+    source: str = ""
+    notes: tuple[str, ...] = field(default=())
+    declared_outputs: int | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if len(self.cases) < 2:
+            raise InputError(f"property {self.name}: a property of cases needs two or more cases")
+        if len(self.labels) != len(self.cases):
+            raise InputError(f"property {self.name}: {len(self.labels)} labels for {len(self.cases)} cases")
+        if len({case.n_inputs for case in self.cases}) != 1:
+            raise InputError(f"property {self.name}: cases over different numbers of inputs")
+
+    @property
+    def n_inputs(self) -> int:
+        return self.cases[0].n_inputs
+
+    @property
+    def boxes(self) -> tuple[Box, ...]:
+        """Every case's input boxes: the whole input region the property talks about."""
+        return tuple(box for case in self.cases for box in case.boxes)
+
+    def check_against(self, n_inputs: int, n_outputs: int) -> None:
+        """InputError unless every case talks about a network of this shape."""
+        for case in self.cases:
+            case.check_against(n_inputs, n_outputs)
+
+    def violated_by(self, x: np.ndarray, outputs: np.ndarray) -> np.ndarray:
+        """Per row (float64 evaluation): does some case's box hold x and its unsafe set the outputs?"""
+        violated = np.zeros(np.atleast_2d(x).shape[0], dtype=bool)
+        for case in self.cases:
+            violated |= case.violated_by(x, outputs)
+        return violated
+
+    def describe(self, index: int) -> str:
+        """`case 3 of 100 (lines 9-10)`: case `index` (from 0) as messages name it."""
+        return f"case {index + 1} of {len(self.cases)} ({self.labels[index]})"
+
+
+AnyProperty = Property | PropertyCases  # what a VNN-LIB file says: one property, or its cases

@@ -4,7 +4,7 @@ A VNN-LIB file declares the network's normalised inputs `X_i` and outputs `Y_j` 
 constraints whose conjunction is the *counterexample*: the property holds iff no input satisfies
 them all. The PyPI `vnnlib` package only reads VNN-LIB 2.0, hence this small hand-written reader:
 
-    text --_tokenize--> tokens --_read_sexprs--> s-expressions --_Reader--> formulas --> Property
+    text --_tokenize--> tokens --_top_level--> s-expressions --_Reader--> formulas --> Property (or PropertyCases)
 
 Accepted (everything VNN-COMP's benchmarks use, and a little more):
 - `(declare-const X_3 Real)`, `(declare-const Y_0 Real)`; comments from `;` to the end of a line.
@@ -15,7 +15,15 @@ Accepted (everything VNN-COMP's benchmarks use, and a little more):
 - Numbers become exact `Fraction`s of their decimal text, never floats.
 
 Semantics (ARCHITECTURE.md: X/Y are the *normalised* inputs/outputs unless `units` says otherwise):
-- All asserts are conjoined. Each top-level conjunct must mention only X or only Y variables.
+- All asserts are conjoined. A top-level conjunct that mentions only X variables belongs to the input
+  region, one that mentions only Y variables to the unsafe set.
+- A conjunct that mixes them is the *case form* VNN-COMP uses for properties over many input regions
+  (nn4sys): `(assert (or (and (>= X_0 a) (<= X_0 b) (>= Y_0 c)) (and ...)))`, each disjunct an input
+  box with its own output condition. Its DNF gives cases (box, unsafe clause); cases with the same
+  box share it (their unsafe sets are united), then cases with the same unsafe set share it (their
+  boxes are united). One case left is an ordinary `Property`; several are a `PropertyCases`, which
+  holds iff every case holds (`parse_vnnlib_cases`; `parse_vnnlib` refuses it, naming the reader
+  that takes it, so that no caller reads one case of it as the whole).
 - The X part is turned into disjunctive normal form; each disjunct must be a conjunction of
   single-variable bounds (`(<= X_0 0.5)`, `(>= (* 2 X_1) -1)`) and becomes one `Box` (several bounds
   on one input intersect: the largest lower and smallest upper bound count). A strict input bound
@@ -25,12 +33,15 @@ Semantics (ARCHITECTURE.md: X/Y are the *normalised* inputs/outputs unless `unit
   relations exactly. With no Y assertion at all every output is unsafe (one empty clause), as the
   VNN-LIB semantics says; `(or)` is false (nothing is unsafe) and `(and)` is true.
 Errors are `InputError` (malformed text) or `UnsupportedError` (well-formed but outside this
-fragment), always prefixed `path:line:`.
+fragment), always prefixed `path:line:`. A caller that knows the network passes its numbers of
+inputs and outputs (`n_inputs`, `n_outputs`): a declaration beyond them is an error as soon as it is
+read, before the rest of the file is parsed (a file declaring 10^6 inputs for a 16-input network
+took 24 s and 800 MB to be refused after parsing).
 """
 
 from __future__ import annotations
 
-import gzip
+import functools
 import itertools
 import math
 import re
@@ -41,10 +52,19 @@ from pathlib import Path
 from typing import NoReturn
 
 from qverify.errors import InputError, UnsupportedError
-from qverify.input_limits import FILE_SIZE, check_assert_count, check_file, check_literal
-from qverify.properties.model import Atom, Box, Clause, OutputCondition, Property, Relation, Units
+from qverify.input_limits import check_assert_count, check_file, check_literal, read_gzip
+from qverify.properties.model import (
+    Atom,
+    Box,
+    Clause,
+    OutputCondition,
+    Property,
+    PropertyCases,
+    Relation,
+    Units,
+)
 
-__all__ = ["format_vnnlib", "parse_vnnlib", "read_vnnlib"]
+__all__ = ["format_vnnlib", "parse_vnnlib", "parse_vnnlib_cases", "read_vnnlib", "read_vnnlib_cases"]
 
 # example: "0.6", "-0.5", "1e-3", "3.", ".5", "+2", "1E+2" (not "0x1p3", "inf", "1/2")
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE]([+-]?\d+))?$")
@@ -55,7 +75,9 @@ _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 
 MAX_EXPONENT = 400  # |e| in "1e<e>": larger exponents are certainly typos, and 10^e gets slow
 MAX_DEPTH = 64  # parenthesis nesting; keeps the recursive passes far from Python's recursion limit
-MAX_CLAUSES = 100_000  # DNF size guard: (and (or a b) (or c d) ...) multiplies out
+# DNF size guard: (and (or a b) (or c d) ...) multiplies out; VNN-COMP 2022's nn4sys lindex_60000
+# writes 120,000 disjuncts of the case form
+MAX_CLAUSES = 500_000
 
 _COMPARISONS = {"<=": Relation.LE, ">=": Relation.GE, "<": Relation.LT, ">": Relation.GT}
 _CLOSURE = {Relation.LT: Relation.LE, Relation.GT: Relation.GE}
@@ -108,9 +130,9 @@ def _tokenize(text: str) -> Iterator[_Symbol]:
             yield _Symbol(token, number)
 
 
-def _read_sexprs(text: str, source: str) -> list[SExpr]:
-    """The top-level s-expressions of `text`; unbalanced parentheses are an InputError."""
-    top: list[SExpr] = []
+def _top_level(text: str, source: str) -> Iterator[SExpr]:
+    """The top-level s-expressions of `text`, each as soon as it is closed (a caller can refuse a
+    declaration before the rest is read); unbalanced parentheses are an InputError."""
     stack: list[tuple[int, list[SExpr]]] = []  # (line of the '(', items so far)
     for token in _tokenize(text):
         if token.text == "(":
@@ -121,17 +143,23 @@ def _read_sexprs(text: str, source: str) -> list[SExpr]:
             if not stack:
                 raise _error(source, token.line, "unbalanced parentheses: ')' without a matching '('")
             line, items = stack.pop()
-            (stack[-1][1] if stack else top).append(_List(tuple(items), line))
+            if stack:
+                stack[-1][1].append(_List(tuple(items), line))
+            else:
+                yield _List(tuple(items), line)
+        elif stack:
+            stack[-1][1].append(token)
         else:
-            (stack[-1][1] if stack else top).append(token)
+            yield token
     if stack:
         line = stack[0][0]
         raise _error(source, line, f"unbalanced parentheses: the '(' opened on line {line} is never closed")
-    return top
 
 
+@functools.lru_cache(maxsize=4096)
 def _parse_number(text: str) -> Fraction | None:
-    """The exact value of a decimal numeral ("1e-3" -> 1/1000), or None if `text` is not one."""
+    """The exact value of a decimal numeral ("1e-3" -> 1/1000), or None if `text` is not one
+    (cached: VNN-COMP's box files repeat a few numerals, 0.0 and 1.0, hundreds of thousands of times)."""
     match = _NUMBER.match(text)
     if match is None:
         return None
@@ -218,10 +246,11 @@ def _dnf(formula: _Formula, source: str) -> list[tuple[_Comparison, ...]]:
 class _Reader:
     """Turns s-expressions into declarations and formulas, checking as it goes."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, n_inputs: int | None = None, n_outputs: int | None = None) -> None:
         self.source = source
         self.declared: dict[Variable, int] = {}  # variable -> line of its declare-const
         self.asserts: list[_Formula] = []
+        self.expected = {"X": n_inputs, "Y": n_outputs}  # the network's, when the caller knows it
 
     # -- commands
 
@@ -254,6 +283,15 @@ class _Reader:
                 self.source, node.line, f"declare-const {name.text}: only sort Real is supported"
             )
         variable = (match.group(1), int(match.group(2)))
+        expected = self.expected[variable[0]]
+        if expected is not None and variable[1] >= expected:
+            what = "inputs" if variable[0] == "X" else "outputs"
+            raise _error(
+                self.source,
+                node.line,
+                f"declares {name.text}, but the network has {expected} {what} "
+                f"({variable[0]}_0 .. {variable[0]}_{expected - 1})",
+            )
         if variable in self.declared:
             raise _error(
                 self.source,
@@ -298,6 +336,10 @@ class _Reader:
 
     def comparison(self, node: _List, head: str) -> _Formula:
         """(<= a b c) is a <= b and b <= c; (= a b) is a <= b and a >= b."""
+        if head != "=" and len(node.items) == 3:
+            simple = self.simple_bound(node, _COMPARISONS[head])
+            if simple is not None:
+                return simple
         self.arity(node, 2, None)
         terms = [self.term(item) for item in node.items[1:]]
         relations = [Relation.LE, Relation.GE] if head == "=" else [_COMPARISONS[head]]
@@ -307,6 +349,26 @@ class _Reader:
             for relation in relations
         )
         return parts[0] if len(parts) == 1 else _Junction(True, parts, node.line)
+
+    def simple_bound(self, node: _List, relation: Relation) -> _Comparison | None:
+        """`(<= X_3 0.5)` or `(>= 0.5 Y_0)` without the general term arithmetic (the bulk of every
+        VNN-COMP file: 0.6 of an nn4sys file's parse time); None for anything else."""
+        left, right = node.items[1], node.items[2]
+        if not (isinstance(left, _Symbol) and isinstance(right, _Symbol)):
+            return None
+        left_variable, right_variable = _VARIABLE.match(left.text), _VARIABLE.match(right.text)
+        if (left_variable is None) == (right_variable is None):
+            return None
+        variable, number, sign = (left, right, 1) if left_variable else (right, left, -1)
+        value = self.leaf(number).constant
+        term = self.leaf(variable)  # checks the declaration
+        ((kind, _),) = term.coefficients
+        return _Comparison(
+            _Linear({key: Fraction(sign) for key in term.coefficients}, -sign * value),
+            relation,
+            kind,
+            node.line,
+        )
 
     def atom(self, linear: _Linear, relation: Relation, line: int) -> _Comparison:
         kinds = linear.kinds()
@@ -462,8 +524,8 @@ def _box(
     return Box(tuple(b.lo for b in bounds), tuple(b.hi for b in bounds))
 
 
-def _input_boxes(formulas: list[_Formula], reader: _Reader) -> tuple[tuple[Box, ...], list[str]]:
-    """The union of boxes described by the X conjuncts (see the module docstring)."""
+def _input_count(reader: _Reader) -> int:
+    """The number of inputs declared, checked to be X_0 .. X_{n-1}."""
     source = reader.source
     indices = sorted(i for kind, i in reader.declared if kind == "X")
     if not indices:
@@ -473,91 +535,246 @@ def _input_boxes(formulas: list[_Formula], reader: _Reader) -> tuple[tuple[Box, 
             raise _error(
                 source, reader.declared[("X", index)], f"X_{index} is declared but X_{position} is not"
             )
+    return len(indices)
+
+
+def _boxes(
+    clauses: list[tuple[_Comparison, ...]], n_inputs: int, reader: _Reader, where: str, notes: list[str]
+) -> tuple[list[Box], list[_EmptyBox]]:
+    """The boxes of the DNF clauses of an input region, and the clauses whose bounds contradict."""
+    boxes: list[Box] = []
+    empty: list[_EmptyBox] = []
+    for number, clause in enumerate(clauses, start=1):
+        label = f"input box {number} of {len(clauses)}" if len(clauses) > 1 else ""
+        label = ", ".join(part for part in (label, where) if part)
+        box = _box(clause, n_inputs, reader, f" ({label})" if label else "", notes)
+        (empty if isinstance(box, _EmptyBox) else boxes).append(box)
+    return boxes, empty
+
+
+def _input_boxes(formulas: list[_Formula], reader: _Reader) -> tuple[tuple[Box, ...], list[str]]:
+    """The union of boxes described by the X conjuncts (see the module docstring)."""
+    source = reader.source
+    n_inputs = _input_count(reader)
     clauses = _dnf(_Junction(True, tuple(formulas), 1), source)
     if not clauses:
         raise _error(source, 1, "the input region is empty: a disjunction over X has no disjuncts")
-    boxes: list[Box] = []
-    empty: list[_EmptyBox] = []
     notes: list[str] = []
-    for number, clause in enumerate(clauses, start=1):
-        label = f" (input box {number} of {len(clauses)})" if len(clauses) > 1 else ""
-        box = _box(clause, len(indices), reader, label, notes)
-        (empty if isinstance(box, _EmptyBox) else boxes).append(box)
+    boxes, empty = _boxes(clauses, n_inputs, reader, "", notes)
     if not boxes:
         raise _error(source, empty[0].line, empty[0].message)
     notes.extend(f"{box.message}: dropped" for box in empty)
     return tuple(boxes), list(dict.fromkeys(notes))
 
 
-def _output_condition(formulas: list[_Formula], source: str) -> OutputCondition:
-    """The unsafe set: the DNF of the Y conjuncts, as canonical atoms (terms sorted by output)."""
-    clauses = _dnf(_Junction(True, tuple(formulas), 1), source)
-    return OutputCondition(
+def _clause(comparisons: tuple[_Comparison, ...]) -> Clause:
+    """A conjunction of output comparisons as canonical atoms (terms sorted by output)."""
+    return Clause(
         tuple(
-            Clause(
-                tuple(
-                    Atom(
-                        tuple((i, c) for (_, i), c in sorted(comparison.linear.coefficients.items())),
-                        comparison.linear.constant,
-                        comparison.relation,
-                    )
-                    for comparison in clause
-                )
+            Atom(
+                tuple((i, c) for (_, i), c in sorted(comparison.linear.coefficients.items())),
+                comparison.linear.constant,
+                comparison.relation,
             )
-            for clause in clauses
+            for comparison in comparisons
         )
     )
 
 
-def parse_vnnlib(
-    text: str, source: str = "<string>", name: str | None = None, units: Units = Units.NORMALISED
-) -> Property:
-    """Parse VNN-LIB 1.0 text (see the module docstring for the accepted fragment).
+def _output_condition(formulas: list[_Formula], source: str) -> OutputCondition:
+    """The unsafe set: the DNF of the Y conjuncts."""
+    return OutputCondition(
+        tuple(_clause(clause) for clause in _dnf(_Junction(True, tuple(formulas), 1), source))
+    )
+
+
+@dataclass(slots=True)
+class _Case:
+    """Boxes and unsafe clauses that belong together, and the lines of the disjuncts they came from."""
+
+    boxes: list[Box]
+    clauses: list[Clause]
+    lines: list[int]
+
+    def add(self, boxes: list[Box], clauses: list[Clause], lines: list[int]) -> None:
+        self.boxes.extend(box for box in boxes if box not in self.boxes)
+        self.clauses.extend(clause for clause in clauses if clause not in self.clauses)
+        self.lines.extend(lines)
+
+
+def _lines_text(lines: list[int]) -> str:
+    """`line 9`, `lines 9, 10`, `lines 9, 10, ..., 208 (100 disjuncts)`."""
+    lines = sorted(set(lines))
+    if len(lines) == 1:
+        return f"line {lines[0]}"
+    if len(lines) <= 4:
+        return "lines " + ", ".join(map(str, lines))
+    return f"lines {lines[0]}, {lines[1]}, ..., {lines[-1]} ({len(lines)} lines)"
+
+
+def _cases(
+    inputs: list[_Formula], outputs: list[_Formula], mixed: list[_Formula], reader: _Reader
+) -> tuple[list[_Case], list[str]]:
+    """The case form (module docstring): one (boxes, unsafe clauses) per DNF disjunct of the mixed
+    conjuncts, conjoined with the X-only and Y-only ones; grouped by box, then by unsafe set."""
+    source = reader.source
+    n_inputs = _input_count(reader)
+    region = _dnf(_Junction(True, tuple(inputs), 1), source)
+    unsafe = _dnf(_Junction(True, tuple(outputs), 1), source)
+    disjuncts = _dnf(_Junction(True, tuple(mixed), mixed[0].line), source)
+    if len(disjuncts) * max(len(region), 1) * max(len(unsafe), 1) > MAX_CLAUSES:
+        raise _unsupported(
+            source, mixed[0].line, f"the disjunctive normal form has more than {MAX_CLAUSES} clauses"
+        )
+    notes: list[str] = []
+    by_box: dict[tuple[Box, ...], _Case] = {}
+    empty: list[_EmptyBox] = []
+    for number, disjunct in enumerate(disjuncts, start=1):
+        bounds = tuple(c for c in disjunct if c.kind == "X")
+        where = f"disjunct {number} of {len(disjuncts)}" if len(disjuncts) > 1 else ""
+        boxes, contradictions = _boxes([c + bounds for c in region], n_inputs, reader, where, notes)
+        empty.extend(contradictions)
+        if not boxes:
+            continue
+        atoms = tuple(c for c in disjunct if c.kind == "Y")
+        clauses = [_clause(c + atoms) for c in unsafe]
+        lines = [c.line for c in disjunct] or [mixed[0].line]
+        by_box.setdefault(tuple(boxes), _Case([], [], [])).add(boxes, clauses, lines)
+    if not by_box:
+        raise _error(source, empty[0].line, empty[0].message)
+    notes.extend(f"{box.message}: dropped" for box in empty)
+    by_unsafe: dict[tuple[Clause, ...], _Case] = {}
+    for case in by_box.values():
+        by_unsafe.setdefault(tuple(case.clauses), _Case([], [], [])).add(case.boxes, case.clauses, case.lines)
+    return list(by_unsafe.values()), list(dict.fromkeys(notes))
+
+
+def _split(reader: _Reader) -> tuple[list[_Formula], list[_Formula], list[_Formula]]:
+    """The top-level conjuncts of every assert: over X only, over Y only, and mixed."""
+    inputs: list[_Formula] = []
+    outputs: list[_Formula] = []
+    mixed: list[_Formula] = []
+    for formula in reader.asserts:
+        for conjunct in _conjuncts(formula):
+            kinds = _kinds(conjunct)
+            (mixed if len(kinds) > 1 else inputs if kinds == {"X"} else outputs).append(conjunct)
+    return inputs, outputs, mixed
+
+
+def _read(text: str, source: str, n_inputs: int | None, n_outputs: int | None) -> _Reader:
+    """Every command of the text read and checked (declarations against the network's counts first)."""
+    check_assert_count(text, source)
+    reader = _Reader(source, n_inputs, n_outputs)
+    last = None
+    for node in _top_level(text, source):
+        reader.command(node)
+        last = node
+    if last is None:
+        raise _error(source, 1, "empty file: no declare-const or assert")
+    if not reader.asserts:
+        raise _error(source, last.line, "no (assert ...) in the file: there is no property to check")
+    return reader
+
+
+def parse_vnnlib_cases(
+    text: str,
+    source: str = "<string>",
+    name: str | None = None,
+    units: Units = Units.NORMALISED,
+    n_inputs: int | None = None,
+    n_outputs: int | None = None,
+) -> Property | PropertyCases:
+    """Parse VNN-LIB 1.0 text, the case form included (module docstring): a `Property`, or a
+    `PropertyCases` when its disjuncts give input boxes output conditions of their own.
 
     `source` prefixes every error message (`source:line: ...`) and is recorded in the property;
-    `name` defaults to the stem of `source` ("prop_1" for ".../prop_1.vnnlib").
+    `name` defaults to the stem of `source` ("prop_1" for ".../prop_1.vnnlib"); `n_inputs` and
+    `n_outputs`, when given, are the network's: a declaration beyond them is refused as it is read.
+
+    :raises InputError: malformed text (unbalanced parentheses, unknown variable or operator, wrong
+        arity, a value that is not a number, a missing input bound, an empty box, no assert, a
+        variable beyond the network's inputs or outputs).
+    :raises UnsupportedError: constraints outside the fragment (mixed X/Y atoms, X constraints that
+        are not bounds, nonlinear terms, `not`/`=>`/`ite`).
+    """
+    return _parse(text, source, name, units, n_inputs, n_outputs)[0]
+
+
+def _parse(
+    text: str, source: str, name: str | None, units: Units, n_inputs: int | None, n_outputs: int | None
+) -> tuple[Property | PropertyCases, int]:
+    """`parse_vnnlib_cases`, and the line of the first assert in the case form (0 if none)."""
+    reader = _read(text, source, n_inputs, n_outputs)
+    inputs, outputs, mixed = _split(reader)
+    name = _stem(source) if name is None else name
+    declared_outputs = sum(1 for kind, _ in reader.declared if kind == "Y") or None
+    if not mixed:
+        boxes, notes = _input_boxes(inputs, reader)
+        plain = Property(
+            name=name,
+            boxes=boxes,
+            unsafe=_output_condition(outputs, source),
+            units=units,
+            source=source,
+            notes=tuple(notes),
+            declared_outputs=declared_outputs,
+        )
+        return plain, 0
+    cases, notes = _cases(inputs, outputs, mixed, reader)
+    properties = [
+        Property(
+            name=name if len(cases) == 1 else f"{name}.case{number}",
+            boxes=tuple(case.boxes),
+            unsafe=OutputCondition(tuple(case.clauses)),
+            units=units,
+            source=source,
+            notes=tuple(notes),
+            declared_outputs=declared_outputs,
+        )
+        for number, case in enumerate(cases, start=1)
+    ]
+    if len(properties) == 1:
+        return properties[0], mixed[0].line
+    cases_property = PropertyCases(
+        name=name,
+        cases=tuple(properties),
+        labels=tuple(_lines_text(case.lines) for case in cases),
+        units=units,
+        source=source,
+        notes=tuple(notes),
+        declared_outputs=declared_outputs,
+    )
+    return cases_property, mixed[0].line
+
+
+def parse_vnnlib(
+    text: str,
+    source: str = "<string>",
+    name: str | None = None,
+    units: Units = Units.NORMALISED,
+    n_inputs: int | None = None,
+    n_outputs: int | None = None,
+) -> Property:
+    """Parse VNN-LIB 1.0 text into one `Property` (see `parse_vnnlib_cases` for the arguments).
 
     >>> p = parse_vnnlib("(declare-const X_0 Real)(declare-const Y_0 Real)"
     ...                  "(assert (>= X_0 0))(assert (<= X_0 0.5))(assert (>= Y_0 1e-3))")
     >>> p.boxes[0].hi, p.unsafe.clauses[0].atoms[0].text
     ((Fraction(1, 2),), 'Y_0 >= 0.001')
 
-    :raises InputError: malformed text (unbalanced parentheses, unknown variable or operator, wrong
-        arity, a value that is not a number, a missing input bound, an empty box, no assert).
-    :raises UnsupportedError: constraints outside the fragment (mixed X/Y atoms, X constraints that
-        are not bounds, nonlinear terms, `not`/`=>`/`ite`).
+    :raises UnsupportedError: besides `parse_vnnlib_cases`' errors, a file in the case form that
+        has several cases (they are not one input region with one unsafe set).
     """
-    check_assert_count(text, source)
-    reader = _Reader(source)
-    nodes = _read_sexprs(text, source)
-    if not nodes:
-        raise _error(source, 1, "empty file: no declare-const or assert")
-    for node in nodes:
-        reader.command(node)
-    if not reader.asserts:
-        raise _error(source, nodes[-1].line, "no (assert ...) in the file: there is no property to check")
-    inputs: list[_Formula] = []
-    outputs: list[_Formula] = []
-    for formula in reader.asserts:
-        for conjunct in _conjuncts(formula):
-            kinds = _kinds(conjunct)
-            if len(kinds) > 1:
-                raise _unsupported(
-                    source, conjunct.line, "a disjunction mixes input (X) and output (Y) constraints"
-                )
-            (inputs if kinds == {"X"} else outputs).append(conjunct)
-    boxes, notes = _input_boxes(inputs, reader)
-    if name is None:
-        name = _stem(source)
-    return Property(
-        name=name,
-        boxes=boxes,
-        unsafe=_output_condition(outputs, source),
-        units=units,
-        source=source,
-        notes=tuple(notes),
-        declared_outputs=sum(1 for kind, _ in reader.declared if kind == "Y") or None,
-    )
+    prop, line = _parse(text, source, name, units, n_inputs, n_outputs)
+    if isinstance(prop, PropertyCases):
+        raise _unsupported(
+            source,
+            line,
+            f"its disjuncts give {len(prop.cases)} input boxes output conditions of their own (VNN-COMP's "
+            "case form): this command takes one input region with one unsafe set (`qverify verify`, "
+            "`qverify vnncomp` and suites verify every case)",
+        )
+    return prop
 
 
 def _stem(source: str) -> str:
@@ -570,29 +787,44 @@ def _stem(source: str) -> str:
     return name or "property"
 
 
-def read_vnnlib(path: str | Path, name: str | None = None, units: Units = Units.NORMALISED) -> Property:
-    """Read a `.vnnlib` (or gzip-compressed `.vnnlib.gz`) file; name = file stem, source = path.
-
-    :raises InputError: the file cannot be read or is malformed (messages are `path:line: ...`).
-    :raises UnsupportedError: see `parse_vnnlib`.
-    """
+def _read_text(path: str | Path) -> str:
+    """A `.vnnlib` file's text, or a `.vnnlib.gz` file's decompressed within the file-size limit."""
     source = str(path)
     check_file(path)
     try:
         if source.endswith(".gz"):
-            limit = FILE_SIZE.value() * 1_000_000
-            with gzip.open(path, "rb") as handle:
-                data = handle.read(limit + 1)  # a decompression bomb stops at the limit
-            if len(data) > limit:
-                raise FILE_SIZE.exceeded(f"{source} (decompressed)")
-            text = data.decode("utf-8")
-        else:
-            text = Path(path).read_text(encoding="utf-8")
+            return read_gzip(path).decode("utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(f"{source}: no such file") from None
     except (OSError, UnicodeDecodeError, EOFError) as error:
         raise InputError(f"{source}: cannot read: {error}") from None
-    return parse_vnnlib(text, source=source, name=name, units=units)
+
+
+def read_vnnlib(
+    path: str | Path,
+    name: str | None = None,
+    units: Units = Units.NORMALISED,
+    n_inputs: int | None = None,
+    n_outputs: int | None = None,
+) -> Property:
+    """Read a `.vnnlib` (or gzip-compressed `.vnnlib.gz`) file; name = file stem, source = path.
+
+    :raises InputError: the file cannot be read or is malformed (messages are `path:line: ...`).
+    :raises UnsupportedError: see `parse_vnnlib` (a file of several cases among them).
+    """
+    return parse_vnnlib(_read_text(path), str(path), name, units, n_inputs, n_outputs)
+
+
+def read_vnnlib_cases(
+    path: str | Path,
+    name: str | None = None,
+    units: Units = Units.NORMALISED,
+    n_inputs: int | None = None,
+    n_outputs: int | None = None,
+) -> Property | PropertyCases:
+    """`read_vnnlib` for the callers that verify a property of cases too (`parse_vnnlib_cases`)."""
+    return parse_vnnlib_cases(_read_text(path), str(path), name, units, n_inputs, n_outputs)
 
 
 # ---------------------------------------------------------------- writer
@@ -657,14 +889,19 @@ def _disjunction(clauses: list[list[str]]) -> str:
     return f"(assert (or\n{body}\n))" if clauses else "(assert (or))"
 
 
-def format_vnnlib(prop: Property, n_outputs: int | None = None) -> str:
+def format_vnnlib(prop: Property | PropertyCases, n_outputs: int | None = None) -> str:
     """VNN-LIB 1.0 text for `prop`; `parse_vnnlib(format_vnnlib(p), p.source, p.name, p.units) == p`
-    for properties read from VNN-LIB (notes and robustness details become comments only).
+    for properties read from VNN-LIB (notes and robustness details become comments only), and
+    `parse_vnnlib_cases` gives a property of cases its cases back.
 
     Declares X_0..X_{n-1} and Y_0..Y_{m-1}, m = `n_outputs` or one past the largest output used.
     One box is written as plain bounds, several as `(assert (or (and ...) ...))`; an unsafe set of
     one clause as one assert per atom, several clauses as `(or (and ...) ...)`. Numbers are exact.
+    A property of cases is one `(assert (or ...))` of a disjunct per box and unsafe clause of each
+    case (a case with an empty unsafe set holds and has none).
     """
+    if isinstance(prop, PropertyCases):
+        return _format_cases(prop, n_outputs)
     lines = [f"; {prop.name}", "; written by qverify (VNN-LIB 1.0); the asserts describe the unsafe inputs"]
     if prop.units is Units.RAW:
         lines.append("; units: raw (not normalised): read it back with units=raw")
@@ -687,4 +924,29 @@ def format_vnnlib(prop: Property, n_outputs: int | None = None) -> str:
         lines.extend(f"(assert {_format_atom(atom)})" for atom in clauses[0].atoms)
     else:
         lines.append(_disjunction([[_format_atom(atom) for atom in clause.atoms] for clause in clauses]))
+    return "\n".join(lines) + "\n"
+
+
+def _format_cases(prop: PropertyCases, n_outputs: int | None) -> str:
+    """`format_vnnlib` of a property of cases: the case form, one disjunct per (box, clause)."""
+    lines = [
+        f"; {prop.name}: {len(prop.cases)} cases, each input box with its own output condition",
+        "; written by qverify (VNN-LIB 1.0); the asserts describe the unsafe inputs",
+    ]
+    if prop.units is Units.RAW:
+        lines.append("; units: raw (not normalised): read it back with units=raw")
+    lines.extend(f"; note: {note}" for note in prop.notes)
+    used = max(case.unsafe.max_output_index() for case in prop.cases) + 1
+    outputs = n_outputs if n_outputs is not None else max(used, prop.declared_outputs or 0)
+    lines.append("")
+    lines.extend(f"(declare-const X_{i} Real)" for i in range(prop.n_inputs))
+    lines.extend(f"(declare-const Y_{j} Real)" for j in range(outputs))
+    lines.append("")
+    disjuncts = [
+        _box_bounds(box) + [_format_atom(atom) for atom in clause.atoms]
+        for case in prop.cases
+        for box in case.boxes
+        for clause in case.unsafe.clauses
+    ]
+    lines.append(_disjunction(disjuncts))
     return "\n".join(lines) + "\n"

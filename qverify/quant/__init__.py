@@ -13,8 +13,13 @@ from qverify.quant.fixed import (
     round_shift,
 )
 from qverify.quant.floatfmt import FloatFormat, FloatKind
-from qverify.quant.intervals import LayerBounds, implementation_bounds, real_bounds
-from qverify.quant.labels import FORMAT_HELP, WORD_LENGTH_HELP, named_format, parse_number_format, word_length
+from qverify.quant.intervals import (
+    LayerBounds,
+    implementation_bounds,
+    implementation_bounds_batch,
+    real_bounds,
+)
+from qverify.quant.labels import named_format, parse_number_format, word_length
 from qverify.quant.lut import Lut, LutDesign, design_lut, lut_fixed, lut_float, measure_lut_error
 from qverify.quant.mac import balanced_tree, reduce_terms
 from qverify.quant.network import (
@@ -37,6 +42,7 @@ from qverify.quant.ranges import (
     resolve_word_length,
 )
 from qverify.quant.simulate import NO_OVERFLOW, SimulationResult, neuron_name, simulate
+from qverify.vocabulary import FORMAT_HELP, WORD_LENGTH_HELP
 
 __all__ = [
     "FORMAT_HELP",
@@ -68,6 +74,7 @@ __all__ = [
     "choose_format",
     "design_lut",
     "implementation_bounds",
+    "implementation_bounds_batch",
     "input_box_words",
     "lut_fixed",
     "lut_float",

@@ -8,10 +8,12 @@ two ways (both offered, as `RequantMode`):
   groups it fuses into them): the multiplier M = float32(float32(s_in * s_w) / s_out); then
   code = clamp(z_out + round_half_even(float32(float32(acc) * M)), lo, hi).
 - `tflite` (TFLite reference kernels, CMSIS-NN, gemmlowp): M = s_in * s_w / s_out in double,
-  written as a Q31 integer multiplier m and a shift (`frexp`); code = clamp(z_out +
-  RoundingDivideByPOT(SaturatingRoundingDoublingHighMul(acc * 2^left, m), right), lo, hi).
+  written as a Q31 integer multiplier m and a shift (`frexp`, m rounded half away from zero);
+  code = clamp(z_out + RoundingDivideByPOT(SaturatingRoundingDoublingHighMul(acc * 2^left, m),
+  right), lo, hi) (`qverify.quant.tflite8`, which also holds TFLite's pools and ADD).
 
-lo is the code range's minimum, or the output zero point when a ReLU is fused (the runtimes' clamp).
+lo is the code range's minimum, or the output zero point when a ReLU is fused (the runtimes' clamp);
+a TFLite layer's fused activation clamps to its own range (`MacQuant.act_range`: RELU6's top).
 A layer followed by a table on its codes (`MacQuant.lookup`: QLinearSigmoid) maps the code through
 onnxruntime's table (`qverify.quant.code_tables`) after the clamp; a monotone table keeps the whole
 map monotone, and the thresholds below are those of the composition.
@@ -25,8 +27,7 @@ accumulator near every threshold, and with onnxruntime on many inputs.
 from __future__ import annotations
 
 import enum
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -34,6 +35,14 @@ from qverify.errors import RangeError
 from qverify.network.qparams import MacQuant, TensorQuant
 from qverify.quant.code_tables import apply_lookup
 from qverify.quant.pool8 import pool_codes
+from qverify.quant.tflite8 import (
+    average_codes,
+    double_requantize,
+    mean_codes,
+    multiply_by_quantized_multiplier,
+    quantize_multiplier,
+    xnnpack_activation_range,
+)
 
 INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1
@@ -43,6 +52,10 @@ LEVELS = 255  # thresholds per table: one per code above the minimum
 class RequantMode(enum.Enum):
     ONNXRUNTIME = "onnxruntime"
     TFLITE = "tflite"
+    # the LiteRT interpreter's default CPU delegate (XNNPACK) on a TFLite model: MAC layers requantize
+    # as onnxruntime does (f32(acc) * f32(f32(s_in s_w) / s_out), half to even), ADD is XNNPACK's
+    # integer formula (`quant.tflite8.xnnpack_add_codes`)
+    XNNPACK = "xnnpack"
 
 
 class Int8Kernel(enum.Enum):
@@ -61,6 +74,9 @@ class Int8Format:
 
     requant: RequantMode = RequantMode.ONNXRUNTIME
     kernel: Int8Kernel = Int8Kernel.EXACT
+    # the label this format was resolved from ("int8-ort": the kernel this machine's onnxruntime runs,
+    # `quant.ort_kernel`), "" when named directly; the same arithmetic either way
+    resolved_from: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if self.kernel is Int8Kernel.X86 and self.requant is not RequantMode.ONNXRUNTIME:
@@ -70,7 +86,9 @@ class Int8Format:
     def label(self) -> str:
         if self.kernel is Int8Kernel.X86:
             return "int8-x86"
-        return "int8" if self.requant is RequantMode.ONNXRUNTIME else "int8-tflite"
+        return {RequantMode.ONNXRUNTIME: "int8", RequantMode.TFLITE: "int8-tflite"}.get(
+            self.requant, "int8-xnnpack"
+        )
 
     @property
     def word_bits(self) -> int:
@@ -79,16 +97,23 @@ class Int8Format:
     def __str__(self) -> str:
         return self.label
 
+    def describe(self) -> str:
+        """The label, and the one it was resolved from: `int8-x86 (int8-ort on this machine)`."""
+        return f"{self.label} ({self.resolved_from} on this machine)" if self.resolved_from else self.label
+
     @classmethod
     def parse(cls, text: str) -> Int8Format | None:
-        """`int8` / `int8-onnxruntime` / `int8-tflite` / `int8-x86`, else None."""
+        """`int8` / `int8-tflite` / `int8-xnnpack` / `int8-x86`, else None (`int8-ort` needs the machine's onnxruntime:
+        `quant.labels.named_format`)."""
         key = text.strip().lower()
         if key in ("int8-x86", "int8-onnxruntime-x86"):
             return cls(RequantMode.ONNXRUNTIME, Int8Kernel.X86)
-        if key in ("int8", "int8-onnxruntime", "int8-ort"):
+        if key == "int8":
             return cls(RequantMode.ONNXRUNTIME)
         if key == "int8-tflite":
             return cls(RequantMode.TFLITE)
+        if key == "int8-xnnpack":
+            return cls(RequantMode.XNNPACK)
         return None
 
 
@@ -98,37 +123,16 @@ def ort_multiplier(input_scale: float, weight_scales: np.ndarray, output_scale: 
     return (product.astype(np.float32) / np.float32(output_scale)).astype(np.float32)
 
 
-def quantize_multiplier(real: float) -> tuple[int, int]:
-    """TFLite's QuantizeMultiplier: real = m * 2^(shift - 31), m a Q31 integer in [2^30, 2^31)."""
-    if real <= 0:
-        raise RangeError(f"requantization multiplier {real!r} is not positive")
-    fraction, shift = math.frexp(real)
-    multiplier = round(fraction * (1 << 31))
-    if multiplier == 1 << 31:
-        multiplier //= 2
-        shift += 1
-    if shift < -31:  # the result is 0 for every int32 accumulator
-        return 0, 0
-    return multiplier, shift
-
-
-def _srdhm(a: np.ndarray, b: int) -> np.ndarray:
-    """gemmlowp's SaturatingRoundingDoublingHighMul on int64 arrays holding int32 values."""
-    product = a.astype(np.int64) * np.int64(b)  # |a|, |b| <= 2^31: |product| <= 2^62
-    total = product + np.where(product >= 0, 1 << 30, 1 - (1 << 30))
-    quotient = np.where(total >= 0, total >> 31, -((-total) >> 31))  # C division: towards zero
-    saturated = (a == INT32_MIN) & (b == INT32_MIN)
-    return np.where(saturated, INT32_MAX, quotient).astype(np.int64)
-
-
-def _rounding_divide_by_pot(x: np.ndarray, exponent: int) -> np.ndarray:
-    """gemmlowp's RoundingDivideByPOT: x / 2^exponent rounded half away from zero."""
-    if exponent == 0:
-        return x
-    mask = (1 << exponent) - 1
-    remainder = x & mask
-    threshold = (mask >> 1) + (x < 0)
-    return (x >> exponent) + (remainder > threshold)
+def clamp_codes(quant: MacQuant, mode: RequantMode = RequantMode.TFLITE) -> tuple[int, int]:
+    """The codes a MAC layer's requantization clamps to: its fused activation's range (TFLite's, or
+    as XNNPACK quantizes it), else from the output zero point under a ReLU (or the code minimum) to
+    the code maximum."""
+    out = quant.requantized
+    if quant.act_range is not None:
+        if mode is RequantMode.XNNPACK and quant.fused:
+            return xnnpack_activation_range(quant.fused, out)
+        return quant.act_range
+    return (out.zero_point if quant.relu else out.code.qmin), out.code.qmax
 
 
 def requantize(acc: np.ndarray, quant: MacQuant, mode: RequantMode, channel: np.ndarray | int) -> np.ndarray:
@@ -138,11 +142,13 @@ def requantize(acc: np.ndarray, quant: MacQuant, mode: RequantMode, channel: np.
     """
     acc = np.asarray(acc, dtype=np.int64)
     if quant.pool_divisor:  # an int8 average pool: the code of the window's mean
+        if mode is RequantMode.TFLITE:
+            return (mean_codes if quant.pool_mean else average_codes)(acc, quant)
         return pool_codes(acc, quant)
     channels = np.broadcast_to(np.asarray(channel), acc.shape)
     out = quant.requantized
-    low = out.zero_point if quant.relu else out.code.qmin
-    if mode is RequantMode.ONNXRUNTIME:
+    low, high = clamp_codes(quant, mode)
+    if mode is not RequantMode.TFLITE:  # onnxruntime's formula, and XNNPACK's (the same float32 steps)
         multipliers = ort_multiplier(quant.input.scale, quant.channel_scales(), out.scale)
         with np.errstate(over="ignore"):
             scaled = (acc.astype(np.float32) * multipliers[channels]).astype(np.float32)
@@ -155,13 +161,13 @@ def requantize(acc: np.ndarray, quant: MacQuant, mode: RequantMode, channel: np.
         for c in np.unique(channels):
             where = channels == c
             real = float(np.float32(quant.input.scale)) * float(scales[c]) / float(np.float32(out.scale))
+            if quant.double_requant:
+                codes[where] = double_requantize(acc[where], real) + out.zero_point
+                continue
             multiplier, shift = quantize_multiplier(real)
-            left, right = max(shift, 0), max(-shift, 0)
-            shifted = acc[where] * (1 << left)
-            if np.any(np.abs(shifted) > INT32_MAX):
-                raise RangeError(f"{quant.what}: acc * 2^{left} leaves int32 in TFLite requantization")
-            codes[where] = _rounding_divide_by_pot(_srdhm(shifted, multiplier), right) + out.zero_point
-    codes = np.clip(codes, low, out.code.qmax)
+            scaled = multiply_by_quantized_multiplier(acc[where], multiplier, shift, quant.what)
+            codes[where] = scaled + out.zero_point
+    codes = np.clip(codes, low, high)
     if quant.lookup is not None:  # a table on the requantized codes (sigmoid): still monotone in acc
         codes = apply_lookup(codes, quant.lookup, quant.output)
     return codes

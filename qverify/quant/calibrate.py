@@ -14,7 +14,6 @@ int8 semantics (`int8`) or those kernels (`int8-x86`).
 
 from __future__ import annotations
 
-import enum
 import logging
 import tempfile
 from dataclasses import dataclass, replace
@@ -25,11 +24,7 @@ import numpy as np
 from qverify.errors import InputError, ToolFailedError, ToolMissingError
 from qverify.network import CodeType, Network
 from qverify.quant.x86 import saturation_risks
-
-
-class QuantFormat(enum.Enum):
-    QDQ = "qdq"  # QuantizeLinear/DequantizeLinear around float operators
-    QOP = "qop"  # QOperator: QLinearConv, QGemm, ...
+from qverify.vocabulary import QuantFormat
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,6 @@ boolean mask of the elements that overflowed (used by `Overflow.DETECT`).
 
 from __future__ import annotations
 
-import enum
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -18,25 +17,7 @@ from fractions import Fraction
 import numpy as np
 
 from qverify.errors import InputError, RangeError
-
-MAX_WORD_BITS = 32
-MIN_WORD_BITS = 2
-
-
-class Rounding(enum.Enum):
-    """How a value with more fractional bits than the format is brought back to `l` bits."""
-
-    NEAREST = "nearest"  # ties away from zero (DSVerifier's fxp_mult)
-    FLOOR = "floor"  # towards -inf (an arithmetic shift)
-
-
-class Overflow(enum.Enum):
-    """What happens when a result leaves the word range."""
-
-    WRAP = "wrap"  # two's complement
-    SATURATE = "saturate"  # clamp to the nearest representable value
-    DETECT = "detect"  # an assertion fails: the checker reports an overflow violation
-
+from qverify.vocabulary import MAX_WORD_BITS, MIN_WORD_BITS, Overflow, Rounding
 
 _FORMAT_TEXT = re.compile(r"^\s*(-?\d+)\s*\.\s*(-?\d+)\s*$")  # example: "8.8", "28.4"
 

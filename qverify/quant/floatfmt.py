@@ -10,17 +10,11 @@ once, because 24 >= 2 * 11 + 2). numpy's float16 arithmetic is that same per-ope
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
 import numpy as np
 
-
-class FloatKind(enum.Enum):
-    FLOAT = "float"
-    DOUBLE = "double"
-    HALF = "half"
-
+from qverify.vocabulary import FloatKind
 
 _DTYPES = {FloatKind.FLOAT: np.float32, FloatKind.DOUBLE: np.float64, FloatKind.HALF: np.float16}
 _C_TYPES = {FloatKind.FLOAT: "float", FloatKind.DOUBLE: "double", FloatKind.HALF: "_Float16"}

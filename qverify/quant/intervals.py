@@ -7,6 +7,8 @@
   ReLU, the tables, IEEE round-to-nearest), so applying the operation to interval endpoints gives
   sound (and per-operation exact) bounds; a wrap that may happen widens to the whole word range.
   Partial sums follow the layout's order through `reduce_terms`, as in the C.
+  `implementation_bounds_batch` does it for many boxes at once (a leading batch axis: the boxes of
+  a VNN-LIB property of cases, `qverify.cases`); one box is a batch of one, the same code.
 """
 
 from __future__ import annotations
@@ -115,11 +117,12 @@ def _real_pool(
 
 
 class _FixedIntervalArithmetic:
-    """Interval versions of fxp_mult / fxp_add / the overflow mode, recording possible overflows."""
+    """Interval versions of fxp_mult / fxp_add / the overflow mode, recording possible overflows
+    (per box of the batch and neuron)."""
 
-    def __init__(self, fmt: FixedFormat, n_out: int) -> None:
+    def __init__(self, fmt: FixedFormat, shape: tuple[int, int]) -> None:
         self.fmt = fmt
-        self.may_overflow = np.zeros(n_out, dtype=bool)
+        self.may_overflow = np.zeros(shape, dtype=bool)
 
     def overflow(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The overflow mode applied to neuron intervals (one per row)."""
@@ -128,12 +131,12 @@ class _FixedIntervalArithmetic:
         return lo, hi
 
     def products(self, weights: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Every fxp_mult(w_ji, h_i) of the layer at once: (n_out, n_in) bounds, the overflow mode
-        applied per product (a neuron may overflow when any of its products may)."""
-        a = round_shift(weights * lo[None, :], self.fmt.frac_bits, self.fmt.rounding)
-        b = round_shift(weights * hi[None, :], self.fmt.frac_bits, self.fmt.rounding)
+        """Every fxp_mult(w_ji, h_i) of the layer at once: (batch, n_out, n_in) bounds, the
+        overflow mode applied per product (a neuron may overflow when any of its products may)."""
+        a = round_shift(weights[None] * lo[:, None, :], self.fmt.frac_bits, self.fmt.rounding)
+        b = round_shift(weights[None] * hi[:, None, :], self.fmt.frac_bits, self.fmt.rounding)
         (low, high), outside = self._in_range(np.minimum(a, b), np.maximum(a, b))
-        self.may_overflow |= outside.any(axis=1)
+        self.may_overflow |= outside.any(axis=2)
         return low, high
 
     def _in_range(self, lo: np.ndarray, hi: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
@@ -154,22 +157,23 @@ def _fixed_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: Qu
     """A MAC layer. A convolution is read as its dense matrix: its structural zero products are
     exactly 0 and adding 0 changes no partial sum, so the bounds are those of the C's loop."""
     fmt: FixedFormat = qnet.number  # type: ignore[assignment]
-    arith = _FixedIntervalArithmetic(fmt, layer.n_out)
+    arith = _FixedIntervalArithmetic(fmt, (lo.shape[0], layer.n_out))
     weights, bias = layer.matrix.astype(np.int64), layer.expanded_bias().astype(np.int64)
     if qnet.options.accumulation is Accumulation.WIDE:
-        positive, negative = np.maximum(weights, 0), np.minimum(weights, 0)
-        exact_hi = bias * fmt.scale + positive @ hi + negative @ lo
-        exact_lo = bias * fmt.scale + positive @ lo + negative @ hi
+        positive, negative = np.maximum(weights, 0).T, np.minimum(weights, 0).T
+        exact_hi = bias * fmt.scale + hi @ positive + lo @ negative
+        exact_lo = bias * fmt.scale + lo @ positive + hi @ negative
         pre = arith.overflow(
             round_shift(exact_lo, fmt.frac_bits, fmt.rounding),
             round_shift(exact_hi, fmt.frac_bits, fmt.rounding),
         )
     else:
         product_lo, product_hi = arith.products(weights, np.asarray(lo, np.int64), np.asarray(hi, np.int64))
+        start = np.broadcast_to(bias, (lo.shape[0], layer.n_out))
         pre = reduce_terms(
             layer.n_in,
-            (bias, bias),
-            lambda i: (product_lo[:, i], product_hi[:, i]),
+            (start, start),
+            lambda i: (product_lo[:, :, i], product_hi[:, :, i]),
             arith.add,
             qnet.options.layout is Layout.BALANCED,
         )
@@ -183,7 +187,7 @@ def _float_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: Qu
     weights, bias = layer.matrix.astype(dtype), layer.expanded_bias().astype(dtype)
 
     def product(i: int) -> tuple[np.ndarray, np.ndarray]:
-        a, b = (weights[:, i] * lo[i]).astype(dtype), (weights[:, i] * hi[i]).astype(dtype)
+        a, b = (weights[:, i] * lo[:, i, None]).astype(dtype), (weights[:, i] * hi[:, i, None]).astype(dtype)
         return np.minimum(a, b), np.maximum(a, b)
 
     def plus(x: tuple, y: tuple) -> tuple[np.ndarray, np.ndarray]:
@@ -191,9 +195,10 @@ def _float_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: Qu
         unknown = np.isnan(low) | np.isnan(high)
         return np.where(unknown, -np.inf, low).astype(dtype), np.where(unknown, np.inf, high).astype(dtype)
 
+    start = np.broadcast_to(bias, (lo.shape[0], layer.n_out))
     with np.errstate(over="ignore", invalid="ignore"):
-        pre = reduce_terms(layer.n_in, (bias, bias), product, plus, qnet.options.layout is Layout.BALANCED)
-    return pre, np.zeros(layer.n_out, dtype=bool)
+        pre = reduce_terms(layer.n_in, (start, start), product, plus, qnet.options.layout is Layout.BALANCED)
+    return pre, np.zeros((lo.shape[0], layer.n_out), dtype=bool)
 
 
 def activate_bounds(qnet: QuantizedNetwork, activation: Activation, lo, hi):
@@ -215,43 +220,50 @@ def _pool_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: Qua
     """Pools: the C's loop on the bounds (max and the rounded sum and product are monotone)."""
     from qverify.quant.simulate import pool_words
 
-    pre_lo, overflow_lo = pool_words(layer, lo[None], qnet)
-    pre_hi, overflow_hi = pool_words(layer, hi[None], qnet)
-    may = (overflow_lo | overflow_hi)[0]
+    pre_lo, overflow_lo = pool_words(layer, lo, qnet)
+    pre_hi, overflow_hi = pool_words(layer, hi, qnet)
+    may = overflow_lo | overflow_hi
     if qnet.is_fixed and qnet.number.overflow is Overflow.WRAP:  # type: ignore[union-attr]
         fmt: FixedFormat = qnet.number  # type: ignore[assignment]
-        pre_lo, pre_hi = np.where(may, fmt.min_q, pre_lo[0]), np.where(may, fmt.max_q, pre_hi[0])
+        pre_lo, pre_hi = np.where(may, fmt.min_q, pre_lo), np.where(may, fmt.max_q, pre_hi)
         return (pre_lo, pre_hi), may
-    return (pre_lo[0], pre_hi[0]), may
+    return (pre_lo, pre_hi), may
 
 
 def _int8_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray) -> tuple:
     """int8: the exact accumulator's bounds, and the codes through the (monotone) table."""
     from qverify.quant.affine import apply_thresholds
+    from qverify.quant.simulate import int8_join_codes
 
+    if layer.is_join:  # monotone in every input code (an Add's weights are positive)
+        low, high = int8_join_codes(layer, lo), int8_join_codes(layer, hi)
+        if not isinstance(layer.source, Add):
+            return (low, high), (low, high)
+        shape = (len(lo), layer.source.count, layer.source.size)
+        weights = layer.weights.astype(np.int64)[None, :, None]
+        acc_lo, acc_hi = (weights * lo.reshape(shape)).sum(axis=1), (weights * hi.reshape(shape)).sum(axis=1)
+        return (acc_lo, acc_hi), (low, high)
     if not layer.is_mac:
         windows = layer.source.windows()  # type: ignore[union-attr]
-        low = np.where(windows.valid, lo[windows.inputs], np.iinfo(np.int64).min).max(axis=1)
-        high = np.where(windows.valid, hi[windows.inputs], np.iinfo(np.int64).min).max(axis=1)
+        low = np.where(windows.valid, lo[:, windows.inputs], np.iinfo(np.int64).min).max(axis=2)
+        high = np.where(windows.valid, hi[:, windows.inputs], np.iinfo(np.int64).min).max(axis=2)
         return (low, high), (low, high)
     tables = layer.int8
     weights = layer.matrix.astype(np.int64)
-    positive, negative = np.maximum(weights, 0), np.minimum(weights, 0)
+    positive, negative = np.maximum(weights, 0).T, np.minimum(weights, 0).T
     zero = tables.input_zero  # type: ignore[union-attr]
     bias = layer.expanded_bias().astype(np.int64)
-    if tables.paired is not None:  # int8-x86: pair sums saturated at int16
-        acc_lo, acc_hi = tables.paired.bounds(weights, lo, hi)
+    if tables.paired is not None:  # int8-x86: pair sums saturated at int16, box by box
+        pairs = [tables.paired.bounds(weights, low, high) for low, high in zip(lo, hi)]
+        acc_lo, acc_hi = np.array([pair[0] for pair in pairs]), np.array([pair[1] for pair in pairs])
     else:
-        acc_lo = bias + positive @ (lo - zero) + negative @ (hi - zero)
-        acc_hi = bias + positive @ (hi - zero) + negative @ (lo - zero)
+        acc_lo = bias + (lo - zero) @ positive + (hi - zero) @ negative
+        acc_hi = bias + (hi - zero) @ positive + (lo - zero) @ negative
     table = tables.table  # type: ignore[union-attr]
     if table.shape[0] > 1:
         table = table[layer.source.channel_of()]
     qmin = tables.code.qmin  # type: ignore[union-attr]
-    return (acc_lo, acc_hi), (
-        apply_thresholds(acc_lo[None], table, qmin)[0],
-        apply_thresholds(acc_hi[None], table, qmin)[0],
-    )
+    return (acc_lo, acc_hi), (apply_thresholds(acc_lo, table, qmin), apply_thresholds(acc_hi, table, qmin))
 
 
 def _join_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: QuantizedNetwork):
@@ -259,9 +271,10 @@ def _join_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: Qua
     that may happen, or a float NaN, widens to the whole range), values moved otherwise."""
     from qverify.quant.simulate import join_values
 
-    values, overflow = join_values(layer, np.stack([lo, hi]), qnet)
-    low, high = values[0], values[1]
-    may = overflow.any(axis=0)
+    boxes = len(lo)
+    values, overflow = join_values(layer, np.concatenate([lo, hi]), qnet)
+    low, high = values[:boxes], values[boxes:]
+    may = overflow[:boxes] | overflow[boxes:]
     if qnet.is_fixed and qnet.number.overflow is Overflow.WRAP:  # type: ignore[union-attr]
         fmt: FixedFormat = qnet.number  # type: ignore[assignment]
         low, high = np.where(may, fmt.min_q, low), np.where(may, fmt.max_q, high)
@@ -275,10 +288,15 @@ def _join_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: Qua
 def node_interval(
     qnet: QuantizedNetwork, layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray
 ) -> LayerBounds:
-    """Bounds of one node's values for its input (its producers' values concatenated) in [lo, hi]."""
+    """Bounds of one node's values for its input (its producers' values concatenated) in [lo, hi],
+    box by box: `lo`, `hi` of shape (boxes, n_in), every bound of shape (boxes, n_out); one box
+    (n_in,) gives bounds of shape (n_out,)."""
+    if np.ndim(lo) == 1:
+        one = node_interval(qnet, layer, np.asarray(lo)[None], np.asarray(hi)[None])
+        return LayerBounds(one.pre_lo[0], one.pre_hi[0], one.post_lo[0], one.post_hi[0], one.may_overflow[0])
     if qnet.is_int8:
         (pre_lo, pre_hi), (post_lo, post_hi) = _int8_layer(layer, lo, hi)
-        return LayerBounds(pre_lo, pre_hi, post_lo, post_hi, np.zeros(layer.n_out, dtype=bool))
+        return LayerBounds(pre_lo, pre_hi, post_lo, post_hi, np.zeros(pre_lo.shape, dtype=bool))
     if layer.is_mac:
         bounds_of = _fixed_layer if qnet.is_fixed else _float_layer
         (pre_lo, pre_hi), may_overflow = bounds_of(layer, lo, hi, qnet)
@@ -293,13 +311,28 @@ def node_interval(
 def implementation_bounds(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) -> tuple[LayerBounds, ...]:
     """Bounds of the C's neuron values for inputs in [lo, hi] (words for fixed, values for float,
     codes for int8; for int8 `pre` is the int32 accumulator), node by node in the wiring's order."""
+    if np.shape(lo) != (qnet.n_inputs,) or np.shape(hi) != (qnet.n_inputs,):
+        raise InputError(f"input box must give {qnet.n_inputs} intervals with lo <= hi")
+    batch = implementation_bounds_batch(qnet, np.asarray(lo)[None], np.asarray(hi)[None])
+    return tuple(
+        LayerBounds(b.pre_lo[0], b.pre_hi[0], b.post_lo[0], b.post_hi[0], b.may_overflow[0]) for b in batch
+    )
+
+
+def implementation_bounds_batch(
+    qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray
+) -> tuple[LayerBounds, ...]:
+    """`implementation_bounds` of many boxes at once: `lo`, `hi` of shape (boxes, n_inputs), every
+    bound of the result of shape (boxes, n_out). The fixed-point per-operation layers hold
+    (boxes, n_out, n_in) products: callers bound the batch (`qverify.cases` takes a few thousand
+    products per box a batch)."""
     if qnet.is_integer:
         lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
     else:
         dtype = qnet.number.dtype  # type: ignore[union-attr]
         lo, hi = np.asarray(lo, dtype=dtype), np.asarray(hi, dtype=dtype)
-    if lo.shape != (qnet.n_inputs,) or np.any(lo > hi):
-        raise InputError(f"input box must give {qnet.n_inputs} intervals with lo <= hi")
+    if lo.ndim != 2 or lo.shape != hi.shape or lo.shape[1] != qnet.n_inputs or np.any(lo > hi):
+        raise InputError(f"input boxes must give {qnet.n_inputs} intervals each with lo <= hi")
     result: list[LayerBounds] = []
     for index, layer in enumerate(qnet.layers):
         h_lo = qnet.node_inputs(index, lo, [bounds.post_lo for bounds in result])

@@ -6,13 +6,13 @@ it, so they cannot disagree about constants or tables.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
 
 from qverify.errors import InputError, RangeError, UnsupportedError
+from qverify.input_limits import check_tensor
 from qverify.network import (
     Activation,
     Add,
@@ -21,6 +21,7 @@ from qverify.network import (
     Concat,
     Conv2D,
     Dense,
+    Join,
     Layer,
     MaxPool2D,
     Network,
@@ -29,27 +30,20 @@ from qverify.network import (
     TensorQuant,
     gather_inputs,
 )
-from qverify.network.qparams import LayerQuant, MacQuant
+from qverify.network.qparams import JoinQuant, LayerQuant, MacQuant
+from qverify.quant import tflite8
 from qverify.quant.affine import Int8Format, Int8Kernel, RequantMode, accumulator_bounds, thresholds
 from qverify.quant.code_tables import lookup_table
 from qverify.quant.fixed import FixedFormat, quantize_constants
 from qverify.quant.floatfmt import FloatFormat
+from qverify.quant.join8 import add_staircase, all_pairs, concat_staircase, pairs_staircase
 from qverify.quant.lut import LIPSCHITZ, Lut, LutDesign, design_lut
 from qverify.quant.pool8 import ambiguous_sums, exact_means
 from qverify.quant.x86 import PairedSums, paired_sums
+from qverify.vocabulary import Accumulation, Layout
 
 NumberFormat = FixedFormat | FloatFormat | Int8Format
 WIDE_ACCUMULATOR_LIMIT = 1 << 62  # |acc| below this leaves room for the rounding offset in int64
-
-
-class Accumulation(enum.Enum):
-    PER_OP = "per-op"  # acc = O(acc + O(R(w*x))) after every product (the thesis model)
-    WIDE = "wide"  # exact int64 sum of the products, rounded once (int8-kernel style)
-
-
-class Layout(enum.Enum):
-    SEQUENTIAL = "sequential"  # acc = b; acc += w_0 x_0; ...; one loop per neuron
-    BALANCED = "balanced"  # a divide-and-conquer tree of partial sums, unrolled
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +144,11 @@ class QuantizedLayer:
         convolution): what the linear analyses read."""
         if self.is_dense:
             return self.weights
+        check_tensor(
+            (self.n_out, self.n_in),
+            self.weights.dtype.itemsize,
+            f"{self.source.describe()}: its dense matrix",
+        )
         taps = self.source.taps()  # type: ignore[union-attr]
         matrix = np.zeros((self.n_out, self.n_in), dtype=self.weights.dtype)
         valid = taps.valid
@@ -333,10 +332,16 @@ def _int8_average_pool(
             f"{where}: int8 average pooling whose windows have different divisors (padding not counted) "
             "is not supported; count_include_pad=1 or no padding is"
         )
-    if mode is not RequantMode.ONNXRUNTIME:
+    tflite = mode is RequantMode.TFLITE
+    if mode is RequantMode.XNNPACK:
         raise UnsupportedError(
-            f"{where}: int8 average pooling is modelled as onnxruntime's QLinearAveragePool; not with "
-            f"{mode.value} requantization (use --format int8)"
+            f"{where}: int8 {'MEAN' if quant.mean else 'average pooling'} under the LiteRT interpreter's default "
+            "delegate (XNNPACK's float32 rescaling of the sum) is not modelled; verify with --format int8-tflite"
+        )
+    if not tflite and quant.mean:
+        raise UnsupportedError(
+            f"{where}: TFLite's int8 MEAN is modelled with TFLite's arithmetic (--format int8-tflite), not "
+            f"with {mode.value} requantization"
         )
     channels, (kh, kw) = layer.input_shape[0], layer.kernel
     ones = np.ones((channels, 1, kh, kw), dtype=np.int64)
@@ -359,11 +364,17 @@ def _int8_average_pool(
         False,
         quant.what,
         pool_divisor=divisor,
+        pool_global=tuple(layer.kernel) == tuple(layer.input_shape[1:])
+        and not any(layer.pads)
+        and not quant.float_path,
+        pool_mean=quant.mean,
+        act_range=quant.act_range,
     )
     taps = int(conv.taps().count.max())
     acc_lo, acc_hi = accumulator_bounds(mac, np.full(channels, taps))
-    whole_image = tuple(layer.kernel) == tuple(layer.input_shape[1:]) and not any(layer.pads)
-    ambiguous = ambiguous_sums(mac, int(acc_lo.min()), int(acc_hi.max()), taps, whole_image)
+    ambiguous = np.zeros(0, dtype=np.int64)  # (the global path is exact: `pool8.global_codes`)
+    if not mac.pool_global and not tflite:  # (TFLite's pools are integer arithmetic: exact)
+        ambiguous = ambiguous_sums(mac, int(acc_lo.min()), int(acc_hi.max()), taps)
     if ambiguous.size:
         sum_ = int(ambiguous[0])
         raise UnsupportedError(
@@ -384,11 +395,54 @@ def _int8_average_pool(
     )
 
 
+def _int8_join(index: int, layer: Join, quant: JoinQuant, mode: RequantMode) -> QuantizedLayer:
+    """A join on codes: a copy (a Permute, a Concat of inputs quantized as its output), or an exact
+    integer staircase (an Add; a Concat that requantizes): `qverify.quant.join8`."""
+    empty = np.zeros(0, dtype=np.int64)
+    where = f"layer {index} ({layer.describe()})"
+    if not isinstance(layer, Add) and quant.copies:
+        return QuantizedLayer(empty, empty, Activation.IDENTITY, layer, Int8Tables(quant, None, None, None))
+    tflite_add = mode in (RequantMode.TFLITE, RequantMode.XNNPACK) and isinstance(layer, Add)
+    if mode is not RequantMode.ONNXRUNTIME and not tflite_add:
+        raise UnsupportedError(
+            f"{where}: an int8 {type(layer).__name__} that requantizes is modelled as onnxruntime's "
+            f"QLinear{type(layer).__name__}; not with {mode.value} requantization (use --format int8)"
+        )
+    if quant.act_range is not None and not tflite_add:
+        raise UnsupportedError(f"{where}: a clamp of a fused activation is modelled in TFLite's ADD only")
+    if isinstance(layer, Add):
+        if layer.count != 2 or layer.activation is not Activation.IDENTITY:
+            raise UnsupportedError(f"{where}: an int8 Add is of two tensors, with no activation of its own")
+        if tflite_add and mode is RequantMode.XNNPACK:
+            a, b = all_pairs(*quant.inputs)
+            codes = tflite8.xnnpack_add_codes(a, b, quant, where)
+            weights = tflite8.xnnpack_add_parameters(quant, where)[:2]
+            stairs = pairs_staircase(quant, a, b, codes, where, "XNNPACK's integer ADD", weights)
+        elif tflite_add:
+            a, b = all_pairs(*quant.inputs)
+            codes = tflite8.add_codes(a, b, quant, where)
+            stairs = pairs_staircase(quant, a, b, codes, where, "TFLite's integer ADD")
+        else:
+            stairs = add_staircase(quant, where)
+    else:
+        stairs = concat_staircase(quant)
+    stairs.table.flags.writeable = False
+    return QuantizedLayer(
+        stairs.weights,
+        empty,
+        Activation.IDENTITY,
+        layer,
+        Int8Tables(quant, stairs.table, stairs.acc_lo, stairs.acc_hi),
+    )
+
+
 def _int8_layer(
     index: int, layer: Layer, quant: LayerQuant, mode: RequantMode, kernel: Int8Kernel
 ) -> QuantizedLayer:
     """A layer of an int8 model: integer weights and bias, and its requantization table."""
     empty = np.zeros(0, dtype=np.int64)
+    if isinstance(quant, JoinQuant):
+        return _int8_join(index, layer, quant, mode)  # type: ignore[arg-type]
     if isinstance(quant, PoolQuant):
         if isinstance(layer, AveragePool2D):
             return _int8_average_pool(index, layer, quant, mode)

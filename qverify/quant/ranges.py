@@ -82,10 +82,28 @@ def overflow_sites(qnet: QuantizedNetwork, lo_q: np.ndarray, hi_q: np.ndarray) -
 SHOWN_SITES = 3  # neurons named in the overflow warning
 
 
-def overflow_warnings(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) -> list[str]:
+# what the generated C does where a result leaves the word range (`models_c/fxp.h`), and what that
+# means for a verdict, which is about that C (the engine and ESBMC decide the C as it computes)
+OVERFLOW_IN_C = {
+    Overflow.SATURATE: "where one does, the C saturates it to the word range",
+    Overflow.WRAP: "where one does, the C wraps it around (two's complement)",
+    Overflow.DETECT: "where one does, the C's overflow assertion fails",
+}
+OVERFLOW_IN_VERDICT = {
+    Overflow.SATURATE: "the verdict is about that C, saturation included",
+    Overflow.WRAP: "the verdict is about that C, wrap-around included",
+    Overflow.DETECT: "an overflow is a violation: SAFE means none occurs in the box, UNSAFE names it",
+}
+
+
+def overflow_warnings(
+    qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray, verdict: bool = False
+) -> list[str]:
     """The warnings of a fixed-point network over the real input box [lo, hi]: inputs beyond the
     word range, and one line counting the neurons that can overflow (naming the first few: interval
-    bounds over a whole box flag many, and a line each buried the verdict)."""
+    bounds over a whole box flag many, and a line each buried the verdict), saying what the C does
+    then and, with `verdict` (a verification's warning, next to its SAFE or UNSAFE), whether the
+    verdict accounts for it: it does, in every overflow mode."""
     if not qnet.is_fixed:
         return []
     fmt: FixedFormat = qnet.number  # type: ignore[assignment]
@@ -98,9 +116,12 @@ def overflow_warnings(qnet: QuantizedNetwork, lo: np.ndarray, hi: np.ndarray) ->
     if sites:  # one line, however many: interval bounds over a whole box flag many neurons
         shown = "; ".join(sites[:SHOWN_SITES]) + ("; ..." if len(sites) > SHOWN_SITES else "")
         count = f"{len(sites)} neurons" if len(sites) > 1 else "1 neuron"
+        consequence = OVERFLOW_IN_C[fmt.overflow] + (
+            f"; {OVERFLOW_IN_VERDICT[fmt.overflow]}" if verdict else ""
+        )
         messages.append(
-            f"{count} can overflow {fmt} by interval bounds over the input box ({fmt.overflow.value} "
-            f"applies): {shown}"
+            f"{count} can overflow {fmt} by interval bounds over the input box (which may overestimate): "
+            f"{shown}; {consequence}"
         )
     return messages
 

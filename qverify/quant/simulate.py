@@ -247,9 +247,29 @@ def _pool(layer: QuantizedLayer, x: np.ndarray, qnet: QuantizedNetwork, log: _Ov
     return words
 
 
+def int8_join_codes(layer: QuantizedLayer, codes: np.ndarray) -> np.ndarray:
+    """An int8 join on a batch of its inputs' codes (concatenated): a copy or a move of codes, or
+    its staircase (`qverify.quant.join8`): an Add's acc = sum_i w_i * (input i's code) through one
+    table, a requantizing Concat's acc = the code through its input's row."""
+    tables = layer.int8
+    source = layer.source
+    if isinstance(source, Permute):
+        return codes[:, source.order]
+    if tables.table is None:  # a Concat of inputs quantized as its output
+        return codes
+    if isinstance(source, Add):
+        parts = codes.reshape(len(codes), source.count, source.size)
+        acc = np.einsum("bis,i->bs", parts, layer.weights.astype(np.int64))
+        return apply_thresholds(acc, tables.table, tables.code.qmin)
+    rows = np.repeat(np.arange(len(source.input_sizes)), source.input_sizes)  # type: ignore[union-attr]
+    return apply_thresholds(codes, tables.table[rows], tables.code.qmin)
+
+
 def _int8_layer(layer: QuantizedLayer, codes: np.ndarray) -> np.ndarray:
     """acc = bias + sum w (x - z_in), exact (int32 by construction), then the threshold table."""
     tables = layer.int8
+    if layer.is_join:
+        return int8_join_codes(layer, codes)
     if layer.source is not None and not layer.is_mac:  # max pool on codes
         windows = layer.source.windows()  # type: ignore[union-attr]
         gathered = np.where(windows.valid[None], codes[:, windows.inputs], np.iinfo(np.int64).min)

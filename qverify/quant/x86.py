@@ -29,27 +29,14 @@ its kernel) is refused under `int8-x86`; one whose weights cannot is exact in bo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from qverify.errors import UnsupportedError
-from qverify.network import CodeType, Conv2D, Dense, MacQuant, Network, QuantForm
-from qverify.quant.affine import Int8Format, Int8Kernel, RequantMode
+from qverify.network import CodeType, Conv2D, Dense, MacQuant, QuantForm
 
 INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
 U8_MAX = 255
-
-
-def cpu_has_vnni() -> bool:
-    """Does this machine's CPU have AVX-VNNI (or AVX-512 VNNI)? Then its onnxruntime computes the
-    exact ONNX semantics, not the pair-saturating kernels above (False where /proc/cpuinfo is not
-    readable: not Linux, or no x86 flags)."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_vnni" in flags or "avx_vnni" in flags
 
 
 def operand_offset(quant: MacQuant) -> int | None:
@@ -163,29 +150,3 @@ def saturation_risks(layers, quants) -> list[str]:
                 "x86 kernels without AVX-VNNI (uint8 x int8)"
             )
     return lines
-
-
-def kernel_statement(net: Network, number: object) -> tuple[str, str] | None:
-    """What a command says about onnxruntime's x86 kernels for this model in this format, as
-    ("warning" | "note", text), or None: a warning when the exact int8 semantics is chosen and some
-    pair sum can saturate; a note when `int8-x86` is chosen and none can (both are the same)."""
-    if not isinstance(number, Int8Format) or number.requant is not RequantMode.ONNXRUNTIME:
-        return None
-    if net.quantization is None:
-        return None
-    risks = saturation_risks(net.layers, net.quantization.layers)
-    if number.kernel is Int8Kernel.X86:
-        if risks:
-            return None
-        return (
-            "note",
-            f"{net.name}: no weight pair can saturate an int16 pair sum: int8-x86 and int8 are the same function",
-        )
-    if not risks:
-        return None
-    more = f" (and {len(risks) - 1} more layers)" if len(risks) > 1 else ""
-    text = (
-        f"{net.name}: {risks[0]}{more}; this verifies the exact int8 semantics (VNNI and ARM kernels), "
-        "--format int8-x86 what onnxruntime computes on x86 CPUs without AVX-VNNI"
-    )
-    return ("warning", text)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from qverify.stage_times import pipeline_seconds
+
 LEGEND = (
     "S = SAFE, F = UNSAFE (counterexample replayed; F* = quantization-induced: the float network does "
     "not violate it), TO = UNKNOWN (timeout or solver gave up), E = ERROR; times are wall-clock per task."
@@ -49,7 +51,7 @@ def record_row(entry: dict[str, Any]) -> dict[str, Any]:
         "format": entry["format"],
         "number_format": record.get("format", ""),
         "status": record["status"],
-        "time_s": round(record.get("times_s", {}).get("total", 0.0), 3),
+        "time_s": round(pipeline_seconds(record.get("times_s", {})), 3),
         "backend_s": round(record.get("times_s", {}).get("backend", 0.0), 3),
         "decided_by": record.get("decided_by", ""),
         "backend": record.get("backend", ""),
@@ -92,7 +94,7 @@ def _cell(entry: dict[str, Any]) -> str:
     cex = record.get("counterexample")
     if status == "UNSAFE" and cex and cex.get("quantization_induced"):
         mark += "*"
-    seconds = record.get("times_s", {}).get("total", 0.0)
+    seconds = pipeline_seconds(record.get("times_s", {}))
     return f"{mark} {seconds:.1f}s" if status in ("SAFE", "UNSAFE") else mark
 
 
@@ -123,7 +125,7 @@ def count_rows(entries: Sequence[dict[str, Any]], formats: Sequence[str]) -> lis
         key=lambda item: (item[0][0], formats.index(item[0][1]) if item[0][1] in formats else 99),
     ):
         counts = {status: sum(e["record"]["status"] == status for e in group) for status in STATUS_ORDER}
-        times = [e["record"].get("times_s", {}).get("total", 0.0) for e in group]
+        times = [pipeline_seconds(e["record"].get("times_s", {})) for e in group]
         number = group[0]["record"].get("format", label)
         rows.append(CountRow(suite, label, number, counts, sum(times), statistics.median(times)))
     return rows
@@ -162,7 +164,7 @@ TIME_STAGES = (
     ("backend.startup", "back end start-up, all (process, imports, answer)"),
     ("backend.total", "back end's own work (the engine's reasoning)"),
     ("replay", "replay of counterexamples (gcc, simulator)"),
-    ("total", "tasks, whole"),
+    ("pipeline", "tasks, whole (quantize .. replay)"),
 )
 
 
@@ -170,9 +172,14 @@ def _time_table(entries: Sequence[dict[str, Any]]) -> list[str]:
     """Where the tasks' time went, summed over the tasks (wall seconds, and the back end's CPU)."""
     records = [e["record"] for e in entries]
     lines = ["| stage | seconds, summed over the tasks | share of the tasks' time |", "|---|---:|---:|"]
-    whole = sum(r.get("times_s", {}).get("total", 0.0) for r in records)
+    whole = sum(pipeline_seconds(r.get("times_s", {})) for r in records)
     for key, name in TIME_STAGES:
-        seconds = sum(r.get("times_s", {}).get(key, 0.0) for r in records)
+        seconds = sum(
+            pipeline_seconds(r.get("times_s", {}))
+            if key == "pipeline"
+            else r.get("times_s", {}).get(key, 0.0)
+            for r in records
+        )
         share = f"{100 * seconds / whole:.0f} %" if whole > 0 else "-"
         lines.append(f"| {name} | {seconds:.2f} | {share} |")
     cpu = sum((r.get("verdict") or {}).get("cpu_s", 0.0) for r in records)
@@ -292,7 +299,7 @@ def write_plots(entries: Sequence[dict[str, Any]], out: Path, cactus: bytes | No
     groups = configurations(entries)
     figure, axes = pyplot().subplots(figsize=(9, 4.5))
     for name, group in groups.items():
-        times = [max(e["record"].get("times_s", {}).get("total", 0.0), 1e-3) for e in group]
+        times = [max(pipeline_seconds(e["record"].get("times_s", {})), 1e-3) for e in group]
         axes.plot(range(1, len(times) + 1), times, marker="o", linestyle="", markersize=4, label=name)
     axes.set(xlabel="task", ylabel="wall-clock time (s)", title="time per task and format")
     _seconds_axis(axes)
@@ -317,7 +324,7 @@ def cactus_axes(axes, groups: dict[str, list[dict]]) -> None:
     """Draw the cactus plot (per configuration, the sorted times of the decided tasks) on `axes`."""
     for name, group in groups.items():
         solved = sorted(
-            e["record"].get("times_s", {}).get("total", 0.0)
+            pipeline_seconds(e["record"].get("times_s", {}))
             for e in group
             if e["record"]["status"] in ("SAFE", "UNSAFE")
         )

@@ -41,12 +41,14 @@ from typing import Any
 from qverify.errors import InputError, QverifyError
 from qverify.input_limits import check_file, check_numerals
 from qverify.io import load_network
+from qverify.io.files import file_stem
 from qverify.network import Network
-from qverify.properties import Property, read_vnnlib, to_normalised
+from qverify.properties import Property, PropertyCases, read_vnnlib_cases, to_normalised
 from qverify.quant import (
     FORMAT_HELP,
     WORD_LENGTH_HELP,
     ImplementationOptions,
+    Int8Format,
     parse_number_format,
     word_length,
 )
@@ -87,7 +89,7 @@ class SuiteTask:
 
     name: str
     network_path: Path
-    property: Property  # normalised units
+    property: Property | PropertyCases  # normalised units
     timeout_s: float
     image_shape: tuple[int, ...] | None
 
@@ -102,6 +104,27 @@ class Suite:
     implementation: ImplementationOptions  # defaults; the number format is replaced per run
     timeout_s: float
     variants: Mapping[str, Variant] = field(default_factory=dict)
+    int8_models: frozenset[Path] = frozenset()  # the network files (tasks', variants') that are int8 models
+
+    def check_usable(self, label: str) -> None:
+        """Refuse, before any task runs, a format label whose tasks cannot run: an int8 format (a
+        variant's or the label itself) verifies an int8 model's integers, so every task's network at
+        that label must be one (a float model gave each task an ERROR record).
+
+        :raises InputError: naming the label, a task and its network file.
+        """
+        number = self.number_label(label)
+        if word_length(number) is not None or not isinstance(parse_number_format(number), Int8Format):
+            return
+        for task in self.tasks:
+            network = self.resolve(label, task)[1]
+            if network not in self.int8_models:
+                where = f"[variants.{label}]" if label in self.variants else f"format {label}"
+                raise InputError(
+                    f"{self.path}: {where}: task {task.name} runs on {network}, a float model: {number} "
+                    "verifies an int8 model's integers (name its int8 model in the variant's networks, "
+                    "or make one with `qverify quantize`)"
+                )
 
     def check_format(self, label: str, source: str) -> str:
         """A label of `--format`/`formats`: a variant of this suite or any format label."""
@@ -227,9 +250,12 @@ def _instances(csv_path: Path, cache: _NetworkCache, source: str, shape) -> list
             except ValueError:
                 raise InputError(f"{where}: timeout '{row[2]}' is not a number") from None
             net = cache.get(network_path, where)
-            prop = to_normalised(read_vnnlib(vnnlib_path), net)
+            prop = read_vnnlib_cases(vnnlib_path, n_inputs=net.n_inputs, n_outputs=net.n_outputs)
+            prop = to_normalised(prop, net)
             prop.check_against(net.n_inputs, net.n_outputs)
-            tasks.append(SuiteTask(f"{network_path.stem}-{prop.name}", network_path, prop, timeout_s, shape))
+            tasks.append(
+                SuiteTask(f"{file_stem(network_path)}-{prop.name}", network_path, prop, timeout_s, shape)
+            )
     return tasks
 
 
@@ -335,7 +361,7 @@ def read_suite(name_or_path: str | Path) -> Suite:
     duplicate = next((name for name in names if names.count(name) > 1), None)
     if duplicate:
         raise InputError(f"{source}: two tasks are named '{duplicate}'")
-    return Suite(
+    suite = Suite(
         str(data.get("name", path.parent.name)),
         str(data.get("description", "")),
         path,
@@ -344,4 +370,8 @@ def read_suite(name_or_path: str | Path) -> Suite:
         implementation,
         timeout_s,
         variants,
+        frozenset(file for file, net in cache.loaded.items() if net.quantization is not None),
     )
+    for label in variants:  # a variant that cannot run is an error of the file, whether run or not
+        suite.check_usable(label)
+    return suite

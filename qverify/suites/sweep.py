@@ -15,11 +15,10 @@ from qverify.network import Network
 from qverify.properties import Property
 from qverify.quant import FixedFormat, ImplementationOptions, choose_format
 from qverify.quant.ranges import bits_for_magnitude, largest_real_value
+from qverify.stage_times import pipeline_seconds
 from qverify.suites.executors import Executor
 from qverify.suites.tasks import TaskSpec, run_task
 from qverify.verification import VerifyOptions
-
-FRAC_POLICIES = ("fixed-int", "fit")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +114,7 @@ def run_sweep(jobs: list[tuple[str, int, list[TaskSpec]]], executor: Executor) -
                     fmt.word_bits,
                     str(fmt),
                     record.status.value,
-                    record.times_s.get("total", 0.0),
+                    pipeline_seconds(record.times_s),
                     record.reason,
                 )
             )

@@ -11,9 +11,10 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, replace
 
+from qverify.cases import verify_cases
 from qverify.io import load_network
 from qverify.network import Network
-from qverify.properties import Property
+from qverify.properties import Property, PropertyCases
 from qverify.quant import (
     FixedFormat,
     ImplementationOptions,
@@ -23,7 +24,7 @@ from qverify.quant import (
 )
 from qverify.suites.suite_file import Suite
 from qverify.tasks import Origin
-from qverify.verification import VerificationRecord, VerifyOptions, verify_property
+from qverify.verification import VerificationRecord, VerifyOptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +35,7 @@ class TaskSpec:
     task: str
     format_label: str  # as the suite/command line named it: "16", "16.16", "float", a variant
     network_path: str
-    property: Property
+    property: Property | PropertyCases
     implementation: ImplementationOptions  # the number format of "W" labels is chosen in the worker
     options: VerifyOptions
     image_shape: tuple[int, ...] | None
@@ -116,6 +117,6 @@ def run_task(spec: TaskSpec) -> VerificationRecord:
     """Verify one task (in a worker); never raises for a task failure (the record says it)."""
     net = _network(spec.network_path)
     implementation, note = resolve_implementation(spec, net)
-    record = verify_property(net, spec.property, implementation, spec.options, spec.task)
+    record = verify_cases(net, spec.property, implementation, spec.options, spec.task)
     warnings = (note, *record.warnings) if note else record.warnings
     return replace(record, warnings=warnings, origins={**record.origins, **dict(spec.origins)})

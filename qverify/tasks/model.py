@@ -44,14 +44,12 @@ from qverify.quant import (
     resolve_word_length,
     word_length,
 )
+from qverify.vocabulary import DEFAULT_FORMAT, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 
 if TYPE_CHECKING:  # verification imports properties, whose spec reader imports this module
     from qverify.verification import VerifyOptions
 
-DEFAULT_FORMAT = "16.16"
 INT8_MODEL_FORMAT = "int8"  # the default of an int8 model: its own arithmetic (onnxruntime's rounding)
-DEFAULT_TIMEOUT_S = 60.0
-DEFAULT_MEMORY_MB = 4096
 
 
 # The enums are built from the lists their owners keep (one list each): the back ends, the internal
@@ -70,11 +68,6 @@ class Origin(enum.StrEnum):
     SPEC = "spec"
     SUITE = "suite file"  # a suite run's network, property, formats and task timeouts
     COMMAND_LINE = "command line"
-
-
-def choices(kind: type[enum.Enum]) -> tuple[str, ...]:
-    """The values of an enum, for argparse `choices` and spec-file messages."""
-    return tuple(member.value for member in kind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,14 +234,16 @@ def resolve_options(*layers: tuple[Origin, Mapping[str, Any]]) -> ResolvedOption
     return ResolvedOptions(TaskOptions(**values), MappingProxyType(origins))
 
 
-def for_network(resolved: ResolvedOptions, int8_model: bool) -> ResolvedOptions:
+def for_network(
+    resolved: ResolvedOptions, int8_model: bool, model_format: str = INT8_MODEL_FORMAT
+) -> ResolvedOptions:
     """The options of a task on this network: an int8 model whose format no source gives is
-    verified in its own int8 arithmetic (origin `network`), not at the default `<16,16>` of its
-    float view."""
+    verified in its own int8 arithmetic (origin `network`; `model_format`: onnxruntime's, or a
+    TFLite file's `int8-tflite`), not at the default `<16,16>` of its float view."""
     if not int8_model or resolved.origins["format"] is not Origin.DEFAULT:
         return resolved
     origins = dict(resolved.origins) | {"format": Origin.NETWORK}
-    options = replace(resolved.options, format=INT8_MODEL_FORMAT)
+    options = replace(resolved.options, format=model_format)
     return ResolvedOptions(options, MappingProxyType(origins))
 
 

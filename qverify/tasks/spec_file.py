@@ -63,8 +63,8 @@ from qverify.properties.builders import (
     robustness,
     to_normalised,
 )
-from qverify.properties.model import Property, Units
-from qverify.properties.vnnlib import read_vnnlib
+from qverify.properties.model import Property, PropertyCases, Units
+from qverify.properties.vnnlib import read_vnnlib_cases
 from qverify.quant import (
     FORMAT_HELP,
     Accumulation,
@@ -80,11 +80,11 @@ from qverify.tasks.model import (
     Solver,
     TaskOptions,
     check_fixed_only,
-    choices,
     memory_problem,
     resolve_options,
     timeout_problem,
 )
+from qverify.vocabulary import choices
 
 __all__ = ["Spec", "read_spec"]
 
@@ -110,7 +110,7 @@ class Spec:
 
     name: str
     network_path: Path
-    property: Property  # always normalised units
+    property: Property | PropertyCases  # always normalised units
     implementation: ImplementationOptions
     given: Mapping[str, Any] = field(default_factory=dict)  # TaskOptions fields the spec sets
     image_shape: tuple[int, ...] | None = None
@@ -262,7 +262,7 @@ def _image_shape(top: _Table, net: Network) -> tuple[int, ...] | None:
 # ---------------------------------------------------------------- [property]
 
 
-def _property(table: _Table, net: Network, base: Path) -> Property:
+def _property(table: _Table, net: Network, base: Path) -> Property | PropertyCases:
     """A VNN-LIB file or a builder, checked against the network, in normalised units."""
     if ("vnnlib" in table.values) == ("kind" in table.values):
         raise table.error(
@@ -274,7 +274,7 @@ def _property(table: _Table, net: Network, base: Path) -> Property:
         table.check_keys(("vnnlib", "units"), " with vnnlib")
         vnnlib_path = table.path("vnnlib", base)
         try:
-            prop = read_vnnlib(vnnlib_path, units=units)
+            prop = read_vnnlib_cases(vnnlib_path, units=units, n_inputs=net.n_inputs, n_outputs=net.n_outputs)
         except QverifyError as error:
             raise _wrapped(table, "vnnlib", error) from None
     else:
@@ -453,8 +453,9 @@ def _verify_values(table: _Table, base: Path) -> dict[str, Any]:
 
 def property_from_table(
     values: Mapping[str, Any], net: Network, base: Path, source: str, section: str = "property"
-) -> Property:
-    """A `[property]`-style table (spec files, suite files' tasks) as a normalised Property.
+) -> Property | PropertyCases:
+    """A `[property]`-style table (spec files, suite files' tasks) as a normalised Property (or the
+    cases of a VNN-LIB file in the case form).
 
     :raises InputError: as `read_spec`, with `source: [section] key:` messages.
     """

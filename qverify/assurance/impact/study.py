@@ -98,6 +98,12 @@ def _cell_name(grid: FamilyGrid | None, value: float | None) -> str:
     return CLEAN if grid is None else f"{grid.family.name} {value:g}"
 
 
+def _cells_named(group: Sequence[tuple[FamilyGrid | None, float | None]]) -> str:
+    """The cells of a batch, for the progress bar: `awgn 0.1` or `awgn 0.1 .. blur 1.5` (in order)."""
+    first, last = _cell_name(*group[0]), _cell_name(*group[-1])
+    return first if len(group) == 1 else f"{first} .. {last} ({len(group)} cells)"
+
+
 def _perturbed(
     x: np.ndarray, grid: FamilyGrid | None, value: float | None, seed: int, canvas: Canvas
 ) -> np.ndarray:
@@ -160,10 +166,11 @@ def run_study(
     try:
         for start in range(0, len(todo), per_batch):
             group = todo[start : start + per_batch]
+            bar.set_postfix_str(f"perturbing and simulating {_cells_named(group)}")
             batch = [_perturbed(data.x, grid, value, settings.seed, canvas) for grid, value in group]
-            bar.set_postfix_str(_cell_name(*group[-1]))
             outputs = timed.run(normalise(np.concatenate(batch)))
             for index, (grid, value) in enumerate(group):
+                bar.set_postfix_str(f"metrics of {_cell_name(grid, value)}")  # the bootstrap: the cell's time
                 part = slice(index * data.size, (index + 1) * data.size)
                 reference_logits, *candidate_logits = (logits[part] for logits in outputs)
                 cells.append(

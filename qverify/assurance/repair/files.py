@@ -4,7 +4,8 @@ Fixed point: the repaired network as an NNet (or ONNX, like the input) whose rep
 word / 2^l -- exact in the file (NNet writes doubles with `repr`) and quantized back to exactly the
 repaired words (`repair` checks it). int8: the quantized ONNX model the user gave, with the changed
 weight and bias initializers replaced (`io/onnx_int8_patch.py`: every other node and parameter stays
-as the quantizer wrote it, and the file reads back as exactly the repaired integers). The C is the
+as the quantizer wrote it, and the file reads back as exactly the repaired integers); a TFLite model
+is the user's .tflite file with the changed tensors' bytes overwritten in place (`io/tflite_patch.py`). The C is the
 `qverify codegen` program of the repaired implementation (network function and replay main)."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from qverify.codegen import render_network
 from qverify.errors import InputError
 from qverify.io import save_network
 from qverify.io.onnx_int8_patch import write_int8_changes
+from qverify.io.tflite_patch import write_tflite_int8_changes
 from qverify.network import Network
 
 
@@ -28,7 +30,7 @@ class RepairedFiles:
 
 def model_suffix(source: str) -> str:
     """The repaired model's suffix: the input's (.nnet or .onnx)."""
-    return ".nnet" if source.lower().endswith(".nnet") else ".onnx"
+    return ".nnet" if source.lower().removesuffix(".gz").endswith(".nnet") else ".onnx"
 
 
 def write_repaired(
@@ -40,7 +42,9 @@ def write_repaired(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise InputError(f"cannot write to {out}: {error.strerror}") from None
-    if implementation.qnet is not None and implementation.qnet.is_int8:
+    if implementation.qnet is not None and implementation.qnet.is_int8 and source.lower().endswith(".tflite"):
+        model = write_tflite_int8_changes(source, original, network, out / "repaired.int8.tflite")
+    elif implementation.qnet is not None and implementation.qnet.is_int8:
         model = write_int8_changes(source, original, network, out / "repaired.int8.onnx")
     else:
         model = out / f"repaired{model_suffix(source)}"

@@ -21,6 +21,7 @@ from qverify.errors import InputError
 from qverify.network import Network
 from qverify.properties import Property, read_vnnlib
 from qverify.quant import ImplementationOptions
+from qverify.stage_times import pipeline_seconds
 from qverify.suites.suite_file import read_suite, suite_path
 from qverify.tasks.spec_file import read_spec
 from qverify.verification import VerificationRecord, VerifyOptions, verify_property
@@ -56,7 +57,7 @@ class VerdictChange:
 
     @property
     def time_s(self) -> float:
-        return float(self.before.times_s.get("total", 0.0)) + float(self.after.times_s.get("total", 0.0))
+        return pipeline_seconds(self.before.times_s) + pipeline_seconds(self.after.times_s)
 
 
 def _is_suite(path: Path) -> bool:

@@ -15,6 +15,7 @@ negative ones (`bounds`).
 - `Relu`: the triangle (s, t the chord, a in [0, 1]: DeepPoly's choice by default, alpha-CROWN's
   optimised slopes otherwise, c = 0); phases to split on.
 - `Stairs`: int8's requantization per neuron (`staircase.Staircase`).
+- `Clamp`: ReLU6, min(max(z, 0), 6), relaxed from its two kinks.
 - `MaxPool`: the largest input of each window (not elementwise: each side reads one input of the
   window), with its own split.
 """
@@ -105,6 +106,7 @@ class Identity(Elementwise):
 
     relaxed = False  # is the activation relaxed by linear bounds (not the identity)?
     splittable = False  # has it phases a branch and bound can fix (ReLU)?
+    repeat_splits = False  # are its neurons split at values, possibly again (tables, clamps)?
 
     def post_bounds(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return lo, hi
@@ -132,6 +134,7 @@ class Relu(Elementwise):
 
     relaxed = True
     splittable = True
+    repeat_splits = False
 
     def post_bounds(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.maximum(lo, 0.0), np.maximum(hi, 0.0)
@@ -158,6 +161,7 @@ class Stairs(Elementwise):
 
     relaxed = True
     splittable = False
+    repeat_splits = True
 
     def __init__(self, stairs: Staircase) -> None:
         self.stairs = stairs
@@ -177,6 +181,85 @@ class Stairs(Elementwise):
     def relaxation(self, lo: np.ndarray, hi: np.ndarray) -> Relaxation:
         return Relaxation(*self.stairs.relaxation(lo, hi), np.maximum(np.abs(lo), np.abs(hi)))
 
+    def split_value(self, lo: np.ndarray, hi: np.ndarray, grid: float) -> np.ndarray:
+        """Where to split each neuron's z: the middle of its interval (on the grid)."""
+        middle = (lo + hi) / 2
+        return np.floor(middle / grid) * grid if grid else middle
+
+
+class Clamp(Elementwise):
+    """h = min(max(z, 0), top): ReLU6 (top 6 in real units, the C's comparison with 6 exact in
+    every format). Piecewise linear with kinks at 0 and top, so for any slope m, f(z) - m z over
+    [lo, hi] is extreme at lo, hi or a kink inside: each side's intercept is that extreme (rounded
+    outward), for the slope of the best of a few candidates (0, 1, the chord, and the lines through
+    a kink and an end) by the line's distance from f at the two ends, as `Staircase.relaxation`
+    chooses. Not split by phase: a search splits its z at a kink (`split_value`) and may split the
+    same neuron again at the other."""
+
+    relaxed = True
+    splittable = False
+    repeat_splits = True  # (its neurons are split at values, possibly more than once)
+
+    def __init__(self, top: float) -> None:
+        self.top = float(top)
+
+    def post_bounds(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.forward(lo), self.forward(hi)
+
+    def open_neurons(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        return ((lo < 0) & (hi > 0)) | ((lo < self.top) & (hi > self.top))
+
+    def forward(self, z: np.ndarray) -> np.ndarray:
+        return np.clip(z, 0.0, self.top)
+
+    def derivative(self, z: np.ndarray) -> np.ndarray:
+        return ((z > 0) & (z < self.top)).astype(np.float64)
+
+    def split_value(self, lo: np.ndarray, hi: np.ndarray, grid: float) -> np.ndarray:
+        """Where to split each neuron's z: the kink inside (lo, hi) (0 first), else the middle."""
+        middle = (lo + hi) / 2
+        if grid:
+            middle = np.floor(middle / grid) * grid
+        return np.where(
+            (lo < 0) & (hi > 0), 0.0, np.where((lo < self.top) & (hi > self.top), self.top, middle)
+        )
+
+    def relaxation(self, lo: np.ndarray, hi: np.ndarray) -> Relaxation:
+        lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+        top = self.top
+        points = np.stack(
+            [lo, hi, np.clip(np.zeros_like(lo), lo, hi), np.clip(np.full_like(lo, top), lo, hi)]
+        )
+        values = self.forward(points)
+        f_lo, f_hi = values[0], values[1]
+        width = np.where(hi > lo, hi - lo, 1.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            chord = np.where(hi > lo, (f_hi - f_lo) / width, 0.0)
+            to_top = np.where(top > lo, (top - f_lo) / np.maximum(top - lo, 1e-300), 0.0)
+            from_zero = np.where(hi > 0, f_hi / np.maximum(hi, 1e-300), 0.0)
+        candidates = np.stack(
+            [np.zeros_like(lo), np.ones_like(lo), chord, np.clip(to_top, 0, 1), np.clip(from_zero, 0, 1)]
+        )
+
+        def intercepts(slopes: np.ndarray, upper: bool) -> np.ndarray:
+            products = slopes[:, None] * points[None]
+            deviation = values[None] - products
+            error = 8 * U64 * (np.abs(values[None]) + np.abs(products)) + TINY
+            if upper:
+                return (deviation + error).max(axis=1)
+            return (deviation - error).min(axis=1)
+
+        ups, downs = intercepts(candidates, True), intercepts(candidates, False)
+        ends = np.stack([lo, hi])
+        up_gap = (candidates[:, None] * ends[None] + ups[:, None] - values[None, :2]).sum(axis=1)
+        down_gap = (values[None, :2] - candidates[:, None] * ends[None] - downs[:, None]).sum(axis=1)
+        pick_up, pick_down = np.argmin(up_gap, axis=0), np.argmin(down_gap, axis=0)
+        s = np.take_along_axis(candidates, pick_up[None], 0)[0]
+        t = np.take_along_axis(ups, pick_up[None], 0)[0]
+        a = np.take_along_axis(candidates, pick_down[None], 0)[0]
+        c = np.take_along_axis(downs, pick_down[None], 0)[0]
+        return Relaxation(a, c, s, t, np.maximum(np.abs(lo), np.abs(hi)))
+
 
 class MaxPool:
     """h[o] = the largest z of window o (`Taps` of the pool: inputs per output, padding skipped).
@@ -195,6 +278,7 @@ class MaxPool:
     elementwise = False
     relaxed = True
     splittable = False  # (its splits are on the window's inputs: `split_value`)
+    repeat_splits = False
 
     def __init__(self, inputs: np.ndarray, valid: np.ndarray) -> None:
         self.inputs = inputs  # (n_out, width): input index of each window position
@@ -306,4 +390,4 @@ def scatter(values: np.ndarray, index: np.ndarray, n: int) -> np.ndarray:
     return flat.reshape(*values.shape[:-1], n)
 
 
-NetActivation = Identity | Relu | Stairs | MaxPool
+NetActivation = Identity | Relu | Stairs | MaxPool | Clamp

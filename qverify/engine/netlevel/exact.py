@@ -84,6 +84,7 @@ class _DyadicLayer:
     maximum: np.ndarray | None = None  # a max pool: which window positions are inputs
     table: _Table | None = None  # sigmoid / tanh: the C's lookup table
     join: object = None  # a join's node (qverify.network.joins): values added, joined or moved
+    relu6: bool = False  # clamped to [0, 6] (ReLU6)
 
     def pre_activation(self, values: np.ndarray, shift: int) -> np.ndarray:
         """(W h + b 2^shift) for h = values / 2^shift: the numerators over 2^(self.shift + shift);
@@ -146,6 +147,7 @@ def _dyadic_network(qnet: QuantizedNetwork) -> tuple[_DyadicLayer, ...]:
             )
             if layer.activation not in (
                 Activation.RELU,
+                Activation.RELU6,
                 Activation.IDENTITY,
                 Activation.SIGMOID,
                 Activation.TANH,
@@ -153,7 +155,13 @@ def _dyadic_network(qnet: QuantizedNetwork) -> tuple[_DyadicLayer, ...]:
                 raise UnsupportedError(f"exact real outputs: {layer.activation.value} is not supported")
             layers.append(
                 _DyadicLayer(
-                    empty, empty, 0, layer.activation is Activation.RELU, table=table, join=layer.source
+                    empty,
+                    empty,
+                    0,
+                    layer.activation is Activation.RELU,
+                    table=table,
+                    join=layer.source,
+                    relu6=layer.activation is Activation.RELU6,
                 )
             )
             continue
@@ -164,6 +172,7 @@ def _dyadic_network(qnet: QuantizedNetwork) -> tuple[_DyadicLayer, ...]:
             continue
         if not isinstance(layer.source, (Dense, Conv2D, AveragePool2D)) or layer.activation not in (
             Activation.RELU,
+            Activation.RELU6,
             Activation.IDENTITY,
             Activation.SIGMOID,
             Activation.TANH,
@@ -186,6 +195,7 @@ def _dyadic_network(qnet: QuantizedNetwork) -> tuple[_DyadicLayer, ...]:
                 table=_table(qnet, layer.activation)
                 if layer.activation in (Activation.SIGMOID, Activation.TANH)
                 else None,
+                relu6=layer.activation is Activation.RELU6,
             )
         )
     return tuple(layers)
@@ -241,6 +251,9 @@ def real_outputs(qnet: QuantizedNetwork, x: np.ndarray) -> list[Fraction]:
         shift += layer.shift
         if layer.relu:
             values = np.array([max(0, v) for v in values], dtype=object)
+        if layer.relu6:  # min(max(z, 0), 6) with z = v / 2^shift
+            six = 6 << shift
+            values = np.array([min(max(0, v), six) for v in values], dtype=object)
         if layer.table is not None:
             values, shift = layer.table.apply(values, shift)
         outputs.append((values, shift))

@@ -195,6 +195,9 @@ def solve_node(
             if k in exact:
                 _exact_steps(columns, rows, layer.stairs, lo, hi, own, table, exact[k])
             continue
+        if layer.activation.repeat_splits:  # a clamp (ReLU6): its relaxation's two lines
+            posts.append(_table(columns, rows, bounds.relaxation(model, k), layer.post_bounds(lo, hi), own))
+            continue
         if not relu:
             posts.append(own)
             continue
@@ -374,9 +377,9 @@ def _pair_rows(rows: _Rows, y: np.ndarray, x: np.ndarray, slope: np.ndarray, lo,
 
 
 def _table(columns: _Columns, rows: _Rows, relaxation, post: tuple[np.ndarray, np.ndarray], z: np.ndarray):
-    """A lookup table's outputs h over the layer's z columns: its range as column bounds and the
-    relaxation's two lines as rows, a z + c <= h <= s z + t (the LP and the MILP alike: a table
-    has no exact encoding here, so a MILP solution is only a candidate, as a relaxation's is)."""
+    """A lookup table's (or a clamp's) outputs h over the layer's z columns: its range as column
+    bounds and the relaxation's two lines as rows, a z + c <= h <= s z + t (the LP and the MILP
+    alike: no exact encoding here, so a MILP solution is only a candidate, as a relaxation's is)."""
     h = columns.add(*post)
     pair = np.column_stack([h, z])
     rows.add(pair, np.column_stack([np.ones(len(h)), -relaxation.a]), relaxation.c, np.inf)

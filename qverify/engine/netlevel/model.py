@@ -30,9 +30,9 @@ W, b the implementation's constants read as reals (exact in float64: fixed-point
   integers: bounds settle to whole numbers as fixed point's words do); the unsafe set is read on
   the output codes (`attack.atom_forms` rewrites the atoms over (code - zero) * scale).
 
-What is not a dense ReLU/identity network in fixed point, float, double, half or int8 is refused
-with a reason (`unsupported_reason`) so that the caller falls back to the scalar path:
-convolutions and pools, sigmoid/tanh tables, int8 in real arithmetic.
+What the network level does not read is refused with a reason (`unsupported_reason`) so that the
+caller falls back to the scalar path: activations other than ReLU, ReLU6, identity and monotone
+sigmoid/tanh tables, int8 in real arithmetic, int8-x86's pair-saturating sums.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qverify.engine.netlevel.activations import Identity, MaxPool, NetActivation, Relu, Stairs
+from qverify.engine.netlevel.activations import Clamp, Identity, MaxPool, NetActivation, Relu, Stairs
 from qverify.engine.netlevel.lookup import lut_staircase, monotone
 from qverify.engine.netlevel.operations import (
     AveragePoolOperation,
@@ -78,13 +78,18 @@ def unsupported_reason(query: NetworkQuery) -> str | None:
     if qnet.is_int8 and query.arithmetic is Arithmetic.REAL:
         return "netlevel: int8 networks have no real-arithmetic reading"
     for index, layer in enumerate(qnet.layers, start=1):
-        joins = () if qnet.is_int8 else (Add, Concat, Permute)
         supported = (Dense, Conv2D, MaxPool2D) if qnet.is_int8 else (Dense, Conv2D, AveragePool2D, MaxPool2D)
-        supported = (*supported, *joins)
+        supported = (*supported, Add, Concat, Permute)
         if not isinstance(layer.source, supported):
             return f"netlevel: layer {index} ({layer.source.describe()}): not supported"
         activation = layer.activation
-        if activation not in (Activation.RELU, Activation.IDENTITY, Activation.SIGMOID, Activation.TANH):
+        if activation not in (
+            Activation.RELU,
+            Activation.RELU6,
+            Activation.IDENTITY,
+            Activation.SIGMOID,
+            Activation.TANH,
+        ):
             return f"netlevel: layer {index}: {activation.value} activation not supported"
         if activation in (Activation.SIGMOID, Activation.TANH) and not monotone(qnet.lut_for(activation)):
             return f"netlevel: layer {index}: the {activation.value} table is not monotone"
@@ -341,6 +346,8 @@ def _layer(layer: QuantizedLayer, scale: float, tables: dict[Activation, Stairs]
         return NetLayer(op, bias, max_pool(layer.source))
     if layer.activation in tables:  # sigmoid / tanh: the C's lookup table as a staircase
         return NetLayer(op, bias, tables[layer.activation])
+    if layer.activation is Activation.RELU6:  # clamped at 6, exactly 6 in every format's real units
+        return NetLayer(op, bias, Clamp(6.0))
     activation = Relu() if layer.activation is Activation.RELU else Identity()
     return NetLayer(op, bias, activation)
 
@@ -351,12 +358,37 @@ def max_pool(source: MaxPool2D) -> MaxPool:
     return MaxPool(windows.inputs, windows.valid)
 
 
+def _int8_join(layer: QuantizedLayer) -> NetLayer:
+    """An int8 join on codes (`qverify.quant.join8`): a move or a copy of codes (exact), or its
+    staircase: an Add's z = acc = w_1 a + w_2 b on the two inputs' codes, a requantizing Concat's
+    z = the code through its input's row."""
+    tables = layer.int8
+    assert tables is not None
+    source = layer.source
+    zeros = np.zeros(layer.n_out)
+    if isinstance(source, Permute):
+        return NetLayer(PermuteOperation(source.order), zeros, Identity())
+    if tables.table is None:
+        return NetLayer(IdentityOperation(layer.n_in), zeros, Identity())
+    code = tables.code
+    if isinstance(source, Add):
+        op = SumOperation.of(source.count, source.size, layer.weights)
+        rows = np.zeros(layer.n_out, dtype=np.int64)
+        return NetLayer(op, zeros, Stairs(Staircase.of(tables.table, rows, code.qmin, code.qmax)))
+    rows = np.repeat(np.arange(len(source.input_sizes)), source.input_sizes)  # type: ignore[union-attr]
+    stairs = Staircase.of(tables.table, rows, code.qmin, code.qmax)
+    return NetLayer(IdentityOperation(layer.n_in), zeros, Stairs(stairs))
+
+
 def _int8_layer(layer: QuantizedLayer) -> NetLayer:
     """z = acc = W x + (bias - z_in sum W) on input codes x (a convolution's sum over its valid taps:
     padding adds nothing), exact integers in float64 (|acc| < 2^31), and the requantization
-    staircase of every neuron; a max pool takes the largest code of each window (exact on codes)."""
+    staircase of every neuron; a max pool takes the largest code of each window (exact on codes);
+    joins: `_int8_join`."""
     tables = layer.int8
     assert tables is not None
+    if layer.is_join:
+        return _int8_join(layer)
     if isinstance(layer.source, MaxPool2D):
         return NetLayer(IdentityOperation(layer.n_in), np.zeros(layer.n_in), max_pool(layer.source))
     assert tables.table is not None

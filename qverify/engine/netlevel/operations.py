@@ -313,18 +313,22 @@ class IdentityOperation(LinearOperation):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class SumOperation(SparseOperation):
-    """A residual addition of `count` tensors of `size` values: z_j = sum_i h_(i size + j), W the
-    blocks [I I ... I]. The C adds words exactly unless a sum leaves the word range (fixed point:
-    no product, so no rounding, `live_products` is 0) and rounds each addition once in IEEE (the
-    error model's gamma over `forward_terms` = count terms covers it)."""
+    """A residual addition of `count` tensors of `size` values: z_j = sum_i w_i h_(i size + j), W
+    the blocks [w_1 I ... w_k I] (w = 1: fixed point and IEEE; int8: the integer weights of the
+    join's staircase, `qverify.quant.join8`). The C adds words exactly unless a sum leaves the word
+    range (fixed point: no product, so no rounding, `live_products` is 0) and rounds each addition
+    once in IEEE (the error model's gamma over `forward_terms` = count terms covers it)."""
 
     count: int = 0
 
     @classmethod
-    def of(cls, count: int, size: int) -> SumOperation:
+    def of(cls, count: int, size: int, weights: np.ndarray | None = None) -> SumOperation:
         from scipy import sparse
 
-        blocks = sparse.hstack([sparse.identity(size, format="csr")] * count, format="csr")
+        scales = np.ones(count) if weights is None else np.asarray(weights, dtype=np.float64)
+        blocks = sparse.hstack(
+            [sparse.identity(size, format="csr") * float(scale) for scale in scales], format="csr"
+        )
         return cls(blocks, count)
 
     def live_products(self, live: np.ndarray) -> np.ndarray:

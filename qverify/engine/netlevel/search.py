@@ -1034,7 +1034,9 @@ class Search:
                 children = []
                 for phase in (1, -1):
                     phases = node.phases
-                    if model.layers[k].stairs is None:  # (a lookup table's neuron may be split again)
+                    if not model.layers[
+                        k
+                    ].activation.repeat_splits:  # (a table's or clamp's neuron may be split again)
                         phases = [p.copy() if i == k else p for i, p in enumerate(node.phases)]
                         phases[k][j] = phase
                     split = (k, j, phase, at)
@@ -1083,7 +1085,7 @@ class Search:
         model = self.model
         best, best_score = None, 0.0
         for k, layer in enumerate(model.layers):
-            if tables and layer.stairs is not None and k in lam_post and k < len(model.layers) - 1:
+            if tables and layer.activation.repeat_splits and k in lam_post and k < len(model.layers) - 1:
                 found = self._table_split(bounds, k, lam_post[k][atoms])
                 if found is not None and found[0] > best_score:
                     best_score, best = found[0], (k, found[1], found[2])
@@ -1110,17 +1112,16 @@ class Search:
 
     def _table_split(self, bounds: Bounds, k: int, coefficients: np.ndarray):
         """A lookup table's neuron to split at the middle of its interval (on the word grid in
-        fixed point): (score, neuron, value), the score the coefficient in the open atoms' bounds
-        times the relaxation's largest gap on the interval (upper line minus lower line at an end),
-        or None when no neuron's interval can be split."""
+        fixed point), or a clamp's at a kink (`split_value`): (score, neuron, value), the score the
+        coefficient in the open atoms' bounds times the relaxation's largest gap on the interval
+        (upper line minus lower line at an end), or None when no neuron's interval can be split."""
         lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
         relaxation = bounds.relaxation(self.model, k)
         slope, offset = relaxation.s - relaxation.a, relaxation.t - relaxation.c
         gap = np.maximum(slope * lo + offset, slope * hi + offset)
-        grid = self.model.layers[k].stairs.grid
-        at = (lo + hi) / 2
-        if grid:
-            at = np.floor(at / grid) * grid
+        layer = self.model.layers[k]
+        grid = layer.stairs.grid if layer.stairs is not None else self.model.unit
+        at = layer.activation.split_value(lo, hi, grid)
         splittable = (at > lo) & (at < hi) & self.model.layers[k].open_neurons(lo, hi)
         score = np.where(splittable, np.abs(coefficients).sum(axis=0) * gap + 1e-30, -1.0)
         j = int(np.argmax(score))

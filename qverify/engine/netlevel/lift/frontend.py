@@ -40,6 +40,12 @@ from qverify.engine.netlevel.lift.joins import (
     match_concat,
     match_permute,
 )
+from qverify.engine.netlevel.lift.joins8 import (
+    is_int8_add,
+    is_int8_concat_part,
+    match_int8_add,
+    match_int8_concat,
+)
 from qverify.engine.netlevel.lift.layers import Arith, LayerLoop, fresh, match_layer
 from qverify.engine.netlevel.lift.lut import LUT_ACTIVATIONS, check_tables, match_lut
 from qverify.engine.netlevel.lift.preprocess import Preprocessed, preprocess_skeleton
@@ -74,6 +80,10 @@ _OVERFLOW = {
 _INTEGER_MACROS = ("QV_K", "QV_L", "QV_N_INPUTS", "QV_N_OUTPUTS", "QV_HARNESS")
 _NUMBER_TYPES = {("float",): FloatKind.FLOAT, ("double",): FloatKind.DOUBLE, ("qv_half",): FloatKind.HALF}
 _RELU_TEXT = "inline static qv_num qv_relu(qv_num x)\n{\n  return (x < 0) ? (0) : (x);\n}\n\n"
+_RELU6_TEXT = re.compile(
+    r"inline static qv_num qv_relu6\(qv_num x\)\n\{\n  return \(x < 0\) \? \(0\) : "
+    r"\(\(x > ([0-9A-Fa-fx.p+\-]+f?)\) \? \(([0-9A-Fa-fx.p+\-]+f?)\) : \(x\)\);\n\}\n\n"
+)
 INT32_RANGE = (-(1 << 31), (1 << 31) - 1)
 
 
@@ -200,6 +210,7 @@ def _skeleton(ast: c_ast.FileAST, harness: str, extracted: dict[str, ConstArray]
             arrays[ext.name] = ext
         elif isinstance(ext, c_ast.FuncDef) and ext.decl.name in (
             "qv_relu",
+            "qv_relu6",
             "qv_network",
             "main",
             *LUT_ACTIVATIONS,
@@ -220,6 +231,27 @@ def _skeleton(ast: c_ast.FileAST, harness: str, extracted: dict[str, ConstArray]
         if text != _RELU_TEXT:
             raise fail(functions["qv_relu"], "qv_relu is not the template's `return x < 0 ? 0 : x;`")
     return _Skeleton(number_type, arrays, functions)
+
+
+def _check_relu6(function: c_ast.FuncDef | None, number, network: c_ast.Node) -> None:
+    """qv_relu6 is the template's `x < 0 ? 0 : (x > TOP ? TOP : x)` with TOP 6 in the format's units
+    (a word 6 * 2^l in fixed point, the float literal 6 otherwise)."""
+    if function is None:
+        raise fail(network, "qv_relu6 is called but not defined in the harness")
+    found = _RELU6_TEXT.fullmatch(c_generator.CGenerator().visit(function))
+    if found is None or found.group(1) != found.group(2):
+        raise fail(function, "qv_relu6 is not the template's `return x < 0 ? 0 : (x > TOP ? TOP : x);`")
+    literal = found.group(1)
+    try:
+        value = (
+            int(literal) / number.scale
+            if isinstance(number, FixedFormat)
+            else float.fromhex(literal.rstrip("fF"))
+        )
+    except ValueError:
+        raise fail(function, f"qv_relu6's top {literal} is not a number literal") from None
+    if value != 6.0:
+        raise fail(function, f"qv_relu6 clamps at {value:g}, not 6")
 
 
 def _options(
@@ -371,6 +403,39 @@ def _loops(
     return loops
 
 
+def _int8_loops(
+    nodes: list[c_ast.Node],
+    loop_vars: set[str],
+    forbidden: set[str],
+    readable: set[str],
+    int_arrays: set[str],
+) -> list:
+    """An int8 qv_network's statements as layer and join loops: MAC layers and pools
+    (`lift.int8`, `lift.spatial`), joins that requantize (`lift.joins8`) and joins that copy codes
+    (`lift.joins`)."""
+    loops: list = []
+    position = 0
+    while position < len(nodes):
+        node = nodes[position]
+        for is_part, match in ((is_int8_concat_part, match_int8_concat), (is_concat_part, match_concat)):
+            if is_part(node):
+                loop, taken = match(nodes[position:], loop_vars, forbidden)
+                loops.append(loop)
+                position += taken
+                break
+        else:
+            if is_int8_add(node):
+                loops.append(match_int8_add(node, loop_vars, forbidden))
+            elif is_join(node, readable) and _reads_through_table(node):
+                loops.append(match_permute(node, loop_vars, forbidden, int_arrays))
+            elif is_spatial(node):
+                loops.append(match_spatial(node, Arith("int8"), loop_vars, forbidden))
+            else:
+                loops.append(match_int8_layer(node, loop_vars, forbidden))
+            position += 1
+    return loops
+
+
 def _reads_through_table(node: c_ast.For) -> bool:
     """Does the join loop start from IN[P[j]] (a permutation) rather than A[j]?"""
     first = node.stmt.block_items[0] if isinstance(node.stmt, c_ast.Compound) else node.stmt
@@ -493,7 +558,7 @@ def _match(
     for name, decl in skeleton.arrays.items():
         dims, element = _array_dims(decl)
         array = extracted[name]
-        if not int8 and element == ("int",) and dims == array.shape and array.integer and len(dims) == 1:
+        if element == ("int",) and dims == array.shape and array.integer and len(dims) == 1:
             arrays[name] = array.values.astype(np.int64)
             int_arrays.add(name)
             element_types[name] = element
@@ -520,17 +585,12 @@ def _match(
                 "int8-x86 pair sums saturated at int16 (qv_sat16) are not lifted: the scalar path decides them",
             )
         check_tables(skeleton.functions, set(), where)
-        loops8 = [
-            match_spatial(node, Arith("int8"), loop_vars, forbidden)
-            if is_spatial(node)
-            else match_int8_layer(node, loop_vars, forbidden)
-            for node in loops_nodes
-        ]
+        loops8 = _int8_loops(loops_nodes, loop_vars, forbidden, {x_name, *local_arrays}, int_arrays)
         if not loops8:
             raise fail(network, "qv_network has no layer loop")
-        _check_graph(loops8, local_arrays, x_name, y_name, arrays)  # type: ignore[arg-type]
+        wiring = _check_graph(loops8, local_arrays, x_name, y_name, arrays)
         check_int8_arrays(loops8, arrays, element_types)
-        qnet = int8_network(path, loops8, arrays, CODE_TYPES[skeleton.number_type])
+        qnet = int8_network(path, loops8, arrays, CODE_TYPES[skeleton.number_type], wiring)
         invariants = _layer_bounds(loops8, arrays, False, where)  # type: ignore[arg-type]
         return _query(path, skeleton, inputs, qnet, local_arrays, (x_name, y_name), invariants, semantics)
     arith = Arith("fixed", number.frac_bits) if fixed else Arith("half" if number.is_half else "float")
@@ -540,6 +600,8 @@ def _match(
     wiring = _check_graph(loops, local_arrays, x_name, y_name, arrays)
     if "qv_relu" not in skeleton.functions and any(loop.activation.value == "relu" for loop in loops):
         raise fail(network, "qv_relu is called but not defined in the harness")
+    if any(loop.activation.value == "relu6" for loop in loops):
+        _check_relu6(skeleton.functions.get("qv_relu6"), number, network)
     accumulations = {loop.accumulation for loop in loops if loop.accumulation is not None}
     layouts = {loop.layout for loop in loops if loop.layout is not None}
     if len(accumulations) > 1 or len(layouts) > 1:

@@ -50,11 +50,15 @@ from qverify.engine.netlevel.lift.errors import NotRecognised
 from qverify.engine.netlevel.lift.layers import bounds_assume, counted_loop, fresh, local_decl
 from qverify.errors import InputError, RangeError
 from qverify.network import (
+    NETWORK_INPUT,
     Activation,
+    Add,
     AffineQuantization,
     CodeType,
+    Concat,
     Conv2D,
     Dense,
+    JoinQuant,
     MacQuant,
     MaxPool2D,
     Network,
@@ -133,9 +137,8 @@ def _product(step: c_ast.Node, acc: str, j: str, i: str) -> tuple[str, str, int]
     return w, x, zero
 
 
-def requant_store(store: c_ast.Node, j: str, acc: str, row: str) -> tuple[str, int, str, bool]:
-    """`OUT[j] = (qv_num)(QMIN + qv_requant(acc, T[row or 0]));` as (OUT, QMIN, T, per channel);
-    `row` is the output channel's variable (j for a dense layer, oc for a convolution)."""
+def requant_parts(store: c_ast.Node, j: str, acc: str) -> tuple[str, int, str, c_ast.Node]:
+    """`OUT[j] = (qv_num)(QMIN + qv_requant(acc, T[r]));` as (OUT, QMIN, T, r's expression)."""
     if not (isinstance(store, c_ast.Assignment) and store.op == "="):
         raise fail(store, "expected OUT[j] = (qv_num)(QMIN + qv_requant(acc, T[j]))")
     output = _row_ref(store.lvalue, j, "OUT")
@@ -150,11 +153,18 @@ def requant_store(store: c_ast.Node, j: str, acc: str, row: str) -> tuple[str, i
         raise fail(store, "the stored code is not QMIN + qv_requant(acc, T[j])")
     table = index_ref(requant[1][1])
     if table is None or len(table[1]) != 1:
+        raise fail(store, "qv_requant's table is not one row T[r] of a table")
+    return output, qmin, table[0], table[1][0]
+
+
+def requant_store(store: c_ast.Node, j: str, acc: str, row: str) -> tuple[str, int, str, bool]:
+    """`OUT[j] = (qv_num)(QMIN + qv_requant(acc, T[row or 0]));` as (OUT, QMIN, T, per channel);
+    `row` is the output channel's variable (j for a dense layer, oc for a convolution)."""
+    output, qmin, table, index = requant_parts(store, j, acc)
+    per_channel = is_id(index, row)
+    if not per_channel and integer_constant(index) != 0:
         raise fail(store, "qv_requant's table is not T[j] or T[0]")
-    per_channel = is_id(table[1][0], row)
-    if not per_channel and integer_constant(table[1][0]) != 0:
-        raise fail(store, "qv_requant's table is not T[j] or T[0]")
-    return output, qmin, table[0], per_channel
+    return output, qmin, table, per_channel
 
 
 def match_int8_layer(node: c_ast.Node, loop_vars: set[str], forbidden: set[str]) -> Int8Loop:
@@ -207,10 +217,18 @@ class Int8Mac:
 
 def _mac(loop) -> Int8Mac | None:
     """The requantization of a dense loop (`Int8Loop`) or a convolution (`SpatialLoop.int8`); None
-    for a max pool, which passes codes on."""
+    for a max pool, which passes codes on, and for a join (`lift.joins`, `lift.joins8`)."""
     if isinstance(loop, Int8Loop):
         return Int8Mac(loop.table, loop.per_channel, loop.input_zero, loop.qmin)
-    return loop.int8
+    return getattr(loop, "int8", None)
+
+
+def _join_kind(loop) -> str | None:
+    """ "copy" for a join that moves codes (`lift.joins.JoinLoop`), "requant" for one with a table
+    (`lift.joins8.Int8JoinLoop`), None for a layer."""
+    if hasattr(loop, "rows"):
+        return "requant"
+    return "copy" if hasattr(loop, "input_sizes") else None
 
 
 def _weight_shape(loop) -> tuple[int, ...]:
@@ -229,11 +247,17 @@ def check_int8_arrays(
         expected = {
             name: ("bounds", (loop.n_out,)) for name in (*(loop.pre_bounds or ()), *(loop.out_bounds or ()))
         }
+        join = _join_kind(loop)
         if mac is not None:
             shape = _weight_shape(loop)
             expected[loop.weights] = ("weights", shape)
             expected[loop.bias] = ("bias", (shape[0],))
             expected[mac.table] = ("table", (shape[0] if mac.per_channel else 1, LEVELS))
+        elif join == "requant":
+            expected[loop.table] = ("table", (len(loop.rows), LEVELS))
+        elif join == "copy":
+            if loop.kind == "add":
+                raise NotRecognised(f"{loop.line}: an int8 addition without its requantization table")
         elif loop.kind != "maxpool":
             raise NotRecognised(f"{loop.line}: an int8 {loop.kind} is not recognised")
         for name, (kind, shape) in expected.items():
@@ -242,8 +266,9 @@ def check_int8_arrays(
                     f"{loop.line}: {name} is not {' '.join(ARRAY_TYPES[kind])} {list(shape)} "
                     f"(the template's {kind})"
                 )
-        if mac is not None and np.any(np.diff(arrays[mac.table], axis=1) < 0):
-            raise NotRecognised(f"{loop.line}: {mac.table} has a row that is not sorted")
+        table = mac.table if mac is not None else loop.table if join == "requant" else None
+        if table is not None and np.any(np.diff(arrays[table], axis=1) < 0):
+            raise NotRecognised(f"{loop.line}: {table} has a row that is not sorted")
 
 
 def _channel_reach(source: Dense | Conv2D, weights: np.ndarray) -> np.ndarray:
@@ -274,23 +299,90 @@ def _source(loop, weights: np.ndarray, bias: np.ndarray):
     return MaxPool2D(kernel=loop.kernel, **loop.geometry())
 
 
-def int8_network(path: Path, loops: list, arrays: dict[str, np.ndarray], code: CodeType) -> QuantizedNetwork:
-    """The network the loops state (module docstring: scales 1, output zero point 0). A layer's
-    output zero point is the input zero point of the next MAC layer (pools pass codes on)."""
-    zeros_after, zero = [], 0
-    for loop in reversed(loops):
-        zeros_after.append(zero)
+def _output_zeros(loops: list, wiring: tuple[tuple[int, ...], ...]) -> tuple[list[int], int]:
+    """Each node's output zero point in the lifted network, and the input's: the input zero point
+    of the MAC layers that read those codes (the C subtracts it), passed back through the nodes
+    that only move codes (pools, copies); 0 where nothing says (a join's table reads raw codes).
+    Readers that disagree mean the C is not one network's: `NotRecognised`."""
+    zeros: dict[int, int] = {}  # node -> zero point (NETWORK_INPUT: the input's)
+    for index in range(len(loops) - 1, -1, -1):
+        loop = loops[index]
         mac = _mac(loop)
-        zero = mac.input_zero if mac is not None else zero
-    zeros_after.reverse()
+        if _join_kind(loop) == "requant":
+            continue
+        wanted = mac.input_zero if mac is not None else zeros.setdefault(index, 0)
+        for producer in wiring[index]:
+            if zeros.setdefault(producer, wanted) != wanted:
+                what = "the input" if producer == NETWORK_INPUT else loops[producer].line
+                raise NotRecognised(
+                    f"{what}: its codes are read with zero points {zeros[producer]} and {wanted}"
+                )
+    return [zeros.get(index, 0) for index in range(len(loops))], zeros.get(NETWORK_INPUT, 0)
+
+
+def _join_node(loop, arrays: dict[str, np.ndarray], reads, output: TensorQuant, code: CodeType):
+    """A lifted join: its IR node and `QuantizedLayer` (the requantizing ones with their table)."""
+    source = loop.source(arrays) if _join_kind(loop) == "copy" else None
+    quant = JoinQuant(reads, output, loop.line)
+    empty = np.zeros(0, dtype=np.int64)
+    if source is not None:
+        return (
+            source,
+            quant,
+            QuantizedLayer(empty, empty, Activation.IDENTITY, source, Int8Tables(quant, None, None, None)),
+        )
+    if loop.qmin != code.qmin:
+        raise NotRecognised(f"{loop.line}: codes start at {loop.qmin}, qv_num's at {code.qmin}")
+    if loop.kind == "add":
+        source = Add((loop.n_out,), len(loop.inputs))
+    else:
+        source = Concat(tuple((size,) for size in loop.input_sizes))
+    weights = np.array(loop.weights, dtype=np.int64)
+    table = np.array(arrays[loop.table], dtype=np.int64)
+    table.flags.writeable = False
+    lows = np.array([read.code.qmin for read in reads], dtype=np.int64)
+    highs = np.array([read.code.qmax for read in reads], dtype=np.int64)
+    if loop.kind == "add":
+        reach_lo = np.minimum(weights * lows, weights * highs).sum()
+        reach_hi = np.maximum(weights * lows, weights * highs).sum()
+        if max(abs(int(reach_lo)), abs(int(reach_hi))) >= 1 << 31:
+            raise NotRecognised(f"{loop.line}: the int32 accumulator can overflow")
+        lows, highs = np.array([reach_lo]), np.array([reach_hi])
+    tables = Int8Tables(quant, table, lows, highs)
+    return source, quant, QuantizedLayer(weights, empty, Activation.IDENTITY, source, tables)
+
+
+def int8_network(
+    path: Path,
+    loops: list,
+    arrays: dict[str, np.ndarray],
+    code: CodeType,
+    wiring: tuple[tuple[int, ...], ...],
+) -> QuantizedNetwork:
+    """The network the loops state (module docstring: scales 1, output zero point 0), wired as
+    the C reads its arrays (`wiring`, `qverify.network.Network.wiring`): a node's output zero point
+    is the input zero point of the MAC layers that read it (`_output_zeros`)."""
+    zeros, input_zero = _output_zeros(loops, wiring)
     layers, sources, quants = [], [], []
-    for loop, output_zero in zip(loops, zeros_after):
+
+    def codes(node: int, what: str) -> TensorQuant:
+        zero = quants[node].output.zero_point if node != NETWORK_INPUT else input_zero
+        return TensorQuant(1.0, zero, code, what)
+
+    for loop, output_zero, producers in zip(loops, zeros, wiring):
         mac = _mac(loop)
+        output = TensorQuant(1.0, output_zero, code, f"{loop.line} output")
         try:
+            if _join_kind(loop) is not None:
+                reads = tuple(codes(p, f"{loop.line} input") for p in producers)
+                source, quant, layer = _join_node(loop, arrays, reads, output, code)
+                sources.append(source)
+                quants.append(quant)
+                layers.append(layer)
+                continue
             if mac is None:
                 source = _source(loop, np.zeros(0), np.zeros(0))
-                codes = TensorQuant(1.0, output_zero, code, f"{loop.line} codes")
-                quant = PoolQuant(codes, codes, loop.line)
+                quant = PoolQuant(output, output, loop.line)
                 tables = Int8Tables(quant, None, None, None)
                 empty = np.zeros(0, dtype=np.int64)
                 layers.append(QuantizedLayer(empty, empty, Activation.IDENTITY, source, tables))
@@ -306,7 +398,7 @@ def int8_network(path: Path, loops: list, arrays: dict[str, np.ndarray], code: C
                 weights,
                 np.ones(table.shape[0]),
                 bias,
-                TensorQuant(1.0, output_zero, code, f"{loop.line} output"),
+                output,
                 False,
                 f"{loop.line}",
             )
@@ -327,10 +419,18 @@ def int8_network(path: Path, loops: list, arrays: dict[str, np.ndarray], code: C
             )
         )
     try:
-        quantization = AffineQuantization(quants[0].input, tuple(quants), "lifted C")
-        net = Network(tuple(sources), name=f"lifted {path.name}", source=str(path), quantization=quantization)
+        quantization = AffineQuantization(
+            TensorQuant(1.0, input_zero, code, "input"), tuple(quants), "lifted C"
+        )
+        net = Network(
+            tuple(sources),
+            name=f"lifted {path.name}",
+            source=str(path),
+            quantization=quantization,
+            wiring=wiring,
+        )
     except InputError as error:
-        raise NotRecognised(f"{path}: the layers do not chain as a network ({error})") from error
+        raise NotRecognised(f"{path}: the layers do not form a network ({error})") from error
     return QuantizedNetwork(
         source=net, options=ImplementationOptions(Int8Format()), layers=tuple(layers), luts=()
     )

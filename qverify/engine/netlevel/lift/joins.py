@@ -213,7 +213,7 @@ def match_permute(
     )
 
 
-def _range_loop(node: c_ast.Node, loop_vars: set[str]) -> tuple[str, int, int, c_ast.Node]:
+def range_loop(node: c_ast.Node, loop_vars: set[str]) -> tuple[str, int, int, c_ast.Node]:
     """`for (v = S; v < E; v++) body` with constants S < E: (v, S, E, body)."""
     if not isinstance(node, c_ast.For):
         raise fail(node, "expected a counted for loop")
@@ -256,7 +256,7 @@ def match_concat(nodes: list[c_ast.Node], loop_vars: set[str], forbidden: set[st
     for node in nodes:
         if not is_concat_part(node):
             break
-        j, start, stop, body = _range_loop(node, loop_vars)
+        j, start, stop, body = range_loop(node, loop_vars)
         if start != expected_start:
             break  # (the next concatenation's first part starts at 0 again)
         items = statements(body)

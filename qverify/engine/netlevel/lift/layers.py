@@ -320,6 +320,7 @@ def match_layer(node: c_ast.Node, arith: Arith, loop_vars: set[str], forbidden: 
 
 STORED_ACTIVATIONS = {
     "qv_relu": Activation.RELU,
+    "qv_relu6": Activation.RELU6,  # checked against the template's top (`lift.frontend`)
     "qv_sigmoid": Activation.SIGMOID,  # lookup tables (lift.lut)
     "qv_tanh": Activation.TANH,
 }
@@ -340,7 +341,9 @@ def store_activation(store: c_ast.Node, j: str, acc: str) -> tuple[str, Activati
         activation = STORED_ACTIVATIONS.get(applied[0])
         if activation is not None:
             return target[0], activation
-    raise fail(store, "activation is neither qv_relu(acc), qv_sigmoid(acc), qv_tanh(acc) nor acc")
+    raise fail(
+        store, "activation is neither qv_relu(acc), qv_relu6(acc), qv_sigmoid(acc), qv_tanh(acc) nor acc"
+    )
 
 
 def _is_bias(reader: MacReader, node: c_ast.Node) -> bool:
