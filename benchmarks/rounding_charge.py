@@ -234,20 +234,20 @@ def worst_clause(search: Search, lower: np.ndarray) -> tuple[int, float]:
     return min(best, key=lambda pair: pair[1])
 
 
+def row_bound(found: Root, bounds: Bounds, row: int, statements: dict | None = None) -> float:
+    """The atom row's back-substituted lower bound on the root's box with these bounds (DeepPoly
+    slopes); `statements` filled as `backsubstitute` does."""
+    model = found.search.model
+    matrix = found.search.atom_matrix[row : row + 1]
+    last = len(model.layers) - 1
+    linear = backsubstitute(model, bounds, matrix, last, True, found.xl, found.xu, statements=statements)
+    return float(linear.lower[0])
+
+
 def direct_charges(found: Root, row: int) -> dict[int, np.ndarray]:
     """Per layer, what each neuron's error term costs the atom row's bound (DeepPoly slopes)."""
-    model = found.search.model
     statements: dict[int, np.ndarray] = {}
-    backsubstitute(
-        model,
-        found.bounds,
-        found.search.atom_matrix[row : row + 1],
-        len(model.layers) - 1,
-        True,
-        found.xl,
-        found.xu,
-        statements=statements,
-    )
+    row_bound(found, found.bounds, row, statements)
     bounds = found.bounds
     return {
         j: np.maximum(-lam[0] * bounds.err_lo[j], -lam[0] * bounds.err_hi[j]) for j, lam in statements.items()
@@ -314,15 +314,7 @@ def report(instance: Instance, alpha_steps: int, top: int) -> None:
     total_direct = sum(float(v.sum()) for v in direct.values())
     stripped = dataclasses.replace(impl, bounds=without_errors(impl))
     no_error = (
-        backsubstitute(
-            model,
-            stripped.bounds,
-            impl.search.atom_matrix[row : row + 1],
-            len(model.layers) - 1,
-            True,
-            impl.xl,
-            impl.xu,
-        ).lower[0]
+        row_bound(impl, stripped.bounds, row)
         + impl.search.atom_shift(*impl.bounds.post(model, len(model.layers) - 1))[row]
     )
     print(

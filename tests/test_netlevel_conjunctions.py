@@ -64,6 +64,20 @@ def _box_query(seed: int, mode=REAL):
 
 
 @pytest.mark.parametrize("mode", [REAL, FIXED], ids=["real", "16.16"])
+def _attack(query):
+    """(the query's search, what the gradient attack of its root finds: a counterexample or None)."""
+    search = Search(query, budgeted(), time.monotonic() + FAR, Recorder())
+    found = gradient_attack(
+        search.model,
+        search.confirmer,
+        query.regions[0],
+        search.forms,
+        np.random.default_rng(0),
+        time.monotonic() + FAR,
+    )
+    return search, found
+
+
 def test_conjunctive_attack_reaches_the_output_box(mode):
     """On networks where sign-gradient descent on the clause's largest margin misses the output box
     (it moves one atom at a time and zigzags between them: not one of 64 rounds of 32 starts finds
@@ -71,16 +85,8 @@ def test_conjunctive_attack_reaches_the_output_box(mode):
     first rounds; each is confirmed exactly."""
     for seed in (1, 3, 8, 9):
         query = _box_query(seed, mode)
-        search = Search(query, budgeted(), time.monotonic() + FAR, Recorder())
+        search, found = _attack(query)
         assert conjunctive(search.forms, 5)
-        found = gradient_attack(
-            search.model,
-            search.confirmer,
-            query.regions[0],
-            search.forms,
-            np.random.default_rng(0),
-            time.monotonic() + FAR,
-        )
         assert found is not None, seed
         assert query.violation(found.point) != NO_VIOLATION
 
@@ -91,16 +97,8 @@ def test_sign_gradient_alone_misses_those_boxes(monkeypatch):
     monkeypatch.setattr(attack_module, "BOX_DESCENT_INPUTS", 0)
     for seed in (1, 3):
         query = _box_query(seed)
-        search = Search(query, budgeted(), time.monotonic() + FAR, Recorder())
+        search, found = _attack(query)
         assert not conjunctive(search.forms, 5)
-        found = gradient_attack(
-            search.model,
-            search.confirmer,
-            query.regions[0],
-            search.forms,
-            np.random.default_rng(0),
-            time.monotonic() + FAR,
-        )
         assert found is None
 
 
