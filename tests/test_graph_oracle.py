@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from qverify.codegen import CompiledNetwork, compile_replay, render_harness, render_network, run_lines
+from qverify.codegen.context import NeuronBounds
 from qverify.engine import EngineStatus, check_file
 from qverify.engine.netlevel.bounds import backsubstitute, node_bounds
 from qverify.engine.netlevel.lift import lift_file
@@ -44,6 +45,7 @@ from qverify.quant import (
     quantize_network,
     simulate,
 )
+from qverify.quant.intervals import implementation_bounds
 from tests.conftest import ROOT, budgeted
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
@@ -263,8 +265,9 @@ def test_graph_c_is_the_simulator_and_lifts_back(options, tmp_path):
 
 @pytest.mark.parametrize("options", [FIXED[0], FIXED[3], FLOATS[0]], ids=lambda o: o.key())
 def test_graph_harness_verdicts_equal_the_compiled_c(options, tmp_path):
-    """End to end through the engine's door (`check_file`: lift, network level, fallbacks): the
-    verdict equals the compiled harness run on every input of the box; counterexamples replay."""
+    """End to end through the engine's door (`check_file`: lift, network level, fallbacks), the
+    harness holding the built-in invariants as assumes: no input of the box fails them, the verdict
+    equals the compiled harness run on every input; counterexamples replay."""
     rng = np.random.default_rng(4400)
     for shape, query in _cases(rng, options):
         prop = Property(
@@ -272,15 +275,19 @@ def test_graph_harness_verdicts_equal_the_compiled_c(options, tmp_path):
             (Box(tuple(map(Fraction, query.qnet.input_reals(query.regions[0].lo))), tuple(map(Fraction, query.qnet.input_reals(query.regions[0].hi)))),),
             query.unsafe,
         )  # fmt: skip
-        harness = render_harness(query.qnet, prop).write(
+        region = query.regions[0]
+        invariants = NeuronBounds(implementation_bounds(query.qnet, region.lo, region.hi), "built-in")
+        harness = render_harness(query.qnet, prop, invariants).write(
             tmp_path / f"{shape}-{len(list(tmp_path.iterdir()))}"
         )
         executable = compile_replay(harness)
-        grid = enumerate_box(query.qnet, query.regions[0].lo, query.regions[0].hi)
+        grid = enumerate_box(query.qnet, region.lo, region.hi)
         rows = [
             " ".join(str(int(v)) if query.qnet.is_integer else float(v).hex() for v in row) for row in grid
         ]
-        truth = any(line.startswith("VIOLATED") for line in run_lines(executable, rows))
+        outcomes = run_lines(executable, rows)
+        assert not [line for line in outcomes if line.startswith("ASSUME-FAILED")], shape  # sound invariants
+        truth = any(line.startswith("VIOLATED") for line in outcomes)
         result = check_file(harness, [MODELS_C], budgeted())
         assert result.status.value == ("UNSAFE" if truth else "SAFE"), (shape, result.to_json())
         if result.status is EngineStatus.UNSAFE:

@@ -25,8 +25,17 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from qverify.codegen import CompiledNetwork, render_harness, render_network
+from qverify.codegen import (
+    CompiledNetwork,
+    compile_replay,
+    format_inputs,
+    render_harness,
+    render_network,
+    run_lines,
+)
+from qverify.codegen.context import NeuronBounds
 from qverify.engine import EngineStatus
+from qverify.engine.netlevel.attack import Confirmer
 from qverify.engine.netlevel.bounds import node_bounds
 from qverify.engine.netlevel.lift import lift_file
 from qverify.engine.netlevel.model import build_model
@@ -56,6 +65,7 @@ from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Rel
 from qverify.quant import ImplementationOptions, quantize_network, simulate
 from qverify.quant.affine import Int8Format, apply_thresholds
 from qverify.quant.calibrate import QuantFormat, QuantizeSettings, quantize_with_onnxruntime
+from qverify.quant.intervals import implementation_bounds
 from qverify.quant.join8 import add_codes, add_staircase, concat_staircase, requantize_codes
 from tests.conftest import ROOT, budgeted
 from tests.test_int8_oracle import _tensor, dequantized_dense, random_mac_integers
@@ -412,3 +422,31 @@ def test_a_keras_int8_export_reads_its_transposes_and_drops_its_softmax(form, tm
     assert np.array_equal(reference.astype(np.int64), np.asarray(simulated).astype(np.int64))
     compiled = CompiledNetwork(render_network(qnet), tmp_path / "c", True).run(codes[:300])
     assert np.array_equal(np.asarray(compiled.outputs), simulated[:300])
+
+
+def test_the_harness_invariants_of_int8_joins_hold_on_every_input(tmp_path):
+    """The built-in interval analysis's bounds, injected into the harness as assumes, hold for every
+    input code of the box: the compiled harness never prints ASSUME-FAILED (a requantizing Concat's
+    accumulator is its input's code, not the requantized output's: bounds of the latter made ESBMC
+    and the replay refuse real executions of SqueezeNet's fire modules). The engine's attack, which
+    checks a candidate against the lifted invariants before calling it a counterexample, accepts
+    every one of them too (it compared a requantizing Concat's output codes with those bounds)."""
+    rng = np.random.default_rng(418)
+    for index, (shape, qnet, query, _) in enumerate(_int8_cases(rng)):
+        if index % 2:
+            continue  # (both thresholds share the network and box)
+        region = query.regions[0]
+        bounds = NeuronBounds(implementation_bounds(qnet, region.lo, region.hi), "built-in")
+        prop = _threshold(
+            qnet,
+            *[[Fraction(float(v)) for v in qnet.input_quant.dequantize(b)] for b in (region.lo, region.hi)],
+            127,
+        )
+        executable = compile_replay(render_harness(qnet, prop, bounds).write(tmp_path / f"h{index}"))
+        grid = enumerate_box(qnet, region.lo, region.hi)
+        outcomes = run_lines(executable, format_inputs(grid, False))
+        assert not [line for line in outcomes if line.startswith("ASSUME-FAILED")], shape
+        lifted = lift_file(tmp_path / f"h{index}" / "harness.c", [MODELS_C])
+        assert lifted.lifted and lifted.query.invariants is not None, lifted.reason
+        confirmer = Confirmer(lifted.query, build_model(lifted.query), [])
+        assert all(confirmer.respects_invariants(point) for point in grid[::7]), shape

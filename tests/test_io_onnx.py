@@ -649,7 +649,7 @@ def test_bad_clip_metadata(tmp_path: Path) -> None:
 def test_load_network_rejects_unknown_suffix_and_missing_file(tmp_path: Path) -> None:
     with pytest.raises(
         InputError,
-        match=r"unsupported network file suffix '\.h5' \(supported: \.nnet, \.onnx, \.nnet\.gz, \.onnx\.gz\)",
+        match=r"unsupported network file suffix '\.h5' \(supported: \.nnet, \.onnx, \.tflite, \.nnet\.gz, \.onnx\.gz, \.tflite\.gz\)",
     ):
         load_network(tmp_path / "model.h5")
     with pytest.raises(InputError, match="no such file"):

@@ -417,3 +417,21 @@ def test_verify_takes_a_tflite_model_in_its_own_arithmetic(tmp_path):
         check=False,
     )
     assert info.returncode == 0 and "TFLite" in info.stdout
+
+
+def test_a_gzipped_tflite_file_reads_as_the_file(tmp_path):
+    """`.tflite.gz`, as VNN-COMP ships its networks gzipped: decompressed within the size limit and
+    read as the plain file (the same nodes and quantization, named after the stem)."""
+    import gzip
+
+    plain = ZOO / "lenet5.int8.tflite"
+    packed = tmp_path / "lenet5.int8.tflite.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    net, again = load_network(plain), load_network(packed)
+    assert again.name == net.name and again.wiring == net.wiring
+    options = ImplementationOptions(Int8Format())
+    codes = np.random.default_rng(7).integers(-128, 128, (50, net.n_inputs))
+    assert np.array_equal(
+        simulate(quantize_network(again, options), codes).outputs,
+        simulate(quantize_network(net, options), codes).outputs,
+    )

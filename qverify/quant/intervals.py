@@ -237,6 +237,8 @@ def _int8_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray) -> tuple:
 
     if layer.is_join:  # monotone in every input code (an Add's weights are positive)
         low, high = int8_join_codes(layer, lo), int8_join_codes(layer, hi)
+        if isinstance(layer.source, Concat) and layer.int8.table is not None:  # type: ignore[union-attr]
+            return (lo, hi), (low, high)  # the C's acc is the input's code, requantized through its row
         if not isinstance(layer.source, Add):
             return (low, high), (low, high)
         shape = (len(lo), layer.source.count, layer.source.size)

@@ -18,6 +18,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from qverify.engine.netlevel.activations import MaxPool
 from qverify.engine.netlevel.model import NetModel
 from qverify.engine.netlevel.query import NO_VIOLATION, InputRegion, NetworkQuery
 from qverify.engine.netlevel.roundoff import U64
@@ -157,7 +158,9 @@ class Confirmer:
         # `pre` is the code); the model's statement computes them exactly (integers below 2^31)
         accumulators = surrogate_forward(self.model, point[None, :])[1] if self.model.qnet.is_int8 else None
         for k, (bounds, trace) in enumerate(zip(invariants, run.layers)):
-            pooled = self.model.layers[k].op.exact  # (a pool's trace holds its outputs, as its invariant)
+            # a max pool's trace and invariant hold its outputs; a requantizing Concat's accumulator
+            # is its input's code (the model's identity before the staircase), not the trace's output
+            pooled = isinstance(self.model.layers[k].activation, MaxPool)
             pre = trace.pre[0] if accumulators is None or pooled else accumulators[k][0]
             for values, lo, hi in (
                 (pre, bounds.pre_lo, bounds.pre_hi),
