@@ -37,9 +37,11 @@ named, and a named one that cannot run is said so, with the reason.
 Results are journaled (JSONL, one line per finished run) in `--out`; `--resume` skips what the
 journal holds, so a long run can be interrupted and continued. The selection:
   --suite NAME (repeatable; default acasxu): acasxu, digits784, digits784x4 (issue 32's frontier),
-      issue 29's digits28-maxpool, digits28-avgpool, digits32rgb-conv, digits784-sigmoid, and issue
+      issue 29's digits28-maxpool, digits28-avgpool, digits32rgb-conv, digits784-sigmoid, issue
       41's CIFAR-10 graphs cifar10-resnet2b, cifar10-resnet4b, cifar10-mbv2s, cifar10-squeeze,
-      cifar10-keras (their VNN-LIB files first: benchmarks/cifar10/suites.py build)   --instances phi1-4 | GLOB[,GLOB...]
+      cifar10-keras (their VNN-LIB files first: benchmarks/cifar10/suites.py build), issue 45's
+      dynamics-boxes and VNN-COMP 2022's reach_prob_density (`benchmarks/vnncomp2022.py extract`
+      first: not committed)   --instances phi1-4 | GLOB[,GLOB...]
   --epsilons E[,E...]: digits784's 10 centres at these radii instead of its instances.csv (issue
       32's frontier at 0.015 and 0.02; the suite's own train.py builds them, VNN-LIB written in --out)
   --limit N (first N)   --sample N (N evenly spaced)   --all (every instance of the suites)
@@ -110,10 +112,14 @@ SUITES = {
         "cifar10-mbv2s",
         "cifar10-squeeze",
         "cifar10-keras",
+        "dynamics-boxes",
     )
 }
 # suites whose VNN-LIB files are built on the machine (their images are not committed)
 BUILT_BY = {name: "benchmarks/cifar10/suites.py build" for name in SUITES if name.startswith("cifar10-")}
+# VNN-COMP 2022's reach_prob_density: no licence stated, so not committed; benchmarks/vnncomp2022.py
+# extracts it from the competition's repository into this (git-ignored) folder
+SUITES["reach_prob_density"] = ROOT / "benchmarks" / "vnncomp2022" / "reach_prob_density" / "instances.csv"
 MODES = {
     "16.16": ("--format", "16.16"),
     "real": ("--float", "--semantics", "real"),
@@ -536,7 +542,8 @@ def int8_models(suite: str) -> dict[Path, Path]:
 def read_instances(suite: str) -> list[Instance]:
     csv_path = SUITES[suite]
     if not csv_path.is_file():
-        raise SystemExit(f"error: {csv_path}: no such file (suite {suite})")
+        hint = " (run benchmarks/vnncomp2022.py extract first)" if "vnncomp2022" in csv_path.parts else ""
+        raise SystemExit(f"error: {csv_path}: no such file (suite {suite}){hint}")
     int8 = int8_models(suite)
     instances = []
     with csv_path.open(newline="") as handle:

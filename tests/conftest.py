@@ -50,5 +50,16 @@ def random_network(
 
 
 @pytest.fixture
+def phase_splitting_above_8_inputs(monkeypatch):
+    """The network level's input splitting pinned to at most 8 varying inputs (its default takes 16,
+    issue 45: VNN-COMP 2022's 14-input gcas network), so that the tests' 9-16-input networks,
+    small enough to enumerate, exercise ReLU, max-pool and table splitting, which the default
+    runs from 17 varying inputs on."""
+    from qverify.engine.netlevel import search
+
+    monkeypatch.setattr(search, "INPUT_SPLIT_DIMENSIONS", 8)
+
+
+@pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(20261121)

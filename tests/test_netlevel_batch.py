@@ -2,7 +2,9 @@
 `bounds.layer_bounds` over many boxes): per box they equal the per-node bounds (`node_bounds`, a
 batch of one; `Search.atom_bounds`), and hold every execution the simulator (implementation
 arithmetic) or the real network produces in the box, boxes with neurons that may overflow (fixed
-point: free values in the C's own interval) included."""
+point: free values in the C's own interval) included. A node alone also reads fixed-point product
+roundings per operand (`operand_rounding`: no tables in a batch): its bounds with them hold every
+execution too."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from qverify.engine.netlevel import operand_rounding
 from qverify.engine.netlevel.attack import surrogate_forward
 from qverify.engine.netlevel.bounds import backsubstitute, batch_bounds, node_bounds, optimised_bound
 from qverify.engine.netlevel.model import build_model
@@ -97,7 +100,7 @@ def _executions(query, model, lo: np.ndarray, hi: np.ndarray, rng, count: int = 
 
 
 @pytest.mark.parametrize("options, arithmetic", CASES, ids=lambda c: getattr(c, "key", lambda: c.value)())
-def test_batch_bounds_equal_per_node_bounds_and_hold_every_execution(options, arithmetic, rng):
+def test_batch_bounds_equal_per_node_bounds_and_hold_every_execution(options, arithmetic, rng, monkeypatch):
     tolerance = 1e-9 if arithmetic is REAL else 0.0  # REAL: executions sampled in float64
     compared = overflowing = 0
     for _ in range(2):
@@ -137,13 +140,20 @@ def test_batch_bounds_equal_per_node_bounds_and_hold_every_execution(options, ar
                 box_lo, box_hi = boxes[0][b], boxes[1][b]
                 box_xl, box_xu = reals[0][b], reals[1][b]
                 parent = None if parents is None else parents[b]
-                single = node_bounds(model, box_xl, box_xu, phases, parent, region_words=(box_lo, box_hi))
+                tabled = node_bounds(model, box_xl, box_xu, phases, parent, region_words=(box_lo, box_hi))
+                with monkeypatch.context() as untabled:  # the batch's reading: no per-operand tables
+                    untabled.setattr(operand_rounding, "applies", lambda model, layer_index: False)
+                    single = node_bounds(model, box_xl, box_xu, phases, parent, region_words=(box_lo, box_hi))
+                    one_lower = None if single is None else search.atom_bounds(single, box_xl, box_xu)[0]
                 overflowing += any(free[b].any() for free in batch.free)
                 points, pres, outputs, fine = _executions(query, model, box_lo, box_hi, rng)
                 if single is None or batch.empty[b]:
-                    assert single is None and batch.empty[b]
+                    assert single is None and tabled is None and batch.empty[b]
                     assert not fine.any()  # no execution at all in an empty box
                     continue
+                if tabled is None:  # (the tables alone found the box empty)
+                    assert not fine.any()
+                    tabled = single
                 one = batch.box(b)  # the per-node record the LP/MILP and the children read
                 for k in range(len(model.layers)):
                     for mine, theirs in (
@@ -159,11 +169,13 @@ def test_batch_bounds_equal_per_node_bounds_and_hold_every_execution(options, ar
                     np.testing.assert_allclose(batch.pre_hi[k][b], single.pre_hi[k], rtol=1e-12, atol=1e-12)
                     assert np.all(pres[k][fine] >= batch.pre_lo[k][b] - tolerance)
                     assert np.all(pres[k][fine] <= batch.pre_hi[k][b] + tolerance)
-                one_lower, _, _, _ = search.atom_bounds(single, box_xl, box_xu)
+                    assert np.all(pres[k][fine] >= tabled.pre_lo[k] - tolerance)
+                    assert np.all(pres[k][fine] <= tabled.pre_hi[k] + tolerance)
                 np.testing.assert_allclose(lower[b], one_lower, rtol=1e-9, atol=1e-12)
                 margins = outputs[fine] @ search.atom_matrix.T + search.atom_constants
                 assert np.all(margins >= lower[b] - tolerance)
                 assert np.all(margins >= optimised[0][b] - tolerance)
+                assert np.all(margins >= search.atom_bounds(tabled, box_xl, box_xu)[0] - tolerance)
                 # the linear bounds behind the combination check hold at every execution too
                 linear = model.input_reals(points[fine]) @ lam_input[b].T + offset[b]
                 assert np.all(linear <= margins + tolerance + 1e-12 * np.abs(margins))

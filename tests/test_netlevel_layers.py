@@ -10,7 +10,7 @@ and real arithmetic:
   arithmetic) or the exact rational network (real);
 - `decide` agrees with the true verdict: thresholds at the true maximum of an output over an
   enumerable box (UNSAFE) and one word above it (SAFE), through input splitting (<= 8 inputs) and
-  ReLU splitting (more); in real arithmetic the maximum comes from a MILP over the exact ReLU
+  ReLU splitting (more: the limit pinned at 8, `phase_splitting_above_8_inputs`); in real arithmetic the maximum comes from a MILP over the exact ReLU
   network (scipy), thresholds a clear margin on either side; every UNSAFE is an exact violation,
   and a sample is replayed through the compiled C;
 - `exact.real_outputs` is exact on these layers;
@@ -73,6 +73,9 @@ from qverify.quant import (
     quantize_network,
     simulate,
 )
+
+# the 9-16-input networks here exercise ReLU and max-pool splitting (`tests.conftest`)
+pytestmark = pytest.mark.usefixtures("phase_splitting_above_8_inputs")
 from tests.netlevel_reference import exact_point, layer_matrix, reference_outputs
 
 IMPLEMENTATION, REAL = Arithmetic.IMPLEMENTATION, Arithmetic.REAL

@@ -49,6 +49,9 @@ from qverify.quant.lut import lut_fixed, lut_float
 from tests.conftest import random_network
 from tests.netlevel_reference import exact_point, exact_table, reference_outputs
 
+# the 10- and 12-input networks here exercise table splitting (`tests.conftest`)
+pytestmark = pytest.mark.usefixtures("phase_splitting_above_8_inputs")
+
 ACTIVATIONS = (Activation.SIGMOID, Activation.TANH)
 FORMATS = [
     ImplementationOptions(FixedFormat(8, 8)),

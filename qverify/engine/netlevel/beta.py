@@ -24,7 +24,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qverify.engine.netlevel.bounds import Bounds, BoundTerms, LinearBound, backsubstitute, relaxed_gradients
+from qverify.engine.netlevel.bounds import (
+    STAIR_SLOPE_RANGE,
+    Bounds,
+    BoundTerms,
+    LinearBound,
+    backsubstitute,
+    relaxed_gradients,
+    stair_layers,
+    stair_relaxation,
+    stair_start,
+)
 from qverify.engine.netlevel.model import NetModel
 
 ALPHA_RATE = 0.1  # Adam's step on the lower slopes (in [0, 1])
@@ -76,7 +86,7 @@ def optimise_output_bounds(
     `alphas` / `betas` (a parent's; default: DeepPoly's slopes and zero multipliers)."""
     last = len(model.layers) - 1
     rows = np.atleast_2d(coefficients).shape[0]
-    current_alphas = {}
+    current_alphas: dict[int, np.ndarray] = {}
     for k in range(last):
         if not (model.layers[k].relu and bounds.unstable(model, k).any()):
             continue
@@ -86,12 +96,27 @@ def optimise_output_bounds(
             current_alphas[k] = np.tile(np.where(hi >= -lo, 1.0, 0.0), (rows, 1))
         else:
             current_alphas[k] = np.clip(given, 0.0, 1.0)
+    # staircases (lookup tables, int8 requantizations): both slopes per row, `stair_relaxation`'s
+    # parameters (a parent's, when it has them for the layer)
+    stairs = stair_layers(model, bounds, last + 1)
+    for k in stairs:
+        given = None if alphas is None else alphas.get(k)
+        usable = given is not None and np.shape(given) == (rows, 2 * model.layers[k].n_out)
+        start = np.asarray(given, dtype=np.float64) if usable else stair_start(model, bounds, k, rows)
+        current_alphas[k] = np.clip(start, 0.0, STAIR_SLOPE_RANGE)
     layers = [k for k in range(last) if (BOUND_TERMS_EVERYWHERE or phases[k].any()) and model.layers[k].relu]
     splits = BoundTerms.of(layers, rows, [layer.n_out for layer in model.layers], betas)
     if not BOUND_TERMS_EVERYWHERE:
         for k in layers:
             splits.nus[k] = np.where(phases[k] != 0, splits.nus[k], 0.0)
-    current = backsubstitute(model, bounds, coefficients, last, True, xl, xu, current_alphas, True, splits)
+    output_rows = np.atleast_2d(coefficients)
+
+    def substituted() -> tuple[LinearBound, dict]:
+        lines = {k: stair_relaxation(model, bounds, k, current_alphas[k]) for k in stairs}
+        slopes = {**current_alphas, **lines}
+        return backsubstitute(model, bounds, coefficients, last, True, xl, xu, slopes, True, splits), slopes
+
+    current, slopes = substituted()
     best = Optimised(current, dict(current_alphas), dict(splits.nus))
     if not current_alphas and not splits.nus:
         return best
@@ -99,11 +124,12 @@ def optimise_output_bounds(
     rate = 1.0
     for _ in range(steps):
         alpha_gradients, beta_gradients = relaxed_gradients(
-            model, bounds, current, current_alphas, xl, xu, None, splits
+            model, bounds, current, slopes, xl, xu, None, splits, output_rows
         )
         for k, gradient in alpha_gradients.items():
-            moved = current_alphas[k] + rate * ALPHA_RATE * adam.direction(("alpha", k), gradient)
-            current_alphas[k] = np.clip(moved, 0.0, 1.0)
+            top = STAIR_SLOPE_RANGE if k in stairs else 1.0
+            moved = current_alphas[k] + rate * ALPHA_RATE * top * adam.direction(("alpha", k), gradient)
+            current_alphas[k] = np.clip(moved, 0.0, top)
         for k, gradient in beta_gradients.items():
             scale = np.abs(current.lam_post[k]).mean(axis=-1, keepdims=True) if k in current.lam_post else 1.0
             if not BOUND_TERMS_EVERYWHERE:
@@ -111,9 +137,7 @@ def optimise_output_bounds(
             splits.nus[k] = splits.nus[k] + rate * BETA_RATE * scale * adam.direction(("beta", k), gradient)
         adam.steps += 1
         rate *= RATE_DECAY
-        current = backsubstitute(
-            model, bounds, coefficients, last, True, xl, xu, current_alphas, True, splits
-        )
+        current, slopes = substituted()
         better = current.lower > best.bound.lower
         if better.any():
             best = _better(best, current, current_alphas, splits.nus, better)

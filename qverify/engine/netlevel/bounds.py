@@ -37,16 +37,21 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
+from qverify.engine.netlevel import operand_rounding
 from qverify.engine.netlevel.activations import Relaxation, relu_lower_slopes, scatter
 from qverify.engine.netlevel.model import NetLayer, NetModel
+from qverify.engine.netlevel.operand_rounding import RoundingTable
 from qverify.engine.netlevel.roundoff import TINY, U64, gamma
+from qverify.network import NETWORK_INPUT
 from qverify.quant import LayerBounds
 from qverify.quant.intervals import node_interval
 
 REFINE_CHUNK_VALUES = 1 << 23  # one node's back-substitution rows x width at once (64 MB of float64)
+STAIR_SLOPE_RANGE = 2.0  # a staircase's optimised slopes, in units of `Staircase.slope_scale`
 
 
 class Undecidable(Exception):
@@ -69,6 +74,9 @@ class Bounds:
     relaxations: dict[int, Relaxation] = dataclasses.field(default_factory=dict)
     affine: dict[int, tuple[np.ndarray, np.ndarray]] = dataclasses.field(default_factory=dict)
     empty: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((), dtype=bool))
+    # one node, fixed point: per layer its products' roundings per operand (`operand_rounding`; None:
+    # the statement's interval), and the statement's terms without its error term
+    operands: dict[int, RoundingTable | None] = dataclasses.field(default_factory=dict)
 
     def relaxation(self, model: NetModel, index: int) -> Relaxation:
         """Layer `index`'s activation relaxation on its bounds (DeepPoly's slopes; cached)."""
@@ -77,6 +85,15 @@ class Bounds:
             cached = model.layers[index].activation.relaxation(self.pre_lo[index], self.pre_hi[index])
             self.relaxations[index] = cached
         return cached
+
+    def bias_terms(
+        self, model: NetModel, j: int, xl: np.ndarray, xu: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`affine_terms` without the error term (the caller bounds lam . e itself): (b, the
+        charge of b's and lam W's float64 rounding)."""
+        h_lo, h_hi = self.inputs(model, j, xl, xu)
+        zero = np.zeros(np.shape(self.err_lo[j]))
+        return affine_charge(model.layers[j], zero, zero, h_lo, h_hi)
 
     def affine_terms(
         self, model: NetModel, j: int, xl: np.ndarray, xu: np.ndarray
@@ -91,6 +108,18 @@ class Bounds:
             cached = affine_charge(model.layers[j], self.err_lo[j], self.err_hi[j], h_lo, h_hi)
             self.affine[j] = cached
         return cached
+
+    def operand_table(self, model: NetModel, j: int, xl: np.ndarray, xu: np.ndarray) -> RoundingTable | None:
+        """Layer j's product roundings per operand on this node (`operand_rounding`), or None where
+        that does not apply (batches, floats, wide sums, pools, too wide operands)."""
+        if j in self.operands:
+            return self.operands[j]
+        table = None
+        if xl.ndim == 1 and operand_rounding.applies(model, j):
+            h_lo, h_hi = self.inputs(model, j, xl, xu)
+            table = operand_rounding.rounding_table(model, j, h_lo, h_hi)
+        self.operands[j] = table
+        return table
 
     def post(self, model: NetModel, index: int) -> tuple[np.ndarray, np.ndarray]:
         return model.layers[index].post_bounds(self.pre_lo[index], self.pre_hi[index])
@@ -145,6 +174,13 @@ def affine_charge(
     products = 0.0 if layer.op.exact else gamma(layer.op.backward_terms + 3)  # lam W = lam exactly
     charge = (charge + products * magnitude) * (1 + 1e-9) + TINY
     return center, charge
+
+
+def interval_error(lam: np.ndarray, err_lo: np.ndarray, err_hi: np.ndarray) -> np.ndarray:
+    """A sound lower bound of lam . e per row over e in [err_lo, err_hi] (one node's arrays; the
+    float64 sum's rounding charged)."""
+    terms = np.minimum(lam * err_lo, lam * err_hi)
+    return terms.sum(axis=-1) * (1 + gamma(lam.shape[-1] + 2)) - TINY
 
 
 def matvec(lam: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -219,11 +255,84 @@ class LinearBound:
 def relaxed_constant(positive, negative, c, t):
     """positive @ c + negative @ t pushed down past its float64 rounding (gamma_n of the
     magnitudes; for a ReLU, c = 0 and t >= 0, this is (negative @ t) (1 + gamma)); per box with
-    a leading batch axis."""
+    a leading batch axis, or per row (c, t shaped like the coefficients: `RowRelaxation`)."""
     n = c.shape[-1]
+    if c.ndim == positive.ndim:  # one line per row
+        value = (positive * c).sum(axis=-1) + (negative * t).sum(axis=-1)
+        magnitude = (positive * np.abs(c)).sum(axis=-1) - (negative * np.abs(t)).sum(axis=-1)
+        return value - gamma(n + 2) * magnitude
     value = matvec(positive, c) + matvec(negative, t)
     magnitude = matvec(positive, np.abs(c)) - matvec(negative, np.abs(t))
     return value - gamma(n + 2) * magnitude
+
+
+class RowRelaxation(NamedTuple):
+    """A staircase layer's relaxation per row of a back-substitution (alpha-CROWN's slopes for
+    staircases, `stair_relaxation`): a z + c <= value(z) <= s z + t with every array (..., R, n);
+    zeta and xi the points where the steps deviate least from the lower line and most from the
+    upper one (d c / d a = -zeta, d t / d s = -xi: the gradient), `scale` (..., n) the slopes' unit."""
+
+    a: np.ndarray
+    c: np.ndarray
+    s: np.ndarray
+    t: np.ndarray
+    zeta: np.ndarray
+    xi: np.ndarray
+    scale: np.ndarray
+
+
+def stair_layers(model: NetModel, bounds: Bounds, below: int) -> list[int]:
+    """The staircase layers (int8 requantizations, lookup tables) with open neurons among layers
+    0..below-1: those whose slopes alpha-CROWN can optimise (one node's bounds only)."""
+    return [
+        k
+        for k in range(below)
+        if model.layers[k].stairs is not None
+        and np.ndim(bounds.pre_lo[k]) == 1
+        and model.layers[k].open_neurons(bounds.pre_lo[k], bounds.pre_hi[k]).any()
+    ]
+
+
+def stair_start(model: NetModel, bounds: Bounds, k: int, rows: int) -> np.ndarray:
+    """The staircase layer k's slopes per row as `stair_relaxation`'s parameters (rows, 2 n): the
+    node's own relaxation's slopes (`Staircase.relaxation`: the best of a few candidates) in units
+    of `Staircase.slope_scale`, lower slopes first."""
+    lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
+    relaxation = bounds.relaxation(model, k)
+    scale = model.layers[k].stairs.slope_scale(lo, hi)  # type: ignore[union-attr]
+    unit = np.where(scale > 0, scale, 1.0)
+    start = np.concatenate([relaxation.a / unit, relaxation.s / unit])
+    return np.repeat(np.clip(start, 0.0, STAIR_SLOPE_RANGE)[None, :], rows, axis=0)
+
+
+def stair_relaxation(model: NetModel, bounds: Bounds, k: int, rho: np.ndarray) -> RowRelaxation:
+    """Layer k's staircase relaxation per row for the parameters rho (rows, 2 n): slopes rho x
+    `slope_scale` (clipped to [0, STAIR_SLOPE_RANGE] units), their intercepts exact for those
+    slopes (`Staircase.sides`: sound whatever the slopes); neurons that are not open keep the
+    node's relaxation (exact there)."""
+    layer = model.layers[k]
+    stairs = layer.stairs
+    assert stairs is not None
+    lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
+    n = layer.n_out
+    rho = np.clip(rho, 0.0, STAIR_SLOPE_RANGE)
+    base = bounds.relaxation(model, k)
+    rows = rho.shape[0]
+    a, c = np.repeat(base.a[None, :], rows, 0), np.repeat(base.c[None, :], rows, 0)
+    s, t = np.repeat(base.s[None, :], rows, 0), np.repeat(base.t[None, :], rows, 0)
+    zeta, xi = np.zeros((rows, n)), np.zeros((rows, n))
+    scale = np.zeros(n)
+    opened = np.flatnonzero(layer.open_neurons(lo, hi))
+    if len(opened):
+        part = stairs._neurons(opened, n) if stairs.thresholds is not None else stairs
+        part_scale = part.slope_scale(lo[opened], hi[opened])
+        lower = rho[:, opened] * part_scale
+        upper = rho[:, n + opened] * part_scale
+        found = part.sides(lower, upper, lo[opened], hi[opened])
+        a[:, opened], s[:, opened] = lower, upper
+        c[:, opened], t[:, opened], zeta[:, opened], xi[:, opened] = found
+        scale[opened] = part_scale
+    return RowRelaxation(a, c, s, t, zeta, xi, scale)
 
 
 def backsubstitute(
@@ -237,6 +346,7 @@ def backsubstitute(
     alphas: dict[int, np.ndarray] | None = None,
     keep: bool = False,
     terms: BoundTerms | None = None,
+    statements: dict[int, np.ndarray] | None = None,
 ) -> LinearBound:
     """Sound lower bounds of coefficients @ v over the node, v layer `index`'s pre-activation values
     (or post-activation with `post`), by substitution down to the input box [xl, xu]. A batch: xl
@@ -247,7 +357,11 @@ def backsubstitute(
     The walk follows the wiring backwards (auto_LiRPA's order on a general graph): node j's
     coefficients go through its statement to its input, which splits into its producers' parts;
     a node read by several consumers collects the sum of their parts before its own turn (every
-    consumer comes after it), each float64 addition's rounding charged as the others are."""
+    consumer comes after it), each float64 addition's rounding charged as the others are.
+
+    `statements` (measurement, `benchmarks/rounding_charge.py`): filled per layer j with the rows'
+    coefficients on its statement z_j = W h + b + e_j ((..., R, n_j)), which its error term is
+    charged by."""
     lam = np.array(coefficients, dtype=np.float64, ndmin=2)
     if xl.ndim == 2 and lam.ndim == 2:
         lam = np.broadcast_to(lam, (xl.shape[0], *lam.shape))
@@ -256,6 +370,7 @@ def backsubstitute(
     lam_post: dict[int, np.ndarray] = {}
     pending: dict[int, np.ndarray] = {}  # per node, the coefficients on its post-activation values
     lam_input = None
+    joint = None  # the input layer's operand table, its rows' coefficients and their term
     if post:
         pending[index] = lam
     for j in range(index, -1, -1):
@@ -272,8 +387,18 @@ def backsubstitute(
         free = bounds.free[j]
         if free.any():
             lam, const, slack = _free_terms(bounds, j, lam, const, slack)
-        center, charge = bounds.affine_terms(model, j, xl, xu)
-        const = const + matvec(lam, center)
+        if statements is not None:
+            statements[j] = lam
+        table = bounds.operand_table(model, j, xl, xu) if model.is_fixed and not model.real else None
+        if table is None:
+            center, charge = bounds.affine_terms(model, j, xl, xu)
+            const = const + matvec(lam, center)
+        else:  # the error term read per operand (`operand_rounding`), or as the interval if better
+            center, charge = bounds.bias_terms(model, j, xl, xu)
+            term = np.maximum(table.lower(lam), interval_error(lam, bounds.err_lo[j], bounds.err_hi[j]))
+            const = const + matvec(lam, center) + term
+            if model.producers(j) == (NETWORK_INPUT,) and _input_readers(model) == 1:
+                joint = (table, lam, term)  # (read with the input's own coefficients at the end)
         slack = slack + matvec(np.abs(lam), charge)
         lam = layer.op.backward(lam)
         producers = model.producers(j)
@@ -296,7 +421,21 @@ def backsubstitute(
     if lam_input is None:  # (the bounded node does not depend on the input: a constant)
         lam_input = np.zeros((*lam.shape[:-1], xl.shape[-1]))
     offset = const - (slack + 4 * U64 * np.abs(const)) * (1 + 1e-6)  # the additions that built const
-    return LinearBound(linear_minimum(lam_input, offset, xl, xu), lam_input, lam_post, offset)
+    lower = linear_minimum(lam_input, offset, xl, xu)
+    if joint is not None:
+        # the input layer's roundings and the input's linear part minimised together, word by word
+        # (`RoundingTable.joint_lower`): the rest of the bound is offset without that layer's term
+        table, lam_first, term = joint
+        found = table.joint_lower(lam_first, lam_input, model.unit, xl, xu)
+        together = offset - term + found
+        together = together - 4 * U64 * (np.abs(offset) + np.abs(term) + np.abs(found)) - TINY
+        lower = np.maximum(lower, together)
+    return LinearBound(lower, lam_input, lam_post, offset)
+
+
+def _input_readers(model: NetModel) -> int:
+    """How many nodes read the network's input (1 in a chain)."""
+    return sum(NETWORK_INPUT in producers for producers in model.wiring)
 
 
 def _accumulate(total: np.ndarray, part: np.ndarray, slack: np.ndarray, v_max: np.ndarray):
@@ -337,6 +476,13 @@ def _through_activation(model: NetModel, bounds: Bounds, j: int, lam, const, sla
     if not layer.relaxed:
         return lam, const, slack
     relaxation = bounds.relaxation(model, j)
+    override = None if alphas is None else alphas.get(j)
+    if isinstance(override, RowRelaxation):  # a staircase's optimised lines, per row
+        positive, negative = np.maximum(lam, 0.0), np.minimum(lam, 0.0)
+        const = const + relaxed_constant(positive, negative, override.c, override.t)
+        lam = positive * override.a + negative * override.s
+        slack = slack + 2 * U64 * matvec(np.abs(lam), relaxation.z_max) + TINY
+        return lam, const, slack
     a = relaxation.a[..., None, :]
     alpha = None if alphas is None or not layer.relu else alphas.get(j)
     if alpha is not None:
@@ -430,6 +576,7 @@ def layer_bounds(
             {k: v for k, v in known.relaxations.items() if k < start},
             {k: v for k, v in known.affine.items() if k < start},
             np.zeros(batch, dtype=bool),
+            {k: v for k, v in known.operands.items() if k < start},
         )
     else:
         start = 0
@@ -614,7 +761,8 @@ def tighten_intermediate(
 ) -> Bounds | None:
     """alpha-CROWN on the hidden layers' own bounds of one node, first layer to last: each open
     (unstable, unsplit, not free) neuron's pre-activation bounds by `optimised_bound` with its own
-    slopes, so each layer's tighter relaxations serve the next. On image-size networks DeepPoly's
+    slopes (ReLUs' lower slopes, staircases' two), so each layer's tighter relaxations serve the
+    next. On image-size networks DeepPoly's
     fixed slopes leave most deep ReLUs open where the optimised ones close many (digits784, eps
     0.015: a root margin of -1.1 becomes +1.4). The bounds shrink in place (intersected, settled to
     the node); None when they become empty (the node holds no execution). Stops between layers at
@@ -622,10 +770,12 @@ def tighten_intermediate(
     for k in range(1, len(model.layers) - 1):
         if time.monotonic() > deadline:
             break
-        if not model.layers[k].relu:
+        layer = model.layers[k]
+        if not (layer.relu or layer.stairs is not None):
             continue
         lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
-        rows = np.flatnonzero((lo < 0) & (hi > 0) & ~bounds.free[k] & (phases[k] == 0))
+        opened = layer.open_neurons(lo, hi) & ~bounds.free[k]
+        rows = np.flatnonzero(opened & (phases[k] == 0) if layer.relu else opened)
         if not len(rows):
             continue
         eye = np.zeros((2 * len(rows), len(lo)))
@@ -642,6 +792,7 @@ def tighten_intermediate(
         bounds.relaxations.pop(k, None)
         for reader in model.consumers(k):
             bounds.affine.pop(reader, None)  # its charge reads this layer's max |h|
+            bounds.operands.pop(reader, None)  # (and its operands' words)
             if model.is_fixed and not model.real:
                 # neurons now inactive make the readers' products by them exact: fewer roundings
                 keep = bounds.free[reader]
@@ -668,11 +819,14 @@ def optimised_bound(
 ) -> LinearBound:
     """alpha-CROWN on rows of the outputs (or, with `index`, of that layer's pre-activation
     values): the lower ReLU slopes of every hidden layer below, one set per row (and box, for a
-    batch), improved by projected sign-gradient ascent on the row's bound. The gradient is that of
+    batch), and on one node both slopes of every staircase layer with open neurons (int8
+    requantizations, lookup tables: `stair_relaxation`, the intercepts exact for the slopes),
+    improved by projected sign-gradient ascent on the row's bound. The gradient is that of
     the bound with the relaxation choices held (d bound / d alpha = coefficient x the relaxed
-    network's value of the neuron at the minimising input vertex); it only steers the search: every
-    bound returned is a back-substitution result, sound for any slopes in [0, 1]. Per row, the best
-    bound seen wins."""
+    network's value of the neuron at the minimising input vertex; for a staircase's line, minus
+    the point its intercept is set by); it only steers the search: every bound returned is a
+    back-substitution result, sound for any slopes in [0, 1] (ReLU) or >= 0 (staircases). Per row,
+    the best bound seen wins."""
     last = len(model.layers) - 1
     post = index is None
     index = last if index is None else index
@@ -680,19 +834,28 @@ def optimised_bound(
     hidden = [
         k for k in range(min(index + post, last)) if model.layers[k].relu and bounds.unstable(model, k).any()
     ]
+    stairs = stair_layers(model, bounds, index + post) if np.ndim(xl) == 1 else []
     best = start or backsubstitute(model, bounds, coefficients, index, post, xl, xu, keep=True)
-    if not hidden or steps <= 0:
+    if not (hidden or stairs) or steps <= 0:
         return best
-    alphas = {}
+    alphas: dict[int, np.ndarray | RowRelaxation] = {}
     for k in hidden:
         lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
         alphas[k] = np.repeat(np.where(hi >= -lo, 1.0, 0.0)[..., None, :], rows, axis=-2)
+    rhos = {k: stair_start(model, bounds, k, rows) for k in stairs}
+    for k in stairs:
+        alphas[k] = stair_relaxation(model, bounds, k, rhos[k])
+    output_rows = np.atleast_2d(coefficients) if post else None
     current = best
     step_size = 0.5
     for _ in range(steps):
-        gradients = alpha_gradients(model, bounds, current, alphas, xl, xu, index)
-        for k, gradient in gradients.items():  # (a graph: a node below `index` off its paths has none)
-            alphas[k] = np.clip(alphas[k] + step_size * np.sign(gradient), 0.0, 1.0)
+        gradients = relaxed_gradients(model, bounds, current, alphas, xl, xu, index, None, output_rows)[0]
+        # (a graph: a node below `index` but off every path to it has no gradient)
+        for k in (k for k in hidden if k in gradients):
+            alphas[k] = np.clip(alphas[k] + step_size * np.sign(gradients[k]), 0.0, 1.0)
+        for k in (k for k in stairs if k in gradients):
+            rhos[k] = np.clip(rhos[k] + step_size * np.sign(gradients[k]), 0.0, STAIR_SLOPE_RANGE)
+            alphas[k] = stair_relaxation(model, bounds, k, rhos[k])
         step_size *= 0.7
         current = backsubstitute(model, bounds, coefficients, index, post, xl, xu, alphas, keep=True)
         better = current.lower > best.lower
@@ -716,18 +879,32 @@ def alpha_gradients(model, bounds, linear, alphas, xl, xu, stop: int | None = No
     return relaxed_gradients(model, bounds, linear, alphas, xl, xu, stop)[0]
 
 
-def relaxed_gradients(model, bounds, linear, alphas, xl, xu, stop: int | None = None, terms=None):
+def relaxed_gradients(
+    model, bounds, linear, alphas, xl, xu, stop: int | None = None, terms=None, output_rows=None
+):
     """(d bound / d alpha, d bound / d nu) per layer below `stop`, the relaxation choices of
     `linear` held: the relaxed network (each open ReLU replaced by the side of its relaxation the
     row's coefficient chose) evaluated at the input vertex that minimises the row's bound. A
     row's bound moves by coefficient x z per unit of an open neuron's lower slope, and by z - hi
     (nu > 0) or z - lo (nu < 0) per unit of a bound multiplier (`BoundTerms`; at nu = 0 the side
-    that pays, if z lies outside [lo, hi]). These only steer the optimisation; every bound is
-    recomputed."""
+    that pays, if z lies outside [lo, hi]). A staircase layer given per-row lines (`RowRelaxation`
+    in `alphas`) moves the bound by coefficient x (z - zeta) per unit of its lower slope and
+    coefficient x (z - xi) per unit of its upper slope (the intercepts' derivatives), reported in
+    `stair_relaxation`'s parameters (lower slopes, then upper ones); the last layer's staircase
+    (int8) with `output_rows`, the rows' coefficients on the outputs. These only steer the
+    optimisation; every bound is recomputed."""
     x = np.where(linear.lam_input > 0, xl[..., None, :], xu[..., None, :])
     outputs: list[np.ndarray] = []
     gradients, split_gradients = {}, {}
-    for k in range(min(len(model.layers) - 1, len(model.layers) if stop is None else stop)):
+    last = len(model.layers) - 1
+    end = min(last, len(model.layers) if stop is None else stop)
+    if (
+        output_rows is not None
+        and isinstance(alphas.get(last), RowRelaxation)
+        and (stop is None or stop >= last)
+    ):
+        end = last + 1  # (the outputs' staircase: its rows are the coefficients themselves)
+    for k in range(end):
         layer = model.layers[k]
         values = model.gather(k, x, outputs)
         z = layer.op.forward(values) + layer.bias
@@ -737,6 +914,17 @@ def relaxed_gradients(model, bounds, linear, alphas, xl, xu, stop: int | None = 
             split_gradients[k] = np.where(
                 nu > 0, above, np.where(nu < 0, below, np.where(above > 0, above, np.minimum(below, 0.0)))
             )
+        override = alphas.get(k)
+        if isinstance(override, RowRelaxation):
+            lam = output_rows if k == last else linear.lam_post.get(k)
+            if lam is None:
+                outputs.append(layer.activation.forward(z))
+                continue
+            outputs.append(np.where(lam >= 0, override.a * z + override.c, override.s * z + override.t))
+            lower = np.where(lam > 0, lam * (z - override.zeta), 0.0) * override.scale
+            upper = np.where(lam < 0, lam * (z - override.xi), 0.0) * override.scale
+            gradients[k] = np.concatenate([lower, upper], axis=-1)
+            continue
         if not layer.relu:
             outputs.append(layer.activation.forward(z))
             continue
@@ -793,4 +981,5 @@ def with_phase(
         relaxations,
         dict(bounds.affine),
         bounds.empty,
+        dict(bounds.operands),
     )

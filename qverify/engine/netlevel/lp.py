@@ -53,8 +53,8 @@ if TYPE_CHECKING:  # scipy.sparse and HiGHS are imported where the LP runs: a no
     from scipy import sparse  # decide needs neither (~0.1 s of a small query's start)
 
 ATOM_SLACK = 1e-7  # (the MILP's feasibility rows)
-# int8 MILP: the first layer's thresholds encoded exactly (binaries), at most; the neurons whose
-# relaxation costs the clause's bound most first (`_first_layer_choice`)
+# MILP: staircase thresholds (int8 requantizations, lookup tables) encoded exactly (binaries), at
+# most; the neurons whose relaxation costs the clause's bound most first (`_exact_choice`)
 EXACT_STEP_BINARIES = 4000
 
 
@@ -141,6 +141,7 @@ def solve_node(
 
     columns = _Columns()
     rows = _Rows()
+    exact = _exact_choice(model, bounds, clause_forms, xl, xu) if integer else {}
     x_columns = columns.add(xl, xu)
     posts: list[np.ndarray] = []  # per node, the columns of its values; -1: the value is 0
     for k, layer in enumerate(model.layers):
@@ -191,14 +192,8 @@ def solve_node(
             posts.append(table)
             if model.stepped:
                 _hull_rows(rows, layer.stairs, lo, hi, own, table)
-                if integer and k in (0, len(model.layers) - 1):
-                    # the first layer's neurons (every open one) and the outputs the clause reads
-                    touched = np.ones(layer.n_out, dtype=bool)
-                    if k == 0:
-                        touched = _first_layer_choice(model, bounds, clause_forms, xl, xu)
-                    if k == len(model.layers) - 1:
-                        touched = np.any([form.coefficients != 0 for form in clause_forms], axis=0)
-                    _exact_steps(columns, rows, layer.stairs, lo, hi, own, table, touched)
+            if k in exact:
+                _exact_steps(columns, rows, layer.stairs, lo, hi, own, table, exact[k])
             continue
         if layer.activation.repeat_splits:  # a clamp (ReLU6): its relaxation's two lines
             posts.append(_table(columns, rows, bounds.relaxation(model, k), layer.post_bounds(lo, hi), own))
@@ -413,34 +408,42 @@ def _exact_steps(
     h: np.ndarray,
     touched: np.ndarray,
 ) -> None:
-    """int8, MILP: the open staircase neurons marked `touched` encoded exactly on their integer
-    accumulators: one binary d_k per threshold t_k in (lo, hi] (d_k = [z >= t_k]) with
-    z >= lo + (t_k - lo) d_k, z <= t_k - 1 + (hi - t_k + 1) d_k, d_k >= d_(k+1), and the code
-    h = code(lo) + sum d_k. Every execution (an integer accumulator in [lo, hi], int8's row
-    z = W x + b exact) satisfies these with its own d, so an infeasible MILP has no execution."""
+    """MILP: the open staircase neurons marked `touched` encoded exactly (int8's requantization on
+    its integer accumulators, a lookup table on the words of a fixed-point format or, over the
+    reals, on its thresholds rounded outward): one binary d_k per threshold t_k in (lo, hi]
+    (d_k = [z >= t_k]) with z >= lo + (t_k - lo) d_k, z <= t_k - g + (hi - t_k + g) d_k (g the
+    grid: the last domain point below t_k; over the reals g = 0 and the thresholds rounded
+    outward, `Staircase.lower_table` / `upper_table`), d_k >= d_(k+1), and the value
+    h = value(lo) + sum_k d_k (the value's rise at t_k). Every execution (z on the domain in [lo, hi])
+    satisfies these with its own d, so an infeasible MILP has no execution."""
     from scipy import sparse
 
     neurons = np.flatnonzero(touched & stairs.open(lo, hi))
-    if not len(neurons) or stairs.thresholds is None:  # (int8's tables only: a step is one code)
+    if not len(neurons):
         return
-    low, high = np.ceil(lo[neurons]), np.floor(hi[neurons])
-    table = stairs.table[neurons].astype(np.float64)
-    inside = (table > low[:, None]) & (table <= high[:, None])
-    owner, _ = np.nonzero(inside)  # row-major: each neuron's thresholds in ascending order
-    steps = table[inside]
-    d = columns.add(np.zeros(len(steps)), np.ones(len(steps)), integer=True)
-    ones = np.ones(len(steps))
+    low = stairs._on_grid(lo[neurons], down=False)
+    high = np.maximum(stairs._on_grid(hi[neurons], down=True), low)
+    table_rows = neurons if stairs.upper_table.shape[0] > 1 else np.zeros(len(neurons), dtype=np.int64)
+    upper_table = stairs.upper_table[table_rows]  # reached from here on (d = 1): z >= this
+    lower_table = stairs.lower_table[table_rows]  # not reached (d = 0): z below this
+    jumps = np.diff(stairs.levels, axis=-1)[table_rows]  # the value's rise at each threshold
+    # thresholds that may be unreached at lo and reached at hi (over the reals, those whose
+    # rounded ends straddle lo count too: the value at lo below counts only the surely reached)
+    inside = (lower_table > low[:, None]) & (upper_table <= high[:, None]) & (jumps != 0)
+    owner, slot = np.nonzero(inside)  # row-major: each neuron's thresholds in ascending order
+    reach = upper_table[owner, slot]
+    below = lower_table[owner, slot] - stairs.grid
+    d = columns.add(np.zeros(len(reach)), np.ones(len(reach)), integer=True)
+    ones = np.ones(len(reach))
     zs = z[neurons][owner]
-    rows.add(np.column_stack([zs, d]), np.column_stack([ones, -(steps - low[owner])]), low[owner], np.inf)
-    rows.add(
-        np.column_stack([zs, d]), np.column_stack([ones, -(high[owner] - steps + 1)]), -np.inf, steps - 1
-    )
+    rows.add(np.column_stack([zs, d]), np.column_stack([ones, -(reach - low[owner])]), low[owner], np.inf)
+    rows.add(np.column_stack([zs, d]), np.column_stack([ones, -(high[owner] - below)]), -np.inf, below)
     same = owner[:-1] == owner[1:]  # d_k >= d_(k+1) within a neuron
     if same.any():
         pairs = np.column_stack([d[:-1][same], d[1:][same]])
         rows.add(pairs, np.column_stack([ones[1:][same], -ones[1:][same]]), 0.0, np.inf)
-    code_low = stairs.values(np.ceil(lo))[neurons]
-    # h - sum of the neuron's d = code(lo): one row per neuron, its h column first
+    value_low = stairs.values(_spread(low, neurons, len(lo)), "lower")[neurons]
+    # h - sum of the neuron's jumps d = value(lo): one row per neuron, its h column first
     counts = np.bincount(owner, minlength=len(neurons))
     start = np.concatenate(([0], np.cumsum(counts + 1)))
     entries = np.empty(start[-1], dtype=np.int64)
@@ -449,32 +452,65 @@ def _exact_steps(
     values[start[:-1]] = 1.0
     rest = np.ones(start[-1], dtype=bool)
     rest[start[:-1]] = False
-    entries[rest] = len(neurons) + np.arange(len(steps))  # then the neuron's d columns
-    values[rest] = -1.0
-    block = sparse.csr_array((values, entries, start), shape=(len(neurons), len(neurons) + len(steps)))
-    rows.add_sparse(block, np.concatenate([h[neurons], d]), code_low, code_low)
+    entries[rest] = len(neurons) + np.arange(len(reach))  # then the neuron's d columns
+    values[rest] = -jumps[owner, slot]
+    block = sparse.csr_array((values, entries, start), shape=(len(neurons), len(neurons) + len(reach)))
+    rows.add_sparse(block, np.concatenate([h[neurons], d]), value_low, value_low)
 
 
-def _first_layer_choice(model: NetModel, bounds: Bounds, clause_forms: list[AtomForm], xl, xu) -> np.ndarray:
-    """int8 MILP: the first layer's open neurons to encode exactly, within EXACT_STEP_BINARIES
-    thresholds: by what their relaxation costs the clause's atoms' bounds (|the atoms' coefficient
-    on the neuron's code| x the gap between its relaxation's two lines, the wider end), largest
-    first. Only a choice: every neuron left out keeps its hull, and the MILP stays sound."""
-    layer = model.layers[0]
-    lo, hi = bounds.pre_lo[0], bounds.pre_hi[0]
-    stairs = layer.stairs
-    opened = stairs.open(lo, hi)
-    crossed = ((stairs.table > np.ceil(lo)[:, None]) & (stairs.table <= np.floor(hi)[:, None])).sum(axis=1)
-    if crossed[opened].sum() <= EXACT_STEP_BINARIES or len(model.layers) == 1:
-        return opened
+def _spread(values: np.ndarray, neurons: np.ndarray, n: int) -> np.ndarray:
+    """values of `neurons` placed in an array of the layer's n neurons (the others 0)."""
+    full = np.zeros(n)
+    full[neurons] = values
+    return full
+
+
+def _exact_choice(
+    model: NetModel, bounds: Bounds, clause_forms: list[AtomForm], xl, xu
+) -> dict[int, np.ndarray]:
+    """MILP: the open staircase neurons to encode exactly (`_exact_steps`), per layer: the outputs
+    the clause reads (int8), then the others by what their relaxation costs the clause's atoms'
+    bounds (|the atoms' coefficient on the neuron's value| x the gap between its relaxation's two
+    lines, the wider end), largest first, within EXACT_STEP_BINARIES binaries (one per threshold a
+    neuron's interval crosses). Only a choice: every neuron left out keeps its relaxation (and
+    int8's hull), and the MILP stays sound."""
+    last = len(model.layers) - 1
+    layers = [
+        k
+        for k, layer in enumerate(model.layers)
+        if layer.stairs is not None and layer.open_neurons(bounds.pre_lo[k], bounds.pre_hi[k]).any()
+    ]
+    if not layers:
+        return {}
     matrix = np.array([form.coefficients for form in clause_forms])
-    linear = backsubstitute(model, bounds, matrix, len(model.layers) - 1, True, xl, xu, keep=True)
-    relaxation = bounds.relaxation(model, 0)
-    slope, offset = relaxation.s - relaxation.a, relaxation.t - relaxation.c
-    gap = np.maximum(slope * lo + offset, slope * hi + offset)
-    score = np.where(opened, np.abs(linear.lam_post[0]).sum(axis=0) * gap, -1.0)
-    order = np.argsort(-score)
-    chosen = order[np.cumsum(crossed[order]) <= EXACT_STEP_BINARIES]
-    touched = np.zeros(layer.n_out, dtype=bool)
-    touched[chosen] = True
-    return touched & opened
+    chosen = {k: np.zeros(model.layers[k].n_out, dtype=bool) for k in layers}
+    budget = EXACT_STEP_BINARIES
+    candidates = []  # (score, layer, neuron, binaries)
+    linear = None
+    for k in layers:
+        stairs = model.layers[k].stairs
+        lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
+        opened = stairs.open(lo, hi)
+        low = stairs._on_grid(lo, down=False)
+        high = np.maximum(stairs._on_grid(hi, down=True), low)
+        crossed = ((stairs.lower_table > low[:, None]) & (stairs.upper_table <= high[:, None])).sum(axis=1)
+        crossed = np.broadcast_to(crossed, lo.shape)
+        if k == last:  # the outputs the clause reads: always exact
+            read = opened & np.any(matrix != 0, axis=0)
+            chosen[k] |= read
+            budget -= int(crossed[read].sum())
+            continue
+        if linear is None:
+            linear = backsubstitute(model, bounds, matrix, last, True, xl, xu, keep=True)
+        relaxation = bounds.relaxation(model, k)
+        slope, offset = relaxation.s - relaxation.a, relaxation.t - relaxation.c
+        gap = np.maximum(slope * lo + offset, slope * hi + offset)
+        score = np.abs(linear.lam_post[k]).sum(axis=0) * gap
+        for j in np.flatnonzero(opened):
+            candidates.append((float(score[j]), k, int(j), int(crossed[j])))
+    candidates.sort(key=lambda item: -item[0])
+    for _, k, j, binaries in candidates:
+        if binaries <= budget:
+            chosen[k][j] = True
+            budget -= binaries
+    return {k: mask for k, mask in chosen.items() if mask.any()}

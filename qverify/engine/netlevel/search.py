@@ -78,7 +78,7 @@ from qverify.engine.netlevel.workers import Workers
 from qverify.engine.result import EngineOptions, EngineResult, EngineStatus, Recorder
 from qverify.engine.solvers.base import CheckStatus
 
-INPUT_SPLIT_DIMENSIONS = 8
+INPUT_SPLIT_DIMENSIONS = 16
 ENUMERATION_LIMIT = 1024  # inputs of a box enumerated through the simulator (implementation)
 REAL_ENUMERATION_LIMIT = 16  # inputs checked one by one in exact rationals (REAL)
 LP_OPEN_RELUS = 12  # low dimensions: a node with at most this many open ReLUs is tried as an LP / MILP
@@ -92,7 +92,9 @@ MILP_SHARE = 0.3  # of the remaining time for one MILP
 STEPPED_MILP_SHARE = 0.8
 STEPPED_MILP_CODES = 3.0  # ... when every open clause's bound is this few output codes short (`within_codes`)
 LP_SHARE = 0.05  # of the remaining time for one LP
-HIGH_LP_TIME_SHARE = 0.5  # high dimensions: the LPs' share of the search time, at most (`lp_affordable`)
+LP_TIME_SHARE = 0.5  # the LPs' and MILPs' share of the search time, at most (`lp_affordable`) ...
+LP_TIME_SHARE_MAX = 0.9  # ... in low dimensions, while they close more of the region per second
+LP_RATES_AFTER_S = 5.0  # ... once the search has run this long
 LP_HIGH_INPUTS = 256  # high dimensions: no LP/MILP beyond this many inputs (`lp_affordable`)
 ATTACK_SHARE = 0.1  # of the budget for the gradient attack before branch and bound
 ATTACK_SECONDS = 0.2  # high dimensions, before the root's bounds (at most)
@@ -185,6 +187,13 @@ class Frontier:
     def take(self, count: int) -> list[Node]:
         return [heapq.heappop(self.heap)[2] for _ in range(min(len(self.heap), count))]
 
+    def lend(self, count: int) -> tuple[list[Node], tuple[int, float]]:
+        """`take` for a worker: the nodes, and (how many, the best priority among them) to count
+        them as open while the worker holds them (`Search.timed_out`)."""
+        best = self.heap[0][0] if self.heap else 0.0
+        nodes = self.take(count)
+        return nodes, (len(nodes), best)
+
 
 @dataclass(slots=True)
 class NodeVerdict:
@@ -197,6 +206,7 @@ class NodeVerdict:
     abandoned: str = ""
     lead: np.ndarray | None = None  # open: the input (reals) minimising its worst open clause's bound
     region: int = 0
+    by_lp: bool = False  # closed by the LP/MILP (`Search.closed_share`)
 
 
 class Search:
@@ -223,10 +233,11 @@ class Search:
         self.invariants = None if self.real else query.invariants
         # input splitting shrinks boxes quickly enough that DeepPoly's slopes do (measured on ACAS
         # Xu: alpha steps cost more time than the nodes they save); ReLU splitting needs them
-        self.alpha_steps = 0 if self.model.n_inputs <= INPUT_SPLIT_DIMENSIONS else ALPHA_STEPS
-        self.intermediate_alpha_steps = (
-            0 if self.model.n_inputs <= INPUT_SPLIT_DIMENSIONS else INTERMEDIATE_ALPHA_STEPS
-        )
+        # the inputs a region lets vary (a property may pin most of a network's inputs: it is the
+        # varying ones that input splitting bisects)
+        self.varying_inputs = max(int(np.count_nonzero(r.hi > r.lo)) for r in query.regions)
+        self.alpha_steps = 0 if not self.high_dimensional else ALPHA_STEPS
+        self.intermediate_alpha_steps = 0 if not self.high_dimensional else INTERMEDIATE_ALPHA_STEPS
         self.batch_alpha_steps = BATCH_ALPHA_STEPS
         self.beta_steps = BETA_STEPS if self.high_dimensional and not self.model.stepped else 0
         self.milp_open_relus = REAL_MILP_OPEN_RELUS if self.real else LP_OPEN_RELUS
@@ -235,6 +246,9 @@ class Search:
         self.started = time.monotonic()
         self.attack_before = recorder.times.get("netlevel.attack", 0.0)
         self.lp_seconds_before = recorder.times.get("netlevel.lp", 0.0)  # (a recorder may be shared)
+        # low dimensions: the share of the regions the LP/MILP and the bounds (with enumeration)
+        # have closed (`lp_affordable`; in each worker, what it closed itself)
+        self.closed_share = {"lp": 0.0, "bounds": 0.0}
 
     # ------------------------------------------------------------------ results
 
@@ -378,7 +392,7 @@ class Search:
         with pool:
             while frontier.heap or pool.busy:
                 if time.monotonic() > self.deadline:
-                    return self.timed_out(frontier)
+                    return self.timed_out(frontier, list(pool.busy.values()))
                 if self.budget_spent(frontier):
                     return self.out_of_budget(frontier)
                 idle = pool.idle
@@ -387,7 +401,8 @@ class Search:
                         break
                     # the open nodes shared among the idle workers, at most a batch each
                     share = -(-len(frontier.heap) // (len(idle) - position))
-                    pool.submit(worker, (next(tasks), frontier.take(min(self.batch_size, share))))
+                    nodes, lent = frontier.lend(min(self.batch_size, share))
+                    pool.submit(worker, (next(tasks), nodes), lent)
                 for _, result in pool.results(max(0.0, self.deadline - time.monotonic()) + 0.05):
                     for stage, seconds in result.times.items():
                         self.rec.add_time(stage, seconds)
@@ -407,7 +422,9 @@ class Search:
 
     @property
     def high_dimensional(self) -> bool:
-        return self.model.n_inputs > INPUT_SPLIT_DIMENSIONS
+        """More varying inputs than input splitting takes (`INPUT_SPLIT_DIMENSIONS`): ReLU phase
+        splitting, alpha-beta-CROWN, FSB."""
+        return self.varying_inputs > INPUT_SPLIT_DIMENSIONS
 
     @property
     def relu_only(self) -> bool:
@@ -420,10 +437,15 @@ class Search:
     def batch_size(self) -> int:
         """Nodes per call of `process_batch`: input splitting bounds the best BATCH_NODES together
         (`bounds.batch_bounds`); ReLU splitting one node at a time."""
-        return BATCH_NODES if self.model.n_inputs <= INPUT_SPLIT_DIMENSIONS and self.forms else 1
+        return BATCH_NODES if not self.high_dimensional and self.forms else 1
 
     def process_batch(self, nodes: list[Node]) -> list[NodeVerdict]:
-        return self.process_many(nodes) if self.batch_size > 1 else [self.process(node) for node in nodes]
+        verdicts = self.process_many(nodes) if self.batch_size > 1 else [self.process(node) for node in nodes]
+        if not self.high_dimensional:
+            for node, verdict in zip(nodes, verdicts):
+                if verdict.closed:  # (an input-split node holds about 2^-depth of its region)
+                    self.closed_share["lp" if verdict.by_lp else "bounds"] += 0.5**node.depth
+        return verdicts
 
     def absorb(self, frontier: Frontier, verdicts: list[NodeVerdict]) -> EngineResult | None:
         """Take processed nodes' verdicts into the frontier: a result when one decides the query."""
@@ -452,14 +474,21 @@ class Search:
                 frontier.push(-verdict.priority, child)
         return None
 
-    def timed_out(self, frontier: Frontier) -> EngineResult:
+    def timed_out(self, frontier: Frontier, lent: list[tuple[int, float]] = ()) -> EngineResult:
+        """UNKNOWN at the deadline: the nodes processed, those still open (`lent`: the nodes the
+        workers hold, their count and best priority per batch, are open too: a timeout with an
+        empty heap is a timeout inside the workers' last batches) and the worst open bound."""
+        held = sum(count for count, _ in lent)
+        priorities = [frontier.heap[0][0]] if frontier.heap else []
+        priorities += [priority for count, priority in lent if count]
+        open_nodes = f"{len(frontier.heap) + held} open" + (
+            f" ({held} of them in the workers' unfinished batches)" if held else ""
+        )
+        worst = f", the worst open bound {min(priorities):.4g}" if priorities else ""
         return self.closing(
             frontier,
             EngineStatus.UNKNOWN,
-            reason=(
-                f"netlevel: timeout in branch and bound ({frontier.nodes} nodes, {len(frontier.heap)} open"
-                + (f", the worst open bound {frontier.heap[0][0]:.4g})" if frontier.heap else ")")
-            ),
+            reason=f"netlevel: timeout in branch and bound ({frontier.nodes} nodes, {open_nodes}{worst})",
         )
 
     def budget_spent(self, frontier: Frontier) -> bool:
@@ -704,7 +733,8 @@ class Search:
         if (
             open_clauses
             and not bounds.overflow_possible
-            and ((high and self.lp_affordable(node)) or (not high and open_relus <= self.milp_open_relus))
+            and (high or open_relus <= self.milp_open_relus)
+            and self.lp_affordable(node)
             and self.options.enabled("milp")
             and not model.stepped  # (int8: the root's MILP alone, in high dimensions: `by_stepped_milp`)
         ):
@@ -713,6 +743,7 @@ class Search:
             milp = open_relus <= (MILP_OPEN_RELUS if high else self.milp_open_relus)
             verdict, open_clauses = self.by_lp(bounds, xl, xu, open_clauses, region, open_relus, milp)
             if verdict is not None:
+                verdict.by_lp = verdict.closed
                 return verdict
         verdict = self.branch(node, bounds, xl, xu, open_clauses, lam_input, lam_post, priority, scores)
         worst = max((a for _, a in open_clauses if a is not None), key=lambda a: -lower[a], default=None)
@@ -721,18 +752,32 @@ class Search:
         return verdict
 
     def lp_affordable(self, node: Node) -> bool:
-        """High dimensions: never beyond `LP_HIGH_INPUTS` inputs (digits784: HiGHS's presolve called
-        every node LP tried infeasible, feasible as they were, and the LP's rigorous dual bound is
-        then nothing, at seconds a call; alpha-beta-CROWN optimises the same relaxation's dual
-        without a solver); below it the LP at the root, then at a node while the LPs have taken at
-        most `HIGH_LP_TIME_SHARE` of the search's time (under a work budget: at every node). A
-        16-input convolutional network's MILP decides what its branch and bound takes minutes for."""
+        """Never beyond `LP_HIGH_INPUTS` inputs (digits784: HiGHS's presolve called every node LP
+        tried infeasible, feasible as they were, and the LP's rigorous dual bound is then nothing,
+        at seconds a call; alpha-beta-CROWN optimises the same relaxation's dual without a solver);
+        below it the LP at the root, then at a node while the LPs and MILPs have taken at most
+        `LP_TIME_SHARE` of the search's time (under a work budget: at every node). A 16-input
+        convolutional network's MILP decides what its branch and bound takes minutes for.
+
+        Low dimensions, beyond that share and up to `LP_TIME_SHARE_MAX`, once the search has run
+        `LP_RATES_AFTER_S` (the bounds close boxes late, deep in the tree): while the LP/MILP
+        close the region faster than the bounds do (the share of the region each closed per
+        second of its own). A node's MILP can cost what a thousand input-split nodes cost (VNN-COMP 2022's
+        van der Pol net, 24 open ReLUs: 0.3-1 CPU s against 0.2 ms): with no limit, all of a 60 s
+        search went to MILPs (UNKNOWN) where input splitting alone decides in 0.8 CPU s; yet on
+        ACAS Xu phi2 (3_3, 4_2, real arithmetic) the MILP is what closes nodes, ~93 % of the run."""
         if self.model.n_inputs > LP_HIGH_INPUTS:
             return False
         if node.parent is None or self.options.max_nodes is not None:  # (a work budget: no clock rules)
             return True
         spent = self.rec.times.get("netlevel.lp", 0.0) - self.lp_seconds_before
-        return spent <= HIGH_LP_TIME_SHARE * (time.monotonic() - self.started)
+        elapsed = time.monotonic() - self.started
+        if spent <= LP_TIME_SHARE * elapsed:
+            return True
+        if self.high_dimensional or spent > LP_TIME_SHARE_MAX * elapsed or elapsed < LP_RATES_AFTER_S:
+            return False
+        closed = self.closed_share
+        return closed["lp"] > 0 and closed["lp"] * (elapsed - spent) >= closed["bounds"] * spent
 
     def confirmer_all(self, node: Node) -> Counterexample | None:
         """Every input of the (small) box, exactly: the first violation, or None (node closed)."""
@@ -902,7 +947,12 @@ class Search:
     def by_lp(self, bounds, xl, xu, open_clauses, region, open_relus, milp: bool):
         """Close open clauses by LP (then MILP); (a verdict when the node is decided, the clauses
         still open)."""
-        use_milp = milp and open_relus > 0 and len(open_clauses) == 1
+        # (a lookup table's open neurons are MILP binaries too: `lp._exact_steps`)
+        tables = any(
+            layer.stairs is not None and layer.open_neurons(bounds.pre_lo[k], bounds.pre_hi[k]).any()
+            for k, layer in enumerate(self.model.layers)
+        )
+        use_milp = milp and (open_relus > 0 or tables) and len(open_clauses) == 1
 
         def solve(_position: int, clause: int) -> NodeSolution | Counterexample:
             forms = self.by_clause[clause]
@@ -910,7 +960,7 @@ class Search:
             # root (probing), at about three times its LP's cost, and closed every node its LP
             # left open on ACAS Xu phi2 (3_3, 4_2): the LP first only pays where the MILP is dear
             solution = NodeSolution(CheckStatus.UNKNOWN, None)
-            if not (use_milp and self.real and self.model.n_inputs <= INPUT_SPLIT_DIMENSIONS):
+            if not (use_milp and self.real and not self.high_dimensional):
                 lp_deadline = min(
                     self.deadline, time.monotonic() + LP_SHARE * (self.deadline - time.monotonic())
                 )
@@ -957,7 +1007,7 @@ class Search:
             )
         atoms = [a for _, a in open_clauses if a is not None]
         # (int8: no ReLU phases, input splitting in any dimension)
-        if model.n_inputs > INPUT_SPLIT_DIMENSIONS and atoms and not model.qnet.is_int8:
+        if self.high_dimensional and atoms and not model.qnet.is_int8:
             # a table neuron can be split again and again: on a box enumeration can soon finish,
             # split the box instead
             tables = points.count(qnet, node.lo, node.hi) > TABLE_SPLIT_MIN_POINTS

@@ -255,6 +255,84 @@ class Staircase:
         lower = np.minimum(lower, code_hi - slope * high)
         return lower, upper
 
+    def slope_scale(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per neuron, the unit of `sides`' optimised slopes on [lo, hi] (..., n): the largest of the
+        chord's slope and the nominal one (int8) or the function's derivative at the ends and the
+        middle (lookup tables), so that slopes from 0 to twice it cover every useful line."""
+        low = self._on_grid(lo, down=False)
+        high = np.maximum(self._on_grid(hi, down=True), low)
+        least, most = self.values(low, "lower"), self.values(high, "upper")
+        span = high - low
+        chord = np.where(most > least, (most - least) / np.where(span > 0, span, 1.0), 0.0)
+        return np.maximum.reduce([np.maximum(c, 0.0) for c in self._candidates(low, high, chord)])
+
+    def sides(
+        self, lower: np.ndarray, upper: np.ndarray, lo: np.ndarray, hi: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Lines of given slopes per row: (c, t, zeta, xi) with lower z + c <= value(z) <= upper z + t
+        at every domain point z of [lo, hi], for slopes (..., R, n) >= 0 and bounds (..., n) (one set
+        of slopes per row of a back-substitution: alpha-CROWN's, for staircases). c and t are the
+        steps' exact extreme deviations from the lines (`_deviations`), their float64 evaluation
+        charged as in `relaxation` (so the lines hold for the stored numbers whatever the slope);
+        zeta and xi are the points where the deviation is least and largest (the intercepts'
+        derivatives in the slope are -zeta and -xi: the optimiser's gradient). Computed a block of
+        neurons at a time within `RELAXATION_CHUNK_VALUES`."""
+        n = lo.shape[-1]
+        rows = int(np.prod(lower.shape[:-1], dtype=np.int64))
+        block = max(1, RELAXATION_CHUNK_VALUES // max(rows * self.upper_table.shape[-1], 1))
+        if n <= block:
+            return self._sides(lower, upper, lo, hi)
+        parts = [
+            self._neurons(slice(i, i + block), n)._sides(
+                lower[..., i : i + block],
+                upper[..., i : i + block],
+                lo[..., i : i + block],
+                hi[..., i : i + block],
+            )
+            for i in range(0, n, block)
+        ]
+        return tuple(np.concatenate([part[i] for part in parts], axis=-1) for i in range(4))  # type: ignore[return-value]
+
+    def _sides(self, lower, upper, lo, hi):
+        """`sides` on one block of neurons."""
+        low = self._on_grid(lo, down=False)
+        high = np.maximum(self._on_grid(hi, down=True), low)
+        code_lo, code_hi = self.values(low, "upper"), self.values(high, "lower")
+        # per row: insert the rows' axis into the neurons' arrays
+        low_r, high_r = low[..., None, :], high[..., None, :]
+        inside_upper = (self.upper_table > low[..., None]) & (self.upper_table <= high[..., None])
+        inside_lower = (self.lower_table > low[..., None]) & (self.lower_table <= high[..., None])
+        inside_upper, inside_lower = inside_upper[..., None, :, :], inside_lower[..., None, :, :]
+        m = upper[..., None]
+        above = np.where(inside_upper, self.after - m * self.upper_table, -np.inf)
+        best = np.argmax(above, axis=-1)
+        top = np.take_along_axis(above, best[..., None], axis=-1)[..., 0]
+        start = code_lo[..., None, :] - upper * low_r
+        xi = np.where(
+            start >= top,
+            low_r,
+            np.take_along_axis(np.broadcast_to(self.upper_table, above.shape), best[..., None], axis=-1)[
+                ..., 0
+            ],
+        )
+        top = np.maximum(top, start)
+        m = lower[..., None]
+        ends = self.lower_table - self.grid
+        below = np.where(inside_lower, self.before - m * ends, np.inf)
+        worst = np.argmin(below, axis=-1)
+        bottom = np.take_along_axis(below, worst[..., None], axis=-1)[..., 0]
+        finish = code_hi[..., None, :] - lower * high_r
+        zeta = np.where(
+            finish <= bottom,
+            high_r,
+            np.take_along_axis(np.broadcast_to(ends, below.shape), worst[..., None], axis=-1)[..., 0],
+        )
+        bottom = np.minimum(bottom, finish)
+        reach = np.maximum(np.abs(low_r), np.abs(high_r) + self.grid)
+        c = bottom - (8 * U64 * (self.magnitude + lower * reach) + TINY)
+        t = top + (8 * U64 * (self.magnitude + upper * reach) + TINY)
+        return c, t, zeta, xi
+
     def hull_lines(self, lo: np.ndarray, hi: np.ndarray, neurons: np.ndarray):
         """int8, for the LP: more lines of each listed neuron's staircase on [lo, hi] (one node's
         arrays (n,)) than `relaxation`'s two, the edges of its convex hull there, as rows

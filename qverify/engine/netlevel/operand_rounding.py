@@ -1,0 +1,175 @@
+"""Network level: a fixed-point layer's product roundings bounded per operand, from the operand's own words
+(issue 45, item 1).
+
+Per operation, a neuron's sum is z_o = b_o + sum_i R(w_oi h_i) (no partial sum leaving the word range:
+`NetModel.error_terms`' related neurons), and the statement z = W h + b + e charges e_o as n_o
+independent roundings of [d_lo, d_hi] each. A back-substitution row with coefficients lam on z reads
+
+    lam . e = sum_i D_i(h_i),    D_i(v) = sum_o lam_o d_oi(v),    d_oi(v) = R(w_oi v) - w_oi v,
+
+a sum of functions of one operand each: every consumer of operand i rounds a product of the same
+word v. So lam . e >= sum_i min over the words v that h_i can take of D_i(v), exactly, where the
+independent reading takes every product's worst rounding at once (measured on the 8x8 digits network
+at <5,11>, `benchmarks/rounding_charge.py`: the first layer's charge on a margin 0.080 -> 0.027,
+the second's 0.030 -> 0.014; a single product's worst case stays: the last layer's 0.007). The
+rounding of a product of a word v known to be 0 (an inactive ReLU) is 0, of a product whose rounded
+value cannot change over v's range it is exact there, and both fall out of the enumeration.
+
+A table per layer and node (`rounding_table`) holds, for each operand whose range has at most
+`OPERAND_RANGE_MAX` words, the exact rounding errors of its products with every consumer (integers
+in int64: p = w v, R(p) by `quant.fixed.round_shift`, the error (R(p) 2^l - p) 2^-2l exact in
+float64), within `OPERAND_TABLE_VALUES` entries a layer; wider operands keep the per-product
+interval, and a layer whose table would cover less than `ENUMERATED_SHARE` of its live products
+gets none (a 784-256 layer at <16,16>, operands of ~2,000 words: 8 of 784 operands fit, at the cost
+of 4 million multiply-adds per row). `RoundingTable.lower` gives a sound lower bound of lam . e per row, the float64 dot
+products' rounding charged (gamma_n of the magnitudes). Used by `bounds.backsubstitute` in
+fixed-point implementation arithmetic, one node at a time, per-operation sums, dense and
+convolution layers; elsewhere (wide sums round once, average pools, floats) the statement stays.
+
+The layer that alone reads the network's input goes further (`RoundingTable.joint_lower`): there
+h = x, and the row's whole dependence on an enumerated input, mu_i x_i + D_i(x_i) (mu = the rows'
+input coefficients), is one function of one word, minimised over the input's own words -- D_i read
+where the linear part pins x_i, not at its own worst word. For the input layer's own neurons that
+is their exact minimum over the box (tests/test_rounding_charge.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from qverify.engine.netlevel.operations import DenseOperation, SparseOperation
+from qverify.engine.netlevel.roundoff import TINY, gamma
+from qverify.quant.fixed import round_shift
+
+OPERAND_RANGE_MAX = 4096  # words of one operand enumerated at most
+OPERAND_TABLE_VALUES = 1 << 22  # (words x consumers) entries of one layer's table at most
+ENUMERATED_SHARE = 0.5  # a layer's table is built when it covers at least this share of its live products
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class RoundingTable:
+    """One layer's product roundings per operand (module docstring). `entries`: per enumerated
+    operand, its consumers and the errors (words, consumers) in real units; `generic`: per neuron,
+    how many of its live products keep the interval [d_lo, d_hi] (operands not enumerated)."""
+
+    entries: tuple[tuple[np.ndarray, np.ndarray], ...]
+    generic: np.ndarray  # (n_out,) live products per neuron read through the interval
+    d_lo: float
+    d_hi: float
+    widest: int  # the most consumers of one enumerated operand (the dot products' length)
+    operands: np.ndarray  # per entry: the operand's index
+    words: tuple[np.ndarray, ...]  # per entry: the operand's words (its real values / unit)
+
+    def lower(self, lam: np.ndarray) -> np.ndarray:
+        """A sound lower bound of lam . e for every row of lam (..., R, n_out) (the float64
+        rounding of the dot products, the minima's sum and the interval part charged)."""
+        shape = lam.shape[:-1]
+        rows = lam.reshape(-1, lam.shape[-1])
+        total = np.zeros(len(rows))
+        reach = np.zeros(len(rows))  # sum of |lam_o| |d| over the dot products
+        minima = np.zeros(len(rows))  # sum of |min_i|
+        bound = max(abs(self.d_lo), abs(self.d_hi))
+        for consumers, errors in self.entries:
+            part = rows[:, consumers]
+            values = errors @ part.T  # (words, rows)
+            least = values.min(axis=0)
+            total += least
+            minima += np.abs(least)
+            reach += np.abs(part).sum(axis=1) * bound
+        interval = np.minimum(rows * self.d_lo, rows * self.d_hi) * self.generic
+        total += interval.sum(axis=1)
+        charge = gamma(self.widest + 2) * reach + gamma(len(self.entries) + 4) * (
+            minima + np.abs(interval).sum(axis=1)
+        )
+        return (total - charge - TINY).reshape(shape)
+
+    def joint_lower(
+        self, lam: np.ndarray, mu: np.ndarray, unit: float, lo: np.ndarray, hi: np.ndarray
+    ) -> np.ndarray:
+        """For a layer that reads the network's input alone: a sound lower bound per row of
+        mu . x + lam . e over the box [lo, hi] (real units), mu the rows' input coefficients
+        (lam W): each enumerated input's min over its words v of mu_i v unit + D_i(v) together
+        (where the linear part pins v, D_i is read there, not at its own worst word), the other
+        inputs' linear minimum, the interval part as in `lower`; float64 rounding charged."""
+        shape = lam.shape[:-1]
+        rows = lam.reshape(-1, lam.shape[-1])
+        mu = mu.reshape(-1, mu.shape[-1])
+        total = np.zeros(len(rows))
+        reach = np.zeros(len(rows))
+        minima = np.zeros(len(rows))
+        bound = max(abs(self.d_lo), abs(self.d_hi))
+        rest = np.ones(mu.shape[-1], dtype=bool)
+        for (consumers, errors), operand, words in zip(self.entries, self.operands, self.words):
+            rest[operand] = False
+            part = rows[:, consumers]
+            reals = words * unit  # (exact: words below 2^31 times a power of two)
+            values = errors @ part.T + reals[:, None] * mu[None, :, operand]
+            least = values.min(axis=0)
+            total += least
+            minima += np.abs(least)
+            reach += np.abs(part).sum(axis=1) * bound + np.abs(mu[:, operand]) * np.abs(reals).max()
+        linear = np.minimum(mu[:, rest] * lo[rest], mu[:, rest] * hi[rest])
+        interval = np.minimum(rows * self.d_lo, rows * self.d_hi) * self.generic
+        total += linear.sum(axis=1) + interval.sum(axis=1)
+        charge = gamma(self.widest + 3) * reach + gamma(len(self.entries) + mu.shape[-1] + 4) * (
+            minima + np.abs(interval).sum(axis=1) + np.abs(linear).sum(axis=1)
+        )
+        return (total - charge - TINY).reshape(shape)
+
+
+def applies(model, layer_index: int) -> bool:
+    """Does layer `layer_index`'s statement have per-operation product roundings this module can
+    enumerate (fixed-point implementation, per-operation sums, a dense or convolution layer)?"""
+    if not model.is_fixed or model.real or model.wide or model.stepped:
+        return False
+    return isinstance(model.layers[layer_index].op, (DenseOperation, SparseOperation))
+
+
+def rounding_table(model, layer_index: int, h_lo: np.ndarray, h_hi: np.ndarray) -> RoundingTable | None:
+    """The table of layer `layer_index` over operands in [h_lo, h_hi] (real units, one node),
+    or None when no operand is narrow enough to enumerate (the statement's interval then)."""
+    layer = model.layers[layer_index]
+    unit = model.unit
+    frac_bits = model.qnet.number.frac_bits
+    rounding = model.qnet.number.rounding
+    columns = layer.op.rows().tocsc()
+    low = np.ceil(np.asarray(h_lo, dtype=np.float64) / unit)
+    high = np.floor(np.asarray(h_hi, dtype=np.float64) / unit)
+    words = high - low + 1
+    live = (h_lo < 0) | (h_hi > 0)  # (a product of an input that is exactly 0 is exact)
+    generic = np.zeros(layer.n_out)
+    entries, operands, operand_words = [], [], []
+    budget = OPERAND_TABLE_VALUES
+    widest = 0
+    for i in range(columns.shape[1]):
+        start, end = columns.indptr[i], columns.indptr[i + 1]
+        if start == end or not live[i]:
+            continue
+        consumers = columns.indices[start:end]
+        weights = np.rint(columns.data[start:end] / unit).astype(np.int64)  # words (exact: 2^-l scaling)
+        size = int(words[i]) * len(consumers)
+        if words[i] > OPERAND_RANGE_MAX or size > budget or words[i] < 1:
+            generic[consumers] += weights != 0
+            continue
+        budget -= size
+        values = np.arange(int(low[i]), int(high[i]) + 1, dtype=np.int64)
+        products = values[:, None] * weights[None, :]
+        numerator = round_shift(products, frac_bits, rounding) * (1 << frac_bits) - products
+        entries.append((consumers, numerator.astype(np.float64) * (unit * unit)))
+        operands.append(i)
+        operand_words.append(values.astype(np.float64))
+        widest = max(widest, len(consumers))
+    enumerated = sum(len(consumers) for consumers, _ in entries)
+    if enumerated < ENUMERATED_SHARE * (enumerated + generic.sum()):
+        return None  # (too few of the layer's products to pay for the rows' products with it)
+    return RoundingTable(
+        tuple(entries),
+        generic,
+        model.round_lo,
+        model.round_hi,
+        widest,
+        np.array(operands, dtype=np.int64),
+        tuple(operand_words),
+    )
