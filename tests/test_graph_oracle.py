@@ -189,24 +189,28 @@ def test_graph_verdicts_agree_with_brute_force(options):
     assert truths == {True, False}
 
 
-@pytest.mark.parametrize("options", FIXED[:2] + FLOATS[:1], ids=lambda o: o.key())
-def test_graph_bounds_contain_every_execution(options):
-    """node_bounds over a box (and with a ReLU phase of the residual block fixed) contains every
-    simulated pre-activation value of the executions it describes."""
-    rng = np.random.default_rng(4200)
+def _enumerated_graphs(rng: np.random.Generator, options: ImplementationOptions):
+    """Per shape: the model of a random graph on a small box, every execution of the box traced,
+    the box in reals, the value of one word and the box's words (fixed point)."""
     for shape in SHAPES:
-        net = random_graph(rng, shape, 3)
-        qnet = quantize_network(net, options)
+        qnet = quantize_network(random_graph(rng, shape, 3), options)
         lo, hi = _box(rng, options, 3)
         query = query_for(qnet, _threshold_property(lo, hi, Fraction(0), False))
         model = build_model(query)
         region = query.regions[0]
-        grid = enumerate_box(qnet, region.lo, region.hi)
-        run = simulate(qnet, grid, trace=True)
-        fine = ~run.overflowed
+        run = simulate(qnet, enumerate_box(qnet, region.lo, region.hi), trace=True)
         xl, xu = model.input_reals(region.lo), model.input_reals(region.hi)
         scale = model.unit if model.is_fixed else 1.0
         words = (region.lo, region.hi) if model.is_fixed else None
+        yield shape, model, run, xl, xu, scale, words
+
+
+@pytest.mark.parametrize("options", FIXED[:2] + FLOATS[:1], ids=lambda o: o.key())
+def test_graph_bounds_contain_every_execution(options):
+    """node_bounds over a box (and with a ReLU phase of the residual block fixed) contains every
+    simulated pre-activation value of the executions it describes."""
+    for shape, model, run, xl, xu, scale, words in _enumerated_graphs(np.random.default_rng(4200), options):
+        fine = ~run.overflowed
         for phase in (0, 1, -1):
             phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
             selected = fine.copy()
@@ -239,19 +243,8 @@ def test_alpha_optimised_node_bounds_on_graphs_contain_every_execution(options):
     search tightens intermediate bounds): on a graph, a ReLU below the node may lie on another
     branch, off every path to it (it has no gradient: SqueezeNet's fire modules stopped the engine
     with a KeyError); every bound still contains every execution."""
-    rng = np.random.default_rng(4250)
-    for shape in SHAPES:
-        net = random_graph(rng, shape, 3)
-        qnet = quantize_network(net, options)
-        lo, hi = _box(rng, options, 3)
-        query = query_for(qnet, _threshold_property(lo, hi, Fraction(0), False))
-        model = build_model(query)
-        region = query.regions[0]
-        run = simulate(qnet, enumerate_box(qnet, region.lo, region.hi), trace=True)
+    for shape, model, run, xl, xu, scale, words in _enumerated_graphs(np.random.default_rng(4250), options):
         fine = ~run.overflowed
-        xl, xu = model.input_reals(region.lo), model.input_reals(region.hi)
-        scale = model.unit if model.is_fixed else 1.0
-        words = (region.lo, region.hi) if model.is_fixed else None
         phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
         bounds = node_bounds(model, xl, xu, phases, region_words=words)
         for k, trace in enumerate(run.layers):
