@@ -156,8 +156,8 @@ def test_chunks_bound_the_simulators_memory():
 def test_chunks_in_threads_give_the_outputs_of_one_run():
     qnet = _implementation("resnet2b").qnet
     rng = np.random.default_rng(5)
-    codes = rng.integers(qnet.input_quant.code.qmin, qnet.input_quant.code.qmax + 1, (150, qnet.n_inputs))
+    codes = rng.integers(qnet.input_quant.code.qmin, qnet.input_quant.code.qmax + 1, (600, qnet.n_inputs))
     results = simulate_in_chunks(qnet, codes)
-    assert len(results) >= min(2, len(os.sched_getaffinity(0)))  # (150 samples: shared by the threads)
+    assert len(results) >= min(2, len(os.sched_getaffinity(0)))  # (600 samples: shared by the threads)
     together = np.concatenate([result.outputs for result in results])
     assert np.array_equal(together, simulate_module.simulate(qnet, codes).outputs)

@@ -41,7 +41,9 @@ REAL = "real"
 CHUNK = 4096  # samples simulated at once, at most
 Result = TypeVar("Result")
 WORKERS = 2  # threads that simulate chunks at once (at most the process's cores)
-PARALLEL_MIN_SAMPLES = 32  # per thread: below this, one thread (small batches, the attack's probes)
+PARALLEL_MIN_SAMPLES = (
+    256  # per thread: below this, one thread (small batches: the attack's probes, a GA's population)
+)
 CHUNK_BYTES = 1 << 28  # and no more than the simulator holds in about this much memory (`bytes_per_sample`)
 
 
