@@ -161,3 +161,16 @@ def test_chunks_in_threads_give_the_outputs_of_one_run():
     assert len(results) >= min(2, len(os.sched_getaffinity(0)))  # (600 samples: shared by the threads)
     together = np.concatenate([result.outputs for result in results])
     assert np.array_equal(together, simulate_module.simulate(qnet, codes).outputs)
+
+
+def test_the_bias_shift_keeps_thresholds_near_the_int32_ends_finite():
+    """A table read by the sums (the bias taken off every threshold): a finite threshold that the
+    shift moves past INT32_MAX stays a threshold, the sentinels stay sentinels."""
+    top = affine.INT32_MAX - 2 - 300 * np.arange(253)[::-1]
+    table = np.concatenate([[affine.INT32_MIN], top, [affine.INT32_MAX]]).astype(np.int64)[None, :]
+    bias = np.array([-1000], dtype=np.int64)
+    form = buckets.BucketTable.of(table, less=bias, base=-128)
+    assert form is not None
+    acc = np.array([[affine.INT32_MAX - 2, affine.INT32_MAX - 3, int(top[0]) - 1, 0]], dtype=np.int64)
+    expected = -128 + np.searchsorted(table[0], acc[0], side="right")
+    assert np.array_equal(form.counts(acc - bias[0]), expected[None])

@@ -71,10 +71,11 @@ class BucketTable:
         per-row integer taken off every finite threshold (a layer's bias, so that the table reads
         the sums before it); `base`: added to every count (the code minimum, so that it gives codes)."""
         table = np.asarray(table, dtype=np.int64)
+        finite = (table > INT32_MIN) & (table < INT32_MAX)  # (the sentinels: before any shift)
+        always = np.count_nonzero(table == INT32_MIN, axis=1)
         if less is not None:
-            finite = (table > INT32_MIN) & (table < INT32_MAX)
-            table = np.where(finite, table - np.asarray(less, dtype=np.int64)[:, None], table)
-        rows = [_distinct(row) for row in table]
+            table = table - np.asarray(less, dtype=np.int64)[:, None]
+        rows = [_distinct(row[keep], int(count)) for row, keep, count in zip(table, finite, always)]
         shift = min(_shift(values) for _, values, _ in rows)
         size = max(_buckets(values, shift) for _, values, _ in rows)
         if size > MAX_BUCKETS:
@@ -113,11 +114,10 @@ class BucketTable:
         return counts
 
 
-def _distinct(row: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
-    """A row's count of thresholds every accumulator reaches (INT32_MIN), and its finite
-    thresholds as distinct values and how often each occurs (INT32_MAX is never reached)."""
-    always = int(np.count_nonzero(row == INT32_MIN))
-    values, times = np.unique(row[(row > INT32_MIN) & (row < INT32_MAX)], return_counts=True)
+def _distinct(finite: np.ndarray, always: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """A row's count of thresholds every accumulator reaches (INT32_MIN in the table), and its
+    finite thresholds as distinct values and how often each occurs (INT32_MAX is never reached)."""
+    values, times = np.unique(finite, return_counts=True)
     return always, values.astype(np.int64), times.astype(np.int64)
 
 
