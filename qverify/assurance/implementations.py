@@ -41,9 +41,8 @@ REAL = "real"
 CHUNK = 4096  # samples simulated at once, at most
 Result = TypeVar("Result")
 WORKERS = 2  # threads that simulate chunks at once (at most the process's cores)
-PARALLEL_MIN_SAMPLES = (
-    256  # per thread: below this, one thread (small batches: the attack's probes, a GA's population)
-)
+# per thread: below this, one thread (small batches: the attack's probes, a GA's population)
+PARALLEL_MIN_SAMPLES = 128
 CHUNK_BYTES = 1 << 28  # and no more than the simulator holds in about this much memory (`bytes_per_sample`)
 
 
