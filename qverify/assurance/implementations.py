@@ -15,9 +15,14 @@ Labels: `real` (the float64 reference network, no rounding), `float`, `double`, 
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from qverify.errors import InputError
 from qverify.network import Network, evaluate_core
@@ -30,10 +35,15 @@ from qverify.quant import (
     quantize_real,
     simulate,
 )
-from qverify.quant.simulate import SimulationResult
+from qverify.quant.simulate import SimulationResult, bytes_per_sample
 
 REAL = "real"
-CHUNK = 4096  # samples simulated at once (bounds the memory of the gathered products)
+CHUNK = 4096  # samples simulated at once, at most
+Result = TypeVar("Result")
+WORKERS = 2  # threads that simulate chunks at once (at most the process's cores)
+# per thread: below this, one thread (small batches: the attack's probes, a GA's population)
+PARALLEL_MIN_SAMPLES = 128
+CHUNK_BYTES = 1 << 28  # and no more than the simulator holds in about this much memory (`bytes_per_sample`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,23 +107,49 @@ class Implementation:
         chunk at most: traces are for repair's activation spectra, on modest batches)."""
         inputs = self.inputs(x_norm)
         if self.qnet is None:
-            outputs = evaluate_core(self.network, inputs)
+            per_sample = 8 * (self.network.n_inputs + sum(layer.n_out for layer in self.network.layers))
+            chunk = int(np.clip(CHUNK_BYTES // per_sample, 1, CHUNK))
+            parts = in_chunks(lambda part: evaluate_core(self.network, part), inputs, chunk)
+            outputs = np.concatenate(parts) if parts else evaluate_core(self.network, inputs)
             return ImplementationRun(outputs, outputs, np.zeros(len(outputs), dtype=bool))
         if trace:
             result = simulate(self.qnet, inputs, trace=True)
             raw = result.outputs
             return ImplementationRun(self.real_outputs(raw), raw, result.overflowed, result)
-        raws, overflowed = [], []
-        for start in range(0, len(inputs), CHUNK):
-            result = simulate(self.qnet, inputs[start : start + CHUNK])
-            raws.append(result.outputs)
-            overflowed.append(result.overflowed)
-        raw = np.concatenate(raws)
+        results = simulate_in_chunks(self.qnet, inputs)
+        raw = np.concatenate([result.outputs for result in results])
+        overflowed = [result.overflowed for result in results]
         return ImplementationRun(self.real_outputs(raw), raw, np.concatenate(overflowed))
 
     def predict(self, x_norm: np.ndarray) -> np.ndarray:
         """Top-1 classes (argmax of the outputs; ties go to the first, as numpy's argmax)."""
         return np.argmax(self.run(x_norm).outputs, axis=1)
+
+
+def simulate_in_chunks(qnet: QuantizedNetwork, inputs: np.ndarray) -> list[SimulationResult]:
+    """`simulate` on a batch, chunk by chunk (`chunk_samples`, `in_chunks`)."""
+    return in_chunks(lambda part: simulate(qnet, part), inputs, chunk_samples(qnet))
+
+
+def in_chunks(run: Callable[[np.ndarray], Result], inputs: np.ndarray, chunk: int) -> list[Result]:
+    """`run` on chunks of at most `chunk` samples, in parallel threads on the process's cores (up
+    to WORKERS) when the batch is large enough to share: numpy releases the GIL in its array
+    operations, so the element-wise work (requantization, gathers) that one BLAS call cannot spread
+    runs on every core. BLAS runs one thread per chunk meanwhile."""
+    workers = min(WORKERS, len(os.sched_getaffinity(0)), len(inputs) // PARALLEL_MIN_SAMPLES)
+    if workers > 1:
+        chunk = min(chunk, max(PARALLEL_MIN_SAMPLES, -(-len(inputs) // (2 * workers))))
+    parts = [inputs[start : start + chunk] for start in range(0, len(inputs), chunk)]
+    if workers <= 1 or len(parts) < 2:
+        return [run(part) for part in parts]
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(run, parts))
+
+
+def chunk_samples(qnet: QuantizedNetwork) -> int:
+    """How many samples `Implementation.run` simulates at once: CHUNK, fewer for networks whose
+    simulation holds much per sample (a CIFAR-10 ResNet's float layers: 56 MB each)."""
+    return int(np.clip(CHUNK_BYTES // bytes_per_sample(qnet), 1, CHUNK))
 
 
 def make_implementation(

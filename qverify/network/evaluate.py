@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from qverify.network.im2col import conv_values
 from qverify.network.joins import Add, Concat, Permute
 from qverify.network.model import Activation, Network, gather_inputs
-from qverify.network.spatial import AveragePool2D, MaxPool2D
+from qverify.network.spatial import AveragePool2D, Conv2D, MaxPool2D
+
+# A convolution whose dense matrix would be larger than this runs as im2col (`qverify.network.im2col`):
+# a CIFAR-10 ResNet's 16x32x32 layer is a 2 GB matrix. Smaller ones keep the matrix product.
+DENSE_MATRIX_BYTES = 1 << 26
 
 
 def apply_activation(activation: Activation, values: np.ndarray) -> np.ndarray:
@@ -47,6 +52,8 @@ def apply_layer(layer, values: np.ndarray) -> np.ndarray:
         return values[:, layer.order]
     if isinstance(layer, Add):
         return apply_activation(layer.activation, values.reshape(len(values), layer.count, -1).sum(axis=1))
+    if isinstance(layer, Conv2D) and layer.n_out * layer.n_in * 8 > DENSE_MATRIX_BYTES:
+        return apply_activation(layer.activation, conv_values(layer, values) + layer.expanded_bias())
     return apply_activation(layer.activation, values @ layer.matrix.T + layer.expanded_bias())
 
 

@@ -16,8 +16,11 @@ import numpy as np
 from qverify.errors import InputError
 from qverify.network import Activation, Add, AveragePool2D, Permute
 from qverify.quant.affine import apply_thresholds
+from qverify.quant.blas8 import blas_dtype, blas_layer_codes
+from qverify.quant.buckets import made_once
 from qverify.quant.fixed import FixedFormat, Overflow, add, apply_overflow, mult, round_shift
 from qverify.quant.floatfmt import FloatFormat
+from qverify.quant.join8 import all_pairs
 from qverify.quant.lut import lut_fixed, lut_float
 from qverify.quant.mac import reduce_terms
 from qverify.quant.network import Accumulation, Layout, QuantizedLayer, QuantizedNetwork
@@ -259,21 +262,45 @@ def int8_join_codes(layer: QuantizedLayer, codes: np.ndarray) -> np.ndarray:
         return codes
     if isinstance(source, Add):
         parts = codes.reshape(len(codes), source.count, source.size)
+        if source.count == 2:  # (every int8 Add: `network._int8_join`) one lookup per output
+            pairs = made_once(tables.table, "pairs", lambda _: _pair_codes(layer))
+            first, second = (quant.code for quant in tables.quant.inputs[:2])
+            index = (parts[:, 0] - first.qmin) * (second.qmax - second.qmin + 1)
+            index += parts[:, 1] - second.qmin
+            return np.take(pairs, index)
         acc = np.einsum("bis,i->bs", parts, layer.weights.astype(np.int64))
         return apply_thresholds(acc, tables.table, tables.code.qmin)
     rows = np.repeat(np.arange(len(source.input_sizes)), source.input_sizes)  # type: ignore[union-attr]
     return apply_thresholds(codes, tables.table[rows], tables.code.qmin)
 
 
+def _pair_codes(layer: QuantizedLayer) -> np.ndarray:
+    """A two-input int8 Add's output code for every pair of input codes (a, b), at index
+    (a - qmin_a) * (codes of b) + (b - qmin_b): its staircase applied to all 65,536 pairs once."""
+    tables = layer.int8
+    a, b = all_pairs(*tables.quant.inputs[:2])  # type: ignore[union-attr]
+    weights = layer.weights.astype(np.int64)
+    return apply_thresholds(weights[0] * a + weights[1] * b, tables.table, tables.code.qmin)  # type: ignore[union-attr]
+
+
 def _int8_layer(layer: QuantizedLayer, codes: np.ndarray) -> np.ndarray:
     """acc = bias + sum w (x - z_in), exact (int32 by construction), then the threshold table."""
-    tables = layer.int8
     if layer.is_join:
         return int8_join_codes(layer, codes)
     if layer.source is not None and not layer.is_mac:  # max pool on codes
         windows = layer.source.windows()  # type: ignore[union-attr]
         gathered = np.where(windows.valid[None], codes[:, windows.inputs], np.iinfo(np.int64).min)
         return gathered.max(axis=2)
+    dtype = blas_dtype(layer)
+    if dtype is not None:  # exact sums through float BLAS (`qverify.quant.blas8`)
+        return blas_layer_codes(layer, codes, dtype)
+    return gathered_int8_codes(layer, codes)
+
+
+def gathered_int8_codes(layer: QuantizedLayer, codes: np.ndarray) -> np.ndarray:
+    """An int8 MAC layer by its gathered products (batch, n_out, slots) in int64: the general path
+    (x86's pair-saturating dense sums; what `blas8` is checked against)."""
+    tables = layer.int8
     if tables.paired is not None:  # int8-x86, a dense layer whose pair sums can saturate
         acc = tables.paired.accumulate(layer.weights, codes)
         return apply_thresholds(acc, tables.table, tables.code.qmin)  # type: ignore[arg-type]
@@ -331,10 +358,14 @@ def simulate(qnet: QuantizedNetwork, x: np.ndarray, trace: bool = False) -> Simu
     inputs = _check_inputs(qnet, x)
     log = _OverflowLog(inputs.shape[0])
     traces = []
-    outputs: list[np.ndarray] = []
+    outputs: list[np.ndarray | None] = []
     offset = 0
+    last_reader = _last_readers(qnet)
     for index, layer in enumerate(qnet.layers):
-        values = qnet.node_inputs(index, inputs, outputs)
+        values = qnet.node_inputs(index, inputs, outputs)  # type: ignore[arg-type]
+        for producer in qnet.wiring[index]:
+            if not trace and producer >= 0 and last_reader[producer] == index:
+                outputs[producer] = None  # read for the last time: its memory goes (a chunk's codes per node)
         if qnet.is_int8:
             pre = values = _int8_layer(layer, values)
         else:
@@ -355,6 +386,35 @@ def simulate(qnet: QuantizedNetwork, x: np.ndarray, trace: bool = False) -> Simu
     return SimulationResult(
         outputs=values, overflow_site=log.first, layers=tuple(traces), detect_mode=detect_mode
     )
+
+
+def _last_readers(qnet: QuantizedNetwork) -> list[int]:
+    """Per node, the last node that reads it (itself when none does: the output)."""
+    last = list(range(len(qnet.layers)))
+    for index, producers in enumerate(qnet.wiring):
+        for producer in producers:
+            if producer >= 0:
+                last[producer] = max(last[producer], index)
+    return last
+
+
+def bytes_per_sample(qnet: QuantizedNetwork) -> int:
+    """About how many bytes `simulate` holds per sample at its peak: a few nodes' values (int64 or
+    float) alive at once, and the widest layer's gathered products (three arrays of them) unless
+    the layer sums through BLAS (`qverify.quant.blas8`, which blocks its own columns)."""
+    widest = max((layer.n_out for layer in qnet.layers), default=1)
+    gathered = 0
+    for layer in qnet.layers:
+        if (qnet.is_int8 and blas_dtype(layer) is not None) or layer.is_join or layer.source is None:
+            continue
+        if layer.is_mac:
+            width = layer.source.taps().width  # type: ignore[union-attr]
+        elif layer.is_pool:
+            width = layer.source.windows().width  # type: ignore[union-attr]
+        else:
+            continue
+        gathered = max(gathered, 3 * layer.n_out * width)
+    return 8 * (4 * widest + qnet.n_inputs + gathered)
 
 
 def neuron_name(qnet: QuantizedNetwork, site: int) -> str:
