@@ -252,6 +252,9 @@ def test_quantized_graphs_are_bit_exact_with_onnxruntime(kind, tmp_path):
     assert not model.is_chain and model.quantization is not None
     joins = [q for q in model.quantization.layers if isinstance(q, JoinQuant)]
     assert joins and not any(q.copies for q in joins)
+    # the float view keeps the block's ReLU that the quantizer folded into QLinearAdd's zero point
+    adds = [layer.activation for layer in model.layers if isinstance(layer, Add)]
+    assert adds == [layer.activation for layer in net.layers if isinstance(layer, Add)]
     qnet = quantize_network(model, INT8)
     x = rng.uniform(-0.2, 1.2, (4000, net.n_inputs)).astype(np.float32)
     codes = qnet.input_quant.quantize(x)

@@ -56,7 +56,7 @@ from qverify.network import (
     QuantForm,
     TensorQuant,
 )
-from qverify.network.float_view import implied_activation
+from qverify.network.float_view import implied_activation, implied_join_activation
 
 QUANTIZED_OPS = frozenset(
     {
@@ -808,7 +808,10 @@ class _Reader:
         return Dense(weights, float_bias, Activation.IDENTITY), (*shape[:-1], integers.shape[0])
 
     def add_node(self, layer, quant, pending: _Pending) -> _QTensor:
-        """A node reading `pending.producers`, its codes quantized as `quant.output`."""
+        """A node reading `pending.producers`, its codes quantized as `quant.output` (an Add with
+        the activation its output requantization implies: `implied_join_activation`)."""
+        if isinstance(layer, Add):
+            layer = Add(layer.shape, layer.count, implied_join_activation(quant))
         self.layers.append(layer)
         self.quants.append(quant)
         self.wiring.append(pending.producers)

@@ -75,7 +75,7 @@ from qverify.network import (
     QuantForm,
     TensorQuant,
 )
-from qverify.network.float_view import implied_activation
+from qverify.network.float_view import implied_activation, implied_join_activation
 
 __all__ = ["TFLITE_ORIGIN", "MacSite", "read_tflite", "read_tflite_sites"]
 
@@ -635,7 +635,9 @@ class _Reader:
                 act_range=act_range,
                 fused=fused,
             )
-            node = self.append(Add(shape, 2), quant, (first.node, second.node))
+            node = self.append(
+                Add(shape, 2, implied_join_activation(quant)), quant, (first.node, second.node)
+            )
         else:
             output = None
             node = self.append(

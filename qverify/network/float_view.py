@@ -30,7 +30,7 @@ from dataclasses import replace
 import numpy as np
 
 from qverify.network.model import Activation, Network
-from qverify.network.qparams import CodeFunction, MacQuant
+from qverify.network.qparams import CodeFunction, JoinQuant, MacQuant
 
 RELU6_TOP = 6.0
 _LOOKUP_ACTIVATIONS = {CodeFunction.SIGMOID: Activation.SIGMOID}
@@ -74,6 +74,19 @@ def implied_activation(quant: MacQuant) -> Activation:
         and quant.act_range[1] < quant.requantized.code.qmax
     ):
         return Activation.RELU6  # TFLite's RELU6 clamps at the code of 6 (rounded), not at 6 exactly
+    return Activation.RELU6 if is_relu6_top(high) else Activation.RELU
+
+
+def implied_join_activation(quant: JoinQuant) -> Activation:
+    """The activation a residual Add's output requantization implies in the float view, as a MAC
+    layer's does: onnxruntime folds the block's ReLU after the Add into QLinearAdd's output zero
+    point (and TFLite into ADD's fused activation), so the codes clamp at the real value 0 with no
+    Relu node left. Concat and Permute move codes their producers already clamped: no activation."""
+    out = quant.output
+    low_code, top_code = quant.act_range or (out.code.qmin, out.code.qmax)
+    low, high = (float(v) for v in out.dequantize(np.array([low_code, top_code])))
+    if low != 0.0:
+        return Activation.IDENTITY
     return Activation.RELU6 if is_relu6_top(high) else Activation.RELU
 
 

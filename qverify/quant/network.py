@@ -30,6 +30,7 @@ from qverify.network import (
     TensorQuant,
     gather_inputs,
 )
+from qverify.network.float_view import implied_join_activation
 from qverify.network.qparams import JoinQuant, LayerQuant, MacQuant
 from qverify.quant import tflite8
 from qverify.quant.affine import Int8Format, Int8Kernel, RequantMode, accumulator_bounds, thresholds
@@ -411,8 +412,11 @@ def _int8_join(index: int, layer: Join, quant: JoinQuant, mode: RequantMode) -> 
     if quant.act_range is not None and not tflite_add:
         raise UnsupportedError(f"{where}: a clamp of a fused activation is modelled in TFLite's ADD only")
     if isinstance(layer, Add):
-        if layer.count != 2 or layer.activation is not Activation.IDENTITY:
-            raise UnsupportedError(f"{where}: an int8 Add is of two tensors, with no activation of its own")
+        # (its float view's activation is the one its output's clamp implies, in the staircase already)
+        if layer.count != 2 or layer.activation not in (Activation.IDENTITY, implied_join_activation(quant)):
+            raise UnsupportedError(
+                f"{where}: an int8 Add is of two tensors, with no activation but its output's clamp"
+            )
         if tflite_add and mode is RequantMode.XNNPACK:
             a, b = all_pairs(*quant.inputs)
             codes = tflite8.xnnpack_add_codes(a, b, quant, where)
