@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+from deeppoly import _Lines, _relu_lines  # (benchmarks/ on the path, as for the suites' scripts)
 
 from qverify.network import (
     NETWORK_INPUT,
@@ -199,26 +200,6 @@ def image_attack(
 
 
 # ----------------------------------------------------------------------------------- bounds
-
-
-@dataclass(frozen=True, slots=True)
-class _Lines:
-    """h >= lower_slope z + lower_shift and h <= upper_slope z + upper_shift, per neuron."""
-
-    lower_slope: np.ndarray
-    lower_shift: np.ndarray
-    upper_slope: np.ndarray
-    upper_shift: np.ndarray
-
-
-def _relu_lines(lo: np.ndarray, hi: np.ndarray) -> _Lines:
-    active, dead = lo >= 0, hi <= 0
-    open_ = ~active & ~dead
-    width = np.where(open_, hi - lo, 1.0)
-    upper_slope = np.where(active, 1.0, np.where(open_, hi / width, 0.0))
-    upper_shift = np.where(open_, -lo * hi / width, 0.0)
-    lower_slope = np.where(active, 1.0, np.where(open_ & (hi >= -lo), 1.0, 0.0))
-    return _Lines(lower_slope, np.zeros_like(lo), upper_slope, upper_shift)
 
 
 def _relu6_lines(lo: np.ndarray, hi: np.ndarray) -> _Lines:
