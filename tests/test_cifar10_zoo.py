@@ -10,11 +10,11 @@ zoo.json's figures.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 ZOO = Path(__file__).resolve().parent.parent / "benchmarks" / "cifar10"
@@ -26,38 +26,25 @@ FILES = [
 ]
 
 
-def _onnx_outputs(path: Path, images: np.ndarray) -> np.ndarray:
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    feed = session.get_inputs()[0]
-    if feed.shape[-1] == 3:  # tf2onnx's NHWC input
-        images = images.transpose(0, 2, 3, 1)
-    return np.vstack([session.run(None, {feed.name: image[None]})[0] for image in images])
+def _accuracy_module():
+    """benchmarks/cifar10/accuracy.py as a module: the test runs each file as that script runs it."""
+    spec = importlib.util.spec_from_file_location("cifar10_accuracy", ZOO / "accuracy.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def _tflite_outputs(path: Path, images: np.ndarray) -> np.ndarray:
-    litert = pytest.importorskip(
-        "ai_edge_litert.interpreter", reason="ai-edge-litert (the LiteRT interpreter) is not installed"
-    )
-    interpreter = litert.Interpreter(model_path=str(path), num_threads=1)
-    interpreter.allocate_tensors()
-    feed, fetch = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
-    nhwc = images.transpose(0, 2, 3, 1)
-    if feed["dtype"] == np.int8:
-        scale, zero = feed["quantization"]
-        nhwc = np.clip(np.round(nhwc / scale) + zero, -128, 127).astype(np.int8)
-    outputs = []
-    for image in nhwc:
-        interpreter.set_tensor(feed["index"], image[None])
-        interpreter.invoke()
-        outputs.append(interpreter.get_tensor(fetch["index"])[0].astype(np.float64))
-    return np.array(outputs)
+RUNTIMES = _accuracy_module()
 
 
 def _outputs(path: Path, images: np.ndarray) -> np.ndarray:
-    return (_tflite_outputs if path.suffix == ".tflite" else _onnx_outputs)(path, images)
+    if path.suffix == ".tflite":
+        pytest.importorskip(
+            "ai_edge_litert.interpreter", reason="ai-edge-litert (the LiteRT interpreter) is not installed"
+        )
+        return RUNTIMES.tflite_outputs(path, images)
+    return RUNTIMES.onnx_outputs(path, images)
 
 
 @pytest.mark.parametrize(("family", "label", "entry"), FILES)

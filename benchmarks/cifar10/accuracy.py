@@ -33,6 +33,7 @@ def onnx_outputs(path: Path, images: np.ndarray) -> np.ndarray:
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
     options.log_severity_level = 3
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     feed = session.get_inputs()[0]
