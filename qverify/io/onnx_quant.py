@@ -812,16 +812,17 @@ class _Reader:
         the activation its output requantization implies: `implied_join_activation`)."""
         if isinstance(layer, Add):
             layer = Add(layer.shape, layer.count, implied_join_activation(quant))
-        self.layers.append(layer)
-        self.quants.append(quant)
-        self.wiring.append(pending.producers)
-        return _QTensor(pending.shape, len(self.layers) - 1, quant.output)
+        return self.append(layer, quant, pending.producers, pending.shape)
 
     def add_mac(self, layer, quant: MacQuant, producer: int, shape: tuple[int, ...]) -> _QTensor:
         """The layer with the activation its requantization implies (`qverify.network.float_view`)."""
-        self.layers.append(_with_activation(layer, implied_activation(quant)))
+        return self.append(_with_activation(layer, implied_activation(quant)), quant, (producer,), shape)
+
+    def append(self, layer, quant, producers: tuple[int, ...], shape: tuple[int, ...]) -> _QTensor:
+        """The next node of the network: its layer, quantization and producers; its output's codes."""
+        self.layers.append(layer)
         self.quants.append(quant)
-        self.wiring.append((producer,))
+        self.wiring.append(producers)
         return _QTensor(shape, len(self.layers) - 1, quant.output)
 
     def qlinear_average_pool(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
@@ -931,10 +932,8 @@ class _Reader:
         unbatched = shape[1:] if len(shape) > 1 and shape[0] == 1 else shape
         layer = Permute(moves, (moves.size,), tuple(unbatched) if len(unbatched) == 3 else (moves.size,))
         quant = JoinQuant((tensor.codes,), tensor.codes, f"{label} (Transpose)")
-        self.layers.append(layer)
-        self.quants.append(quant)
-        self.wiring.append((tensor.node,))
-        return _QTensor(shape, len(self.layers) - 1, tensor.codes, float_view=tensor.float_view)
+        moved = self.append(layer, quant, (tensor.node,), shape)
+        return replace(moved, float_view=tensor.float_view)
 
     def softmax(self, node: onnx.NodeProto, label: str, inputs: list[_QTensor]) -> _QTensor:
         """A final Softmax (QOperator's QLinearSoftmax; QDQ's Softmax between DequantizeLinear and
@@ -1132,7 +1131,7 @@ def read_quantized(
             quantization=quantization,
             wiring=tuple(reader.wiring),
             notes=tuple(reader.notes),
-            output_softmax=bool(reader.notes),
+            output_softmax=reader.tensors[output].softmax,
         )
     except InputError as error:
         raise InputError(f"{where}: {error}") from None
