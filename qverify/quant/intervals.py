@@ -130,14 +130,18 @@ class _FixedIntervalArithmetic:
         self.may_overflow |= outside
         return lo, hi
 
-    def products(self, weights: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Every fxp_mult(w_ji, h_i) of the layer at once: (batch, n_out, n_in) bounds, the
-        overflow mode applied per product (a neuron may overflow when any of its products may)."""
-        a = round_shift(weights[None] * lo[:, None, :], self.fmt.frac_bits, self.fmt.rounding)
-        b = round_shift(weights[None] * hi[:, None, :], self.fmt.frac_bits, self.fmt.rounding)
+    def products(
+        self, weights: np.ndarray, lo: np.ndarray, hi: np.ndarray, valid: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Every fxp_mult(w, h) of the layer at once, from its products' operands in C order
+        (`weights` (n_out, width), `lo`/`hi` (batch, n_out, width)): (batch, n_out, width) bounds,
+        the overflow mode applied per product (a neuron may overflow when any of its products
+        may); a slot past a neuron's products (`valid` False) is an exact 0."""
+        a = round_shift(weights[None] * lo, self.fmt.frac_bits, self.fmt.rounding)
+        b = round_shift(weights[None] * hi, self.fmt.frac_bits, self.fmt.rounding)
         (low, high), outside = self._in_range(np.minimum(a, b), np.maximum(a, b))
-        self.may_overflow |= outside.any(axis=2)
-        return low, high
+        self.may_overflow |= (outside & valid[None]).any(axis=2)
+        return np.where(valid[None], low, 0), np.where(valid[None], high, 0)
 
     def _in_range(self, lo: np.ndarray, hi: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
         fmt = self.fmt
@@ -153,51 +157,101 @@ class _FixedIntervalArithmetic:
         return self.overflow(x[0] + y[0], x[1] + y[1])
 
 
+def _tap_bounds(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray):
+    """A MAC layer's products' operand bounds in C order: (batch, n_out, width) each, with the
+    slots' validity (n_out, width). Only the products the C forms: a convolution's structural
+    zeros are no products, and its sums cost its taps, not its dense matrix."""
+    from qverify.quant.simulate import tap_inputs
+
+    inputs_lo, valid = tap_inputs(lo, layer)
+    inputs_hi, _ = tap_inputs(hi, layer)
+    return inputs_lo, inputs_hi, valid
+
+
 def _fixed_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: QuantizedNetwork):
-    """A MAC layer. A convolution is read as its dense matrix: its structural zero products are
-    exactly 0 and adding 0 changes no partial sum, so the bounds are those of the C's loop."""
+    """A MAC layer: the C's products and partial sums on the bounds, in the C's order."""
     fmt: FixedFormat = qnet.number  # type: ignore[assignment]
     arith = _FixedIntervalArithmetic(fmt, (lo.shape[0], layer.n_out))
-    weights, bias = layer.matrix.astype(np.int64), layer.expanded_bias().astype(np.int64)
+    bias = layer.expanded_bias().astype(np.int64)
+    inputs_lo, inputs_hi, valid = _tap_bounds(layer, np.asarray(lo, np.int64), np.asarray(hi, np.int64))
+    weights = layer.tap_weights().astype(np.int64)
     if qnet.options.accumulation is Accumulation.WIDE:
-        positive, negative = np.maximum(weights, 0).T, np.minimum(weights, 0).T
-        exact_hi = bias * fmt.scale + hi @ positive + lo @ negative
-        exact_lo = bias * fmt.scale + lo @ positive + hi @ negative
+        exact_lo = bias * fmt.scale + np.minimum(weights * inputs_lo, weights * inputs_hi).sum(axis=2)
+        exact_hi = bias * fmt.scale + np.maximum(weights * inputs_lo, weights * inputs_hi).sum(axis=2)
         pre = arith.overflow(
             round_shift(exact_lo, fmt.frac_bits, fmt.rounding),
             round_shift(exact_hi, fmt.frac_bits, fmt.rounding),
         )
-    else:
-        product_lo, product_hi = arith.products(weights, np.asarray(lo, np.int64), np.asarray(hi, np.int64))
+        return pre, arith.may_overflow
+    if qnet.options.layout is Layout.BALANCED:  # dense layers only (quantize_network checks)
+        weights = layer.weights.astype(np.int64)
+        product_lo, product_hi = arith.products(
+            weights,
+            np.asarray(lo, np.int64)[:, None, :],
+            np.asarray(hi, np.int64)[:, None, :],
+            np.ones(weights.shape, dtype=bool),
+        )
         start = np.broadcast_to(bias, (lo.shape[0], layer.n_out))
         pre = reduce_terms(
-            layer.n_in,
-            (start, start),
-            lambda i: (product_lo[:, :, i], product_hi[:, :, i]),
-            arith.add,
-            qnet.options.layout is Layout.BALANCED,
+            layer.n_in, (start, start), lambda i: (product_lo[:, :, i], product_hi[:, :, i]), arith.add, True
         )
+        return pre, arith.may_overflow
+    product_lo, product_hi = arith.products(weights, inputs_lo, inputs_hi, valid)
+    sums_lo = np.cumsum(product_lo, axis=2) + bias[None, :, None]
+    sums_hi = np.cumsum(product_hi, axis=2) + bias[None, :, None]
+    if sums_lo.min(initial=fmt.min_q) >= fmt.min_q and sums_hi.max(initial=fmt.max_q) <= fmt.max_q:
+        return (sums_lo[:, :, -1], sums_hi[:, :, -1]), arith.may_overflow  # no partial sum leaves the range
+    start = np.broadcast_to(bias, (lo.shape[0], layer.n_out))
+    pre = reduce_terms(
+        weights.shape[1],
+        (start, start),
+        lambda t: (product_lo[:, :, t], product_hi[:, :, t]),
+        arith.add,
+        False,
+    )  # (a slot past a neuron's products adds [0, 0] to a partial sum in range: no change)
     return pre, arith.may_overflow
 
 
 def _float_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: QuantizedNetwork):
-    """A MAC layer in the float type; a convolution's structural zeros add exact zeros (an infinite
-    operand makes the product NaN, which `plus` widens to the whole line: still sound)."""
+    """A MAC layer in the float type: each product's bounds rounded to the type, the partial sums
+    rounded per addition in the C's order (rounding is monotone, so the endpoints' sums bound
+    every execution's). A NaN partial sum (inf - inf) widens to the whole line, and an infinite
+    bound stays infinite from there on: still sound."""
     dtype = qnet.number.dtype  # type: ignore[union-attr]
-    weights, bias = layer.matrix.astype(dtype), layer.expanded_bias().astype(dtype)
-
-    def product(i: int) -> tuple[np.ndarray, np.ndarray]:
-        a, b = (weights[:, i] * lo[:, i, None]).astype(dtype), (weights[:, i] * hi[:, i, None]).astype(dtype)
-        return np.minimum(a, b), np.maximum(a, b)
-
-    def plus(x: tuple, y: tuple) -> tuple[np.ndarray, np.ndarray]:
-        low, high = (x[0] + y[0]).astype(dtype), (x[1] + y[1]).astype(dtype)
-        unknown = np.isnan(low) | np.isnan(high)
-        return np.where(unknown, -np.inf, low).astype(dtype), np.where(unknown, np.inf, high).astype(dtype)
-
+    bias = layer.expanded_bias().astype(dtype)
     start = np.broadcast_to(bias, (lo.shape[0], layer.n_out))
     with np.errstate(over="ignore", invalid="ignore"):
-        pre = reduce_terms(layer.n_in, (start, start), product, plus, qnet.options.layout is Layout.BALANCED)
+        if qnet.options.layout is Layout.BALANCED:  # dense layers only
+            weights = layer.weights.astype(dtype)
+
+            def product(i: int) -> tuple[np.ndarray, np.ndarray]:
+                a = (weights[:, i] * lo[:, i, None]).astype(dtype)
+                b = (weights[:, i] * hi[:, i, None]).astype(dtype)
+                return np.minimum(a, b), np.maximum(a, b)
+
+            def plus(x: tuple, y: tuple) -> tuple[np.ndarray, np.ndarray]:
+                low, high = (x[0] + y[0]).astype(dtype), (x[1] + y[1]).astype(dtype)
+                unknown = np.isnan(low) | np.isnan(high)
+                return np.where(unknown, -np.inf, low).astype(dtype), np.where(unknown, np.inf, high).astype(
+                    dtype
+                )
+
+            pre = reduce_terms(layer.n_in, (start, start), product, plus, True)
+            return pre, np.zeros((lo.shape[0], layer.n_out), dtype=bool)
+        inputs_lo, inputs_hi, valid = _tap_bounds(layer, lo, hi)
+        weights = layer.tap_weights().astype(dtype)
+        a, b = (weights[None] * inputs_lo).astype(dtype), (weights[None] * inputs_hi).astype(dtype)
+        nothing = dtype(-0.0)  # a slot past a neuron's products adds -0.0: no change, NaN included
+        low, high = (
+            np.add.accumulate(
+                np.concatenate([start[:, :, None], np.where(valid[None], terms, nothing)], axis=2),
+                axis=2,
+                dtype=dtype,
+            )[:, :, -1]
+            for terms in (np.minimum(a, b), np.maximum(a, b))
+        )
+        unknown = np.isnan(low) | np.isnan(high)
+        pre = np.where(unknown, -np.inf, low).astype(dtype), np.where(unknown, np.inf, high).astype(dtype)
     return pre, np.zeros((lo.shape[0], layer.n_out), dtype=bool)
 
 
@@ -251,16 +305,19 @@ def _int8_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray) -> tuple:
         high = np.where(windows.valid, hi[:, windows.inputs], np.iinfo(np.int64).min).max(axis=2)
         return (low, high), (low, high)
     tables = layer.int8
-    weights = layer.matrix.astype(np.int64)
-    positive, negative = np.maximum(weights, 0).T, np.minimum(weights, 0).T
     zero = tables.input_zero  # type: ignore[union-attr]
     bias = layer.expanded_bias().astype(np.int64)
     if tables.paired is not None:  # int8-x86: pair sums saturated at int16, box by box
+        weights = layer.matrix.astype(np.int64)
         pairs = [tables.paired.bounds(weights, low, high) for low, high in zip(lo, hi)]
         acc_lo, acc_hi = np.array([pair[0] for pair in pairs]), np.array([pair[1] for pair in pairs])
-    else:
-        acc_lo = bias + (lo - zero) @ positive + (hi - zero) @ negative
-        acc_hi = bias + (hi - zero) @ positive + (lo - zero) @ negative
+    else:  # exact integer sums over the products the C forms (a convolution's taps)
+        inputs_lo, inputs_hi, _ = _tap_bounds(
+            layer, np.asarray(lo, np.int64) - zero, np.asarray(hi, np.int64) - zero
+        )
+        weights = layer.tap_weights().astype(np.int64)[None]
+        acc_lo = bias + np.minimum(weights * inputs_lo, weights * inputs_hi).sum(axis=2)
+        acc_hi = bias + np.maximum(weights * inputs_lo, weights * inputs_hi).sum(axis=2)
     table = tables.table  # type: ignore[union-attr]
     if table.shape[0] > 1:
         table = table[layer.source.channel_of()]

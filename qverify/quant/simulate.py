@@ -79,7 +79,7 @@ class _OverflowLog:
         self.first = np.minimum(self.first, neurons.reshape(overflowed.shape[0], -1).min(axis=1))
 
 
-def _gathered(values: np.ndarray, layer: QuantizedLayer) -> tuple[np.ndarray, np.ndarray]:
+def tap_inputs(values: np.ndarray, layer: QuantizedLayer) -> tuple[np.ndarray, np.ndarray]:
     """Per product slot t: the inputs x[:, taps.inputs[:, t]] (batch, n_out, width) and validity."""
     taps = layer.source.taps()  # type: ignore[union-attr]
     return values[:, taps.inputs], taps.valid
@@ -90,7 +90,7 @@ def _fixed_accumulate(
 ) -> np.ndarray:
     fmt: FixedFormat = qnet.number  # type: ignore[assignment]
     bias = np.broadcast_to(layer.expanded_bias().astype(np.int64), (x.shape[0], layer.n_out))
-    inputs, valid = _gathered(x, layer)
+    inputs, valid = tap_inputs(x, layer)
     weights = layer.tap_weights().astype(np.int64)
     if qnet.options.accumulation is Accumulation.WIDE:
         exact = bias * fmt.scale + np.einsum("bjt,jt->bj", inputs, weights)
@@ -157,7 +157,7 @@ def _float_accumulate(
                 lambda a, b: (a + b).astype(dtype),
                 True,
             )
-        inputs, valid = _gathered(x, layer)
+        inputs, valid = tap_inputs(x, layer)
         weights = layer.tap_weights().astype(dtype)
         if 0 < inputs.size <= AT_ONCE_PRODUCTS:
             return _float_sequential(bias, inputs, valid, weights, dtype)
@@ -304,7 +304,7 @@ def gathered_int8_codes(layer: QuantizedLayer, codes: np.ndarray) -> np.ndarray:
     if tables.paired is not None:  # int8-x86, a dense layer whose pair sums can saturate
         acc = tables.paired.accumulate(layer.weights, codes)
         return apply_thresholds(acc, tables.table, tables.code.qmin)  # type: ignore[arg-type]
-    inputs, _ = _gathered(codes - tables.input_zero, layer)  # type: ignore[union-attr]
+    inputs, _ = tap_inputs(codes - tables.input_zero, layer)  # type: ignore[union-attr]
     acc = layer.expanded_bias().astype(np.int64)[None, :] + np.einsum(
         "bjt,jt->bj", inputs, layer.tap_weights().astype(np.int64)
     )
