@@ -88,6 +88,7 @@ class Elementwise:
     """An activation applied neuron by neuron: h has z's shape, a gradient is a product."""
 
     elementwise = True  # (a pool's output reads a window of its inputs)
+    stairs: Staircase | None = None  # a lookup table's or an int8 requantization's steps (`Stairs`)
 
     def derivative(self, z: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -99,6 +100,15 @@ class Elementwise:
     def outputs(self, n: int) -> int:
         """How many values h has for n values of z."""
         return n
+
+    def lp_folded(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Neurons whose h is the constant 0 on [lo, hi]: the LP gives them no z column (`lp`)."""
+        return np.zeros(np.shape(lo), dtype=bool)
+
+    def lp_post(self, node) -> np.ndarray:
+        """The LP's columns of h for the node's z columns (`lp.LpNode`): rows of its own kind; -1
+        where h is the constant 0."""
+        raise NotImplementedError
 
 
 class Identity(Elementwise):
@@ -128,6 +138,9 @@ class Identity(Elementwise):
         zero = np.zeros(np.shape(lo))
         return Relaxation(one, zero, one, zero, np.maximum(np.abs(lo), np.abs(hi)))
 
+    def lp_post(self, node) -> np.ndarray:
+        return node.own
+
 
 class Relu(Elementwise):
     """h = max(z, 0), relaxed by the triangle; its phases (z > 0, z <= 0) are split on."""
@@ -154,6 +167,37 @@ class Relu(Elementwise):
     def relaxation(self, lo: np.ndarray, hi: np.ndarray) -> Relaxation:
         a, s, t = relu_relaxation(lo, hi)
         return Relaxation(a, np.zeros_like(t), s, t, np.maximum(np.abs(lo), np.abs(hi)))
+
+    def lp_folded(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Surely inactive (h = 0): the statement's row alone bounds W h (`lp` module docstring)."""
+        return (hi <= 0) & (lo < 0)
+
+    def lp_post(self, node) -> np.ndarray:
+        """Stable active: h = z; inactive: -1 (h = 0); unstable: an h column with h >= 0, h >= z and
+        the triangle's upper side (LP), or the big-M encoding with one binary (MILP)."""
+        own, lo, hi, columns, rows = node.own, node.lo, node.hi, node.columns, node.rows
+        unstable = (lo < 0) & (hi > 0)
+        post = own.copy()
+        if unstable.any():
+            z = own[unstable]
+            u_lo, u_hi = lo[unstable], hi[unstable]
+            h = columns.add(np.zeros(len(z)), u_hi)
+            post[unstable] = h
+            pair = np.column_stack([h, z])
+            rows.add(pair, np.column_stack([np.ones(len(z)), -np.ones(len(z))]), 0.0, np.inf)
+            if node.integer:
+                d = columns.add(np.zeros(len(z)), np.ones(len(z)), integer=True)
+                rows.add(
+                    np.column_stack([h, z, d]),
+                    np.column_stack([np.ones(len(z)), -np.ones(len(z)), -u_lo]),
+                    -np.inf,
+                    -u_lo,
+                )
+                rows.add(np.column_stack([h, d]), np.column_stack([np.ones(len(z)), -u_hi]), -np.inf, 0.0)
+            else:
+                _, s, t = relu_relaxation(u_lo, u_hi)
+                rows.add(pair, np.column_stack([np.ones(len(z)), -s]), -np.inf, t)
+        return post
 
 
 class Stairs(Elementwise):
@@ -185,6 +229,86 @@ class Stairs(Elementwise):
         """Where to split each neuron's z: the middle of its interval (on the grid)."""
         middle = (lo + hi) / 2
         return np.floor(middle / grid) * grid if grid else middle
+
+    def lp_post(self, node) -> np.ndarray:
+        """h between the relaxation's two lines; int8 (`node.stepped`): also between the edges of
+        its convex hull on [lo, hi]; the MILP's chosen neurons (`node.touched`) exact."""
+        h = node.table(self.post_bounds(node.lo, node.hi))
+        if node.stepped:
+            self._lp_hull_rows(node.rows, node.lo, node.hi, node.own, h)
+        if node.touched is not None:
+            self._lp_exact_steps(node.columns, node.rows, node.lo, node.hi, node.own, h, node.touched)
+        return h
+
+    def _lp_hull_rows(self, rows, lo: np.ndarray, hi: np.ndarray, z: np.ndarray, h: np.ndarray) -> None:
+        """int8: each open staircase neuron's convex hull on [lo, hi] (`Staircase.hull_lines`) as rows
+        h - slope z >= c (lower side) or <= t (upper side), beside the relaxation's two lines."""
+        owner, slope, offset, upper = self.stairs.hull_lines(lo, hi, np.flatnonzero(self.stairs.open(lo, hi)))
+        if not len(owner):
+            return
+        pair = np.column_stack([h[owner], z[owner]])
+        values = np.column_stack([np.ones(len(owner)), -slope])
+        rows.add(pair, values, np.where(upper, -np.inf, offset), np.where(upper, offset, np.inf))
+
+    def _lp_exact_steps(
+        self,
+        columns,
+        rows,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        z: np.ndarray,
+        h: np.ndarray,
+        touched: np.ndarray,
+    ) -> None:
+        """MILP: the open staircase neurons marked `touched` encoded exactly (int8's requantization on
+        its integer accumulators, a lookup table on the words of a fixed-point format or, over the
+        reals, on its thresholds rounded outward): one binary d_k per threshold t_k in (lo, hi]
+        (d_k = [z >= t_k]) with z >= lo + (t_k - lo) d_k, z <= t_k - g + (hi - t_k + g) d_k (g the
+        grid: the last domain point below t_k; over the reals g = 0 and the thresholds rounded
+        outward, `Staircase.lower_table` / `upper_table`), d_k >= d_(k+1), and the value
+        h = value(lo) + sum_k d_k (the value's rise at t_k). Every execution (z on the domain in [lo, hi])
+        satisfies these with its own d, so an infeasible MILP has no execution."""
+        from scipy import sparse
+
+        stairs = self.stairs
+        neurons = np.flatnonzero(touched & stairs.open(lo, hi))
+        if not len(neurons):
+            return
+        low = stairs._on_grid(lo[neurons], down=False)
+        high = np.maximum(stairs._on_grid(hi[neurons], down=True), low)
+        table_rows = neurons if stairs.upper_table.shape[0] > 1 else np.zeros(len(neurons), dtype=np.int64)
+        upper_table = stairs.upper_table[table_rows]  # reached from here on (d = 1): z >= this
+        lower_table = stairs.lower_table[table_rows]  # not reached (d = 0): z below this
+        jumps = np.diff(stairs.levels, axis=-1)[table_rows]  # the value's rise at each threshold
+        # thresholds that may be unreached at lo and reached at hi (over the reals, those whose
+        # rounded ends straddle lo count too: the value at lo below counts only the surely reached)
+        inside = (lower_table > low[:, None]) & (upper_table <= high[:, None]) & (jumps != 0)
+        owner, slot = np.nonzero(inside)  # row-major: each neuron's thresholds in ascending order
+        reach = upper_table[owner, slot]
+        below = lower_table[owner, slot] - stairs.grid
+        d = columns.add(np.zeros(len(reach)), np.ones(len(reach)), integer=True)
+        ones = np.ones(len(reach))
+        zs = z[neurons][owner]
+        rows.add(np.column_stack([zs, d]), np.column_stack([ones, -(reach - low[owner])]), low[owner], np.inf)
+        rows.add(np.column_stack([zs, d]), np.column_stack([ones, -(high[owner] - below)]), -np.inf, below)
+        same = owner[:-1] == owner[1:]  # d_k >= d_(k+1) within a neuron
+        if same.any():
+            pairs = np.column_stack([d[:-1][same], d[1:][same]])
+            rows.add(pairs, np.column_stack([ones[1:][same], -ones[1:][same]]), 0.0, np.inf)
+        value_low = stairs.values(_spread(low, neurons, len(lo)), "lower")[neurons]
+        # h - sum of the neuron's jumps d = value(lo): one row per neuron, its h column first
+        counts = np.bincount(owner, minlength=len(neurons))
+        start = np.concatenate(([0], np.cumsum(counts + 1)))
+        entries = np.empty(start[-1], dtype=np.int64)
+        values = np.empty(start[-1])
+        entries[start[:-1]] = np.arange(len(neurons))  # local column r: h of neuron r
+        values[start[:-1]] = 1.0
+        rest = np.ones(start[-1], dtype=bool)
+        rest[start[:-1]] = False
+        entries[rest] = len(neurons) + np.arange(len(reach))  # then the neuron's d columns
+        values[rest] = -jumps[owner, slot]
+        block = sparse.csr_array((values, entries, start), shape=(len(neurons), len(neurons) + len(reach)))
+        rows.add_sparse(block, np.concatenate([h[neurons], d]), value_low, value_low)
 
 
 class Clamp(Elementwise):
@@ -260,6 +384,10 @@ class Clamp(Elementwise):
         c = np.take_along_axis(downs, pick_down[None], 0)[0]
         return Relaxation(a, c, s, t, np.maximum(np.abs(lo), np.abs(hi)))
 
+    def lp_post(self, node) -> np.ndarray:
+        """h between the relaxation's two lines (the LP and the MILP alike)."""
+        return node.table(self.post_bounds(node.lo, node.hi))
+
 
 class MaxPool:
     """h[o] = the largest z of window o (`Taps` of the pool: inputs per output, padding skipped).
@@ -276,6 +404,7 @@ class MaxPool:
     z_m <= U' (`split_value`; ties of the largest upper bounds are split halfway)."""
 
     elementwise = False
+    stairs = None
     relaxed = True
     splittable = False  # (its splits are on the window's inputs: `split_value`)
     repeat_splits = False
@@ -379,6 +508,62 @@ class MaxPool:
             self.sharing,
         )
 
+    def lp_post(self, node) -> np.ndarray:
+        """A max pool over the previous layer's columns (its inputs, bounded by [lo, hi]: the node's
+        bounds, splits included): a stable window's output is its input's column; an open window's
+        output y has a column with y >= x_i for every input of the window, and y <= s x_m + t (the
+        relaxation's upper side: LP) or, with binaries d_i (one per input, sum 1), y <= x_i + (U -
+        l_i) (1 - d_i), U the window's largest upper bound (MILP: exact). An input whose column is -1
+        (the value 0) enters as the constant 0."""
+        from scipy import sparse
+
+        columns, rows, lo, hi, previous, pool = node.columns, node.rows, node.lo, node.hi, node.previous, self
+        inputs_live = previous >= 0
+        if inputs_live.any():  # the node's bounds on the pool's inputs (a split may have narrowed them)
+            live = np.flatnonzero(inputs_live)
+            rows.add(previous[live][:, None], np.ones((len(live), 1)), lo[live], hi[live])
+        relaxation = pool.relaxation(lo, hi)
+        post_lo, post_hi = pool.post_bounds(lo, hi)
+        unstable = pool.open_neurons(lo, hi)
+        post = previous[relaxation.lower_index].copy()  # stable: the output is its input
+        # stable windows that share their largest input would give the next layer's rows that column
+        # twice (HiGHS rejects a row with duplicate entries, and summing them would round): each
+        # repeat gets a column of its own, equal to the input's
+        stable = np.flatnonzero(~unstable & (post >= 0))
+        _, first = np.unique(post[stable], return_index=True)
+        repeats = np.setdiff1d(stable, stable[first])
+        if len(repeats):
+            source = post[repeats]
+            post[repeats] = columns.add(
+                lo[relaxation.lower_index[repeats]], hi[relaxation.lower_index[repeats]]
+            )
+            node.pair_rows(post[repeats], source, np.ones(len(repeats)), 0.0, 0.0)
+        windows = np.flatnonzero(unstable)
+        if not len(windows):
+            return post
+        y = columns.add(post_lo[windows], post_hi[windows])
+        post[windows] = y
+        owner, slot = np.nonzero(pool.valid[windows])
+        members = pool.inputs[windows][owner, slot]
+        x = previous[members]
+        node.pair_rows(y[owner], x, np.ones(len(x)), 0.0, np.inf)  # y - x_i >= 0
+        m = relaxation.upper_index[windows]
+        node.pair_rows(y, previous[m], relaxation.s[windows], -np.inf, relaxation.t[windows])
+        if node.integer:
+            d = columns.add(np.zeros(len(x)), np.ones(len(x)), integer=True)
+            groups = sparse.csr_array(
+                (np.ones(len(x)), (owner, np.arange(len(x)))), shape=(len(windows), len(x))
+            )
+            rows.add_sparse(groups, d, 1.0, 1.0)  # one input of each window is its max
+            member_lo = np.where(x >= 0, lo[members], 0.0)
+            big = np.maximum(post_hi[windows][owner] - member_lo, 0.0)
+            # y - x_i + big d_i <= big
+            block = np.column_stack([np.ones(len(x)), -np.ones(len(x)), big])
+            cols = np.column_stack([y[owner], np.where(x >= 0, x, y[owner]), d])
+            block[:, 1] = np.where(x >= 0, -1.0, 0.0)
+            rows.add(cols, block, -np.inf, big)
+        return post
+
 
 def scatter(values: np.ndarray, index: np.ndarray, n: int) -> np.ndarray:
     """out[..., i] = the sum of values[..., o] over o with index[..., o] = i (index per box:
@@ -391,3 +576,10 @@ def scatter(values: np.ndarray, index: np.ndarray, n: int) -> np.ndarray:
 
 
 NetActivation = Identity | Relu | Stairs | MaxPool | Clamp
+
+
+def _spread(values: np.ndarray, neurons: np.ndarray, n: int) -> np.ndarray:
+    """values of `neurons` placed in an array of the layer's n neurons (the others 0)."""
+    full = np.zeros(n)
+    full[neurons] = values
+    return full

@@ -18,7 +18,6 @@ from fractions import Fraction
 
 import numpy as np
 
-from qverify.engine.netlevel.activations import MaxPool
 from qverify.engine.netlevel.model import NetModel
 from qverify.engine.netlevel.query import NO_VIOLATION, InputRegion, NetworkQuery
 from qverify.engine.netlevel.roundoff import U64
@@ -160,7 +159,7 @@ class Confirmer:
         for k, (bounds, trace) in enumerate(zip(invariants, run.layers)):
             # a max pool's trace and invariant hold its outputs; a requantizing Concat's accumulator
             # is its input's code (the model's identity before the staircase), not the trace's output
-            pooled = isinstance(self.model.layers[k].activation, MaxPool)
+            pooled = not self.model.layers[k].activation.elementwise
             pre = trace.pre[0] if accumulators is None or pooled else accumulators[k][0]
             for values, lo, hi in (
                 (pre, bounds.pre_lo, bounds.pre_hi),

@@ -10,16 +10,18 @@ HiGHS's presolve would otherwise spend most of a small MILP's time on, measured 
 row bounds W h_prev alone, in [lo - b - err_hi, hi - b - err_lo] (widened by the float64 rounding
 of those differences). An unstable neuron has z and h columns with the triangle (LP) or the big-M
 encoding with one binary (MILP), both with the node's bounds; one unsafe clause's atoms on the
-outputs. The rows are built as whole blocks (numpy; a layer's weights as the sparse rows of its
-operation, so a convolution's rows hold its taps only), not row by row. A max pool's open window
-has an output column above each of its inputs and below the relaxation's upper side (LP), or
-below each input plus a big-M term of one binary per input (MILP: exact); see `_max_pool`. A lookup
+outputs. Each activation kind writes its own rows (`activations`: `lp_post` of `Relu`, `Stairs`,
+`Clamp`, `MaxPool`, `Identity`; the node's statement rows here, `_statement_rows`). The rows are
+built as whole blocks (numpy; a layer's weights as the sparse rows of its operation, so a
+convolution's rows hold its taps only), not row by row. A max pool's open window has an output
+column above each of its inputs and below the relaxation's upper side (LP), or below each input plus
+a big-M term of one binary per input (MILP: exact); see `activations.MaxPool.lp_post`. A lookup
 table's outputs lie between the lines of its staircase relaxation (`_table`). An int8 staircase's
-also between the edges of its convex hull on the node's interval (`_hull_rows`), and in the MILP
-the first layer's costliest open neurons and the outputs the clause reads are exact, a binary per
-threshold their accumulators' range crosses (`_exact_steps`, `_first_layer_choice`): the int8
-accumulator's row is exact (no rounding term), so every execution satisfies the encoding with its
-own binaries and an infeasible MILP has none.
+also between the edges of its convex hull on the node's interval (`activations.Stairs`), and in the
+MILP the first layer's costliest open neurons and the outputs the clause reads are exact, a binary
+per threshold their accumulators' range crosses (`Stairs._lp_exact_steps`, `_first_layer_choice`):
+the int8 accumulator's row is exact (no rounding term), so every execution satisfies the encoding
+with its own binaries and an infeasible MILP has none.
 
 The MILP is exact for REAL arithmetic; for the implementation it is the same sound relaxation as the
 bounds (rounding as bounded terms, not as integer quotients: the scalar path's
@@ -42,7 +44,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from qverify.engine.netlevel.activations import MaxPool, relu_relaxation
 from qverify.engine.netlevel.attack import AtomForm
 from qverify.engine.netlevel.bounds import Bounds, backsubstitute
 from qverify.engine.netlevel.model import NetModel
@@ -137,7 +138,6 @@ def solve_node(
     deadline: float,
 ) -> NodeSolution:
     """Is some execution of the node in the clause? (LP relaxation, or exact MILP with `integer`)."""
-    from scipy import sparse
 
     columns = _Columns()
     rows = _Rows()
@@ -147,81 +147,14 @@ def solve_node(
     for k, layer in enumerate(model.layers):
         lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
         previous = _distinct(columns, rows, model.gather(k, x_columns, posts), bounds, model, k, xl, xu)
-        if isinstance(layer.activation, MaxPool):
-            posts.append(_max_pool(columns, rows, layer.activation, lo, hi, previous, integer))
-            continue
-        live = previous >= 0
-        weights, inputs = layer.op.rows()[:, live], previous[live]
-        related = ~bounds.free[k]
-        base_lo, base_hi = layer.bias + bounds.err_lo[k], layer.bias + bounds.err_hi[k]
-        rounding = 2 * U64 * (np.abs(base_lo) + np.abs(base_hi))  # (the two sums, outward)
-        base_lo, base_hi = base_lo - rounding, base_hi + rounding
-        relu = layer.relu
-        inactive = relu & (hi <= 0) & (lo < 0)
-        unstable = relu & (lo < 0) & (hi > 0)
-        own = np.full(layer.n_out, -1)
-        kept = ~inactive  # neurons with a z column (h itself where stable)
-        own[kept] = columns.add(lo[kept], hi[kept])
-        linear = kept & related
-        if linear.any():
-            # z - W h in [b + err_lo, b + err_hi]: the neuron's own column first, then W's row
-            block = sparse.hstack([sparse.identity(int(linear.sum()), format="csr"), -weights[linear]])
-            rows.add_sparse(
-                sparse.csr_array(block),
-                np.concatenate([own[linear], inputs]),
-                base_lo[linear],
-                base_hi[linear],
-            )
-        folded = inactive & related
-        if folded.any():
-            low = lo[folded] - base_hi[folded]
-            high = hi[folded] - base_lo[folded]
-            widen = (
-                4
-                * U64
-                * (
-                    np.abs(lo[folded])
-                    + np.abs(hi[folded])
-                    + np.abs(base_lo[folded])
-                    + np.abs(base_hi[folded])
-                )
-            )
-            rows.add_sparse(weights[folded], inputs, low - widen, high + widen)
-        if layer.stairs is not None:
-            table = _table(columns, rows, bounds.relaxation(model, k), layer.post_bounds(lo, hi), own)
-            posts.append(table)
-            if model.stepped:
-                _hull_rows(rows, layer.stairs, lo, hi, own, table)
-            if k in exact:
-                _exact_steps(columns, rows, layer.stairs, lo, hi, own, table, exact[k])
-            continue
-        if layer.activation.repeat_splits:  # a clamp (ReLU6): its relaxation's two lines
-            posts.append(_table(columns, rows, bounds.relaxation(model, k), layer.post_bounds(lo, hi), own))
-            continue
-        if not relu:
-            posts.append(own)
-            continue
-        post = own.copy()  # stable active: h = z; inactive: -1 (h = 0)
-        if unstable.any():
-            z = own[unstable]
-            u_lo, u_hi = lo[unstable], hi[unstable]
-            h = columns.add(np.zeros(len(z)), u_hi)
-            post[unstable] = h
-            pair = np.column_stack([h, z])
-            rows.add(pair, np.column_stack([np.ones(len(z)), -np.ones(len(z))]), 0.0, np.inf)
-            if integer:
-                d = columns.add(np.zeros(len(z)), np.ones(len(z)), integer=True)
-                rows.add(
-                    np.column_stack([h, z, d]),
-                    np.column_stack([np.ones(len(z)), -np.ones(len(z)), -u_lo]),
-                    -np.inf,
-                    -u_lo,
-                )
-                rows.add(np.column_stack([h, d]), np.column_stack([np.ones(len(z)), -u_hi]), -np.inf, 0.0)
-            else:
-                _, s, t = relu_relaxation(u_lo, u_hi)
-                rows.add(pair, np.column_stack([np.ones(len(z)), -s]), -np.inf, t)
-        posts.append(post)
+        own = (
+            _statement_rows(columns, rows, layer, bounds, k, previous)
+            if layer.activation.elementwise
+            else None
+        )
+        node = LpNode(columns, rows, integer, lo, hi, previous, own, model.stepped, exact.get(k))
+        node.relaxation = lambda k=k: bounds.relaxation(model, k)  # (built when an activation asks)
+        posts.append(layer.activation.lp_post(node))
     previous = posts[-1]
     live = previous >= 0
     if not integer:
@@ -289,64 +222,64 @@ def _worst_atom_bound(model, bounds, xl, xu, clause_forms, columns, rows, output
     return NodeSolution(CheckStatus.UNKNOWN, None, f"LP: {found.highs_status}, bound {found.bound:.6g}")
 
 
-def _max_pool(
-    columns: _Columns,
-    rows: _Rows,
-    pool: MaxPool,
-    lo: np.ndarray,
-    hi: np.ndarray,
-    previous: np.ndarray,
-    integer: bool,
-) -> np.ndarray:
-    """A max pool over the previous layer's columns (its inputs, bounded by [lo, hi]: the node's
-    bounds, splits included): a stable window's output is its input's column; an open window's
-    output y has a column with y >= x_i for every input of the window, and y <= s x_m + t (the
-    relaxation's upper side: LP) or, with binaries d_i (one per input, sum 1), y <= x_i + (U -
-    l_i) (1 - d_i), U the window's largest upper bound (MILP: exact). An input whose column is -1
-    (the value 0) enters as the constant 0."""
+def _statement_rows(columns: _Columns, rows: _Rows, layer, bounds: Bounds, k: int, previous: np.ndarray):
+    """Node k's z columns (one per neuron the activation keeps: -1 where it folds the neuron, a
+    surely inactive ReLU's) and its statement's rows z - W h in [b + err_lo, b + err_hi]; a folded
+    neuron's row bounds W h alone (module docstring)."""
     from scipy import sparse
 
-    inputs_live = previous >= 0
-    if inputs_live.any():  # the node's bounds on the pool's inputs (a split may have narrowed them)
-        live = np.flatnonzero(inputs_live)
-        rows.add(previous[live][:, None], np.ones((len(live), 1)), lo[live], hi[live])
-    relaxation = pool.relaxation(lo, hi)
-    post_lo, post_hi = pool.post_bounds(lo, hi)
-    unstable = pool.open_neurons(lo, hi)
-    post = previous[relaxation.lower_index].copy()  # stable: the output is its input
-    # stable windows that share their largest input would give the next layer's rows that column
-    # twice (HiGHS rejects a row with duplicate entries, and summing them would round): each
-    # repeat gets a column of its own, equal to the input's
-    stable = np.flatnonzero(~unstable & (post >= 0))
-    _, first = np.unique(post[stable], return_index=True)
-    repeats = np.setdiff1d(stable, stable[first])
-    if len(repeats):
-        source = post[repeats]
-        post[repeats] = columns.add(lo[relaxation.lower_index[repeats]], hi[relaxation.lower_index[repeats]])
-        _pair_rows(rows, post[repeats], source, np.ones(len(repeats)), 0.0, 0.0)
-    windows = np.flatnonzero(unstable)
-    if not len(windows):
-        return post
-    y = columns.add(post_lo[windows], post_hi[windows])
-    post[windows] = y
-    owner, slot = np.nonzero(pool.valid[windows])
-    members = pool.inputs[windows][owner, slot]
-    x = previous[members]
-    _pair_rows(rows, y[owner], x, np.ones(len(x)), 0.0, np.inf)  # y - x_i >= 0
-    m = relaxation.upper_index[windows]
-    _pair_rows(rows, y, previous[m], relaxation.s[windows], -np.inf, relaxation.t[windows])
-    if integer:
-        d = columns.add(np.zeros(len(x)), np.ones(len(x)), integer=True)
-        groups = sparse.csr_array((np.ones(len(x)), (owner, np.arange(len(x)))), shape=(len(windows), len(x)))
-        rows.add_sparse(groups, d, 1.0, 1.0)  # one input of each window is its max
-        member_lo = np.where(x >= 0, lo[members], 0.0)
-        big = np.maximum(post_hi[windows][owner] - member_lo, 0.0)
-        # y - x_i + big d_i <= big
-        block = np.column_stack([np.ones(len(x)), -np.ones(len(x)), big])
-        cols = np.column_stack([y[owner], np.where(x >= 0, x, y[owner]), d])
-        block[:, 1] = np.where(x >= 0, -1.0, 0.0)
-        rows.add(cols, block, -np.inf, big)
-    return post
+    lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
+    live = previous >= 0
+    weights, inputs = layer.op.rows()[:, live], previous[live]
+    related = ~bounds.free[k]
+    base_lo, base_hi = layer.bias + bounds.err_lo[k], layer.bias + bounds.err_hi[k]
+    rounding = 2 * U64 * (np.abs(base_lo) + np.abs(base_hi))  # (the two sums, outward)
+    base_lo, base_hi = base_lo - rounding, base_hi + rounding
+    inactive = layer.activation.lp_folded(lo, hi)
+    own = np.full(layer.n_out, -1)
+    kept = ~inactive  # neurons with a z column (h itself where stable)
+    own[kept] = columns.add(lo[kept], hi[kept])
+    linear = kept & related
+    if linear.any():
+        # z - W h in [b + err_lo, b + err_hi]: the neuron's own column first, then W's row
+        block = sparse.hstack([sparse.identity(int(linear.sum()), format="csr"), -weights[linear]])
+        rows.add_sparse(
+            sparse.csr_array(block),
+            np.concatenate([own[linear], inputs]),
+            base_lo[linear],
+            base_hi[linear],
+        )
+    folded = inactive & related
+    if folded.any():
+        low = lo[folded] - base_hi[folded]
+        high = hi[folded] - base_lo[folded]
+        widen = (
+            4
+            * U64
+            * (np.abs(lo[folded]) + np.abs(hi[folded]) + np.abs(base_lo[folded]) + np.abs(base_hi[folded]))
+        )
+        rows.add_sparse(weights[folded], inputs, low - widen, high + widen)
+    return own
+
+
+class LpNode:
+    """One node of the network in the LP being built, as its activation's `lp_post` reads it
+    (`activations`: each activation kind writes its own rows): the builders, the node's bounds
+    [lo, hi], its input columns (`previous`), its z columns (`own`; None for a max pool, which
+    reads its inputs), and what the MILP encodes exactly (`touched`: a staircase's neurons)."""
+
+    def __init__(self, columns, rows, integer, lo, hi, previous, own, stepped, touched) -> None:
+        self.columns, self.rows, self.integer = columns, rows, integer
+        self.lo, self.hi, self.previous, self.own = lo, hi, previous, own
+        self.stepped, self.touched = stepped, touched
+        self.relaxation = None  # (set by `solve_node`: the node's relaxation, built on request)
+
+    def pair_rows(self, y: np.ndarray, x: np.ndarray, slope: np.ndarray, lo, hi) -> None:
+        _pair_rows(self.rows, y, x, slope, lo, hi)
+
+    def table(self, post: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        """A lookup table's (or a clamp's) outputs over the z columns (`_table`)."""
+        return _table(self.columns, self.rows, self.relaxation(), post, self.own)
 
 
 def _distinct(
@@ -387,88 +320,10 @@ def _table(columns: _Columns, rows: _Rows, relaxation, post: tuple[np.ndarray, n
     return h
 
 
-def _hull_rows(rows: _Rows, stairs, lo: np.ndarray, hi: np.ndarray, z: np.ndarray, h: np.ndarray) -> None:
-    """int8: each open staircase neuron's convex hull on [lo, hi] (`Staircase.hull_lines`) as rows
-    h - slope z >= c (lower side) or <= t (upper side), beside the relaxation's two lines."""
-    owner, slope, offset, upper = stairs.hull_lines(lo, hi, np.flatnonzero(stairs.open(lo, hi)))
-    if not len(owner):
-        return
-    pair = np.column_stack([h[owner], z[owner]])
-    values = np.column_stack([np.ones(len(owner)), -slope])
-    rows.add(pair, values, np.where(upper, -np.inf, offset), np.where(upper, offset, np.inf))
-
-
-def _exact_steps(
-    columns: _Columns,
-    rows: _Rows,
-    stairs,
-    lo: np.ndarray,
-    hi: np.ndarray,
-    z: np.ndarray,
-    h: np.ndarray,
-    touched: np.ndarray,
-) -> None:
-    """MILP: the open staircase neurons marked `touched` encoded exactly (int8's requantization on
-    its integer accumulators, a lookup table on the words of a fixed-point format or, over the
-    reals, on its thresholds rounded outward): one binary d_k per threshold t_k in (lo, hi]
-    (d_k = [z >= t_k]) with z >= lo + (t_k - lo) d_k, z <= t_k - g + (hi - t_k + g) d_k (g the
-    grid: the last domain point below t_k; over the reals g = 0 and the thresholds rounded
-    outward, `Staircase.lower_table` / `upper_table`), d_k >= d_(k+1), and the value
-    h = value(lo) + sum_k d_k (the value's rise at t_k). Every execution (z on the domain in [lo, hi])
-    satisfies these with its own d, so an infeasible MILP has no execution."""
-    from scipy import sparse
-
-    neurons = np.flatnonzero(touched & stairs.open(lo, hi))
-    if not len(neurons):
-        return
-    low = stairs._on_grid(lo[neurons], down=False)
-    high = np.maximum(stairs._on_grid(hi[neurons], down=True), low)
-    table_rows = neurons if stairs.upper_table.shape[0] > 1 else np.zeros(len(neurons), dtype=np.int64)
-    upper_table = stairs.upper_table[table_rows]  # reached from here on (d = 1): z >= this
-    lower_table = stairs.lower_table[table_rows]  # not reached (d = 0): z below this
-    jumps = np.diff(stairs.levels, axis=-1)[table_rows]  # the value's rise at each threshold
-    # thresholds that may be unreached at lo and reached at hi (over the reals, those whose
-    # rounded ends straddle lo count too: the value at lo below counts only the surely reached)
-    inside = (lower_table > low[:, None]) & (upper_table <= high[:, None]) & (jumps != 0)
-    owner, slot = np.nonzero(inside)  # row-major: each neuron's thresholds in ascending order
-    reach = upper_table[owner, slot]
-    below = lower_table[owner, slot] - stairs.grid
-    d = columns.add(np.zeros(len(reach)), np.ones(len(reach)), integer=True)
-    ones = np.ones(len(reach))
-    zs = z[neurons][owner]
-    rows.add(np.column_stack([zs, d]), np.column_stack([ones, -(reach - low[owner])]), low[owner], np.inf)
-    rows.add(np.column_stack([zs, d]), np.column_stack([ones, -(high[owner] - below)]), -np.inf, below)
-    same = owner[:-1] == owner[1:]  # d_k >= d_(k+1) within a neuron
-    if same.any():
-        pairs = np.column_stack([d[:-1][same], d[1:][same]])
-        rows.add(pairs, np.column_stack([ones[1:][same], -ones[1:][same]]), 0.0, np.inf)
-    value_low = stairs.values(_spread(low, neurons, len(lo)), "lower")[neurons]
-    # h - sum of the neuron's jumps d = value(lo): one row per neuron, its h column first
-    counts = np.bincount(owner, minlength=len(neurons))
-    start = np.concatenate(([0], np.cumsum(counts + 1)))
-    entries = np.empty(start[-1], dtype=np.int64)
-    values = np.empty(start[-1])
-    entries[start[:-1]] = np.arange(len(neurons))  # local column r: h of neuron r
-    values[start[:-1]] = 1.0
-    rest = np.ones(start[-1], dtype=bool)
-    rest[start[:-1]] = False
-    entries[rest] = len(neurons) + np.arange(len(reach))  # then the neuron's d columns
-    values[rest] = -jumps[owner, slot]
-    block = sparse.csr_array((values, entries, start), shape=(len(neurons), len(neurons) + len(reach)))
-    rows.add_sparse(block, np.concatenate([h[neurons], d]), value_low, value_low)
-
-
-def _spread(values: np.ndarray, neurons: np.ndarray, n: int) -> np.ndarray:
-    """values of `neurons` placed in an array of the layer's n neurons (the others 0)."""
-    full = np.zeros(n)
-    full[neurons] = values
-    return full
-
-
 def _exact_choice(
     model: NetModel, bounds: Bounds, clause_forms: list[AtomForm], xl, xu
 ) -> dict[int, np.ndarray]:
-    """MILP: the open staircase neurons to encode exactly (`_exact_steps`), per layer: the outputs
+    """MILP: the open staircase neurons to encode exactly (`Stairs._lp_exact_steps`), per layer: the outputs
     the clause reads (int8), then the others by what their relaxation costs the clause's atoms'
     bounds (|the atoms' coefficient on the neuron's value| x the gap between its relaxation's two
     lines, the wider end), largest first, within EXACT_STEP_BINARIES binaries (one per threshold a

@@ -114,7 +114,7 @@ class NetLayer:
 
     @property
     def stairs(self) -> Staircase | None:
-        return self.activation.stairs if isinstance(self.activation, Stairs) else None
+        return self.activation.stairs
 
     @property
     def relaxed(self) -> bool:

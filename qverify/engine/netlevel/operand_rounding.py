@@ -39,7 +39,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qverify.engine.netlevel.operations import DenseOperation, SparseOperation
 from qverify.engine.netlevel.roundoff import TINY, gamma
 from qverify.quant.fixed import round_shift
 
@@ -143,7 +142,7 @@ def applies(model, layer_index: int) -> bool:
     enumerate (fixed-point implementation, per-operation sums, a dense or convolution layer)?"""
     if not model.is_fixed or model.real or model.wide or model.stepped:
         return False
-    return isinstance(model.layers[layer_index].op, (DenseOperation, SparseOperation))
+    return model.layers[layer_index].op.forms_products
 
 
 def rounding_table(model, layer_index: int, h_lo: np.ndarray, h_hi: np.ndarray) -> RoundingTable | None:

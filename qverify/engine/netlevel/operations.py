@@ -91,11 +91,17 @@ class LinearOperation(ABC):
         """No arithmetic at all (z = h): no rounding term, no float64 charge, nothing to refine."""
         return False
 
+    # does it multiply its inputs by constants (a fixed-point rounding per product, which
+    # `operand_rounding` enumerates: dense and sparse products, an average pool's, a join's sum)?
+    forms_products = False
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class DenseOperation(LinearOperation):
     """A dense weight matrix (n_out, n_in); its sign parts, magnitudes and non-zero pattern kept
     once (interval propagation and the rounding charges read them at every node)."""
+
+    forms_products = True
 
     weights: np.ndarray
     abs_weights: np.ndarray = field(init=False)
@@ -163,6 +169,8 @@ class SparseOperation(LinearOperation):
     products run through scipy's sparse kernels, which add only the stored terms of a row (or a
     column, for lam W): their float64 rounding is gamma_n of the most stored terms per row
     (`forward_terms`) or per column (`backward_terms`), in any order."""
+
+    forms_products = True
 
     sparse: sparse.csr_array
     transpose: sparse.csr_array = field(init=False)  # W^T in CSR: lam W as W^T lam^T

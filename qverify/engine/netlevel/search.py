@@ -45,7 +45,6 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from qverify.engine.netlevel import points
-from qverify.engine.netlevel.activations import MaxPool
 from qverify.engine.netlevel.attack import (
     AtomForm,
     Confirmer,
@@ -1089,7 +1088,7 @@ class Search:
                 found = self._table_split(bounds, k, lam_post[k][atoms])
                 if found is not None and found[0] > best_score:
                     best_score, best = found[0], (k, found[1], found[2])
-            if isinstance(layer.activation, MaxPool) and k in lam_post:
+            if not layer.activation.elementwise and k in lam_post:  # a max pool's window
                 inputs, at, gap = layer.activation.split_value(bounds.pre_lo[k], bounds.pre_hi[k])
                 usable = (gap > 0) & (node.phases[k][inputs] == 0)
                 score = np.where(usable, np.abs(lam_post[k][atoms]).sum(axis=0) * gap + 1e-30, -1.0)
