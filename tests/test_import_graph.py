@@ -36,6 +36,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("qverify.codegen",),
     ("qverify.invariants",),
     ("qverify.engine",),
+    # each operator kind's meaning at every stage above (its classes use the stages' helpers; the
+    # stages reach them through `qverify.network.operators`, the registry that loads this package)
+    ("qverify.operators",),
     ("qverify.backends",),
     ("qverify.counterexample",),
     ("qverify.verification", "qverify.record", "qverify.cases"),

@@ -11,19 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from qverify import __version__
-from qverify.codegen.literals import array_rows, matrix_rows, number_literal, tensor_rows
-from qverify.network import (
-    NETWORK_INPUT,
-    Activation,
-    Add,
-    AveragePool2D,
-    Concat,
-    Conv2D,
-    Dense,
-    MaxPool2D,
-    Network,
-    Permute,
-)
+from qverify.codegen.literals import array_rows, matrix_rows, number_literal
+from qverify.network import NETWORK_INPUT, Activation, Network
+from qverify.network.operators import operator_of
 from qverify.quant import (
     Accumulation,
     FixedFormat,
@@ -49,7 +39,7 @@ def _ctype(qnet: QuantizedNetwork) -> str:
     return "fxp_t" if qnet.is_fixed else qnet.number.c_type  # type: ignore[union-attr]
 
 
-def _literal_type(qnet: QuantizedNetwork) -> str:
+def literal_type(qnet: QuantizedNetwork) -> str:
     return "int" if qnet.is_integer else qnet.number.c_type  # type: ignore[union-attr]
 
 
@@ -62,7 +52,7 @@ def arithmetic(qnet: QuantizedNetwork) -> str:
     return "half" if qnet.number.is_half else "float"  # type: ignore[union-attr]
 
 
-def _tree_expression(qnet: QuantizedNetwork, index: int, n_in: int, input_name: str) -> str:
+def tree_expression(qnet: QuantizedNetwork, index: int, n_in: int, input_name: str) -> str:
     weight = f"qv_w{index}[j]"
     if qnet.is_float and qnet.number.is_half:  # type: ignore[union-attr]
         return reduce_terms(
@@ -123,7 +113,7 @@ def _bounds_context(bounds: LayerBounds, literal_type: str, origin: str) -> dict
     }
 
 
-def _geometry(layer: QuantizedLayer) -> dict:
+def geometry(layer: QuantizedLayer) -> dict:
     """Loop bounds and offsets of a convolution or pool, as the template's loops use them."""
     source = layer.source
     channels, in_h, in_w = source.input_shape  # type: ignore[union-attr]
@@ -147,7 +137,7 @@ def _geometry(layer: QuantizedLayer) -> dict:
     }
 
 
-def _int8_context(qnet: QuantizedNetwork, layer: QuantizedLayer, row_variable: str) -> dict:
+def int8_context(qnet: QuantizedNetwork, layer: QuantizedLayer, row_variable: str) -> dict:
     tables = layer.int8
     assert tables is not None
     if tables.table is None:
@@ -173,54 +163,9 @@ def array_name(producer: int) -> str:
     return "x" if producer == NETWORK_INPUT else f"h{producer + 1}"
 
 
-def _join_context(layer: QuantizedLayer, names: list[str]) -> dict:
-    """An addition's inputs; a concatenation's parts (input array, first output index, count); a
-    permutation's index table."""
-    source = layer.source
-    if isinstance(source, Add):
-        return {"kind": "add"}
-    if isinstance(source, Concat):
-        starts = np.concatenate(([0], np.cumsum(source.input_sizes)))
-        parts = [
-            {"input": name, "start": int(start), "stop": int(stop)}
-            for name, start, stop in zip(names, starts[:-1], starts[1:])
-        ]
-        return {"kind": "concat", "parts": parts}
-    assert isinstance(source, Permute)
-    return {"kind": "permute", "order_rows": array_rows(source.order, "int")}
-
-
-def _int8_join_context(layer: QuantizedLayer) -> dict:
-    """An int8 join's staircase (`qverify.quant.join8`): an Add's integer weights and table, a
-    requantizing Concat's table row per part (None: the join copies codes)."""
-    tables = layer.int8
-    assert tables is not None
-    if tables.table is None:
-        return {"requant": False}
-    quant = tables.quant
-    arithmetic = (
-        "float32 DequantizeLinear + Add + QuantizeLinear (unfused)" if quant.float_path else "QLinearAdd"
-    )
-    note = (
-        f"onnxruntime's {arithmetic} of {' and '.join(q.describe() for q in quant.inputs)} into "
-        f"{quant.output.describe()}, exactly, as acc = {' + '.join(f'{int(w)} * input {i + 1}' for i, w in enumerate(layer.weights))}"
-        if isinstance(layer.source, Add)
-        else f"QLinearConcat: each input's codes requantized to {quant.output.describe()}"
-    )
-    return {
-        "requant": True,
-        "qmin": tables.code.qmin,
-        "table_count": tables.table.shape[0],
-        "table_rows": matrix_rows(tables.table, "int"),
-        "join_weights": [str(int(w)) for w in layer.weights],
-        "requant_note": note,
-    }
-
-
 def _layer_context(
     qnet: QuantizedNetwork, index: int, layer: QuantizedLayer, bounds: NeuronBounds | None
 ) -> dict:
-    literal_type = _literal_type(qnet)
     last = index == len(qnet.layers)
     names = [array_name(p) for p in qnet.wiring[index - 1]]
     input_name = names[0]
@@ -242,93 +187,41 @@ def _layer_context(
         if bounds
         else None,
     }
-    weight_type = "int" if qnet.is_int8 else literal_type
-    if layer.is_join:
-        context.update(_join_context(layer, names), requant=False)
-        if qnet.is_int8:
-            context.update(_int8_join_context(layer))
-        return context
-    if isinstance(source, Dense):
-        context.update(
-            kind="dense",
-            weight_dims=f"[{layer.n_out}][{layer.n_in}]",
-            weight_rows=matrix_rows(layer.weights, weight_type),
-            bias_rows=array_rows(layer.bias, weight_type),
-            bias_count=layer.n_out,
-        )
-        if qnet.options.layout is Layout.BALANCED:
-            context["tree"] = _tree_expression(qnet, index, layer.n_in, input_name)
-        if qnet.is_int8:
-            context.update(_int8_context(qnet, layer, "j"))
-            paired = layer.int8.paired  # type: ignore[union-attr]
-            if paired is not None:  # int8-x86: the bias with the zero-point correction folded in
-                context.update(
-                    bias_rows=array_rows(paired.bias, weight_type),
-                    pair_offset=paired.offset,
-                    pair_count=layer.n_in // 2,
-                    odd_input=layer.n_in - 1 if layer.n_in % 2 else None,
-                )
-        return context
-    context.update(_geometry(layer))
-    if isinstance(source, Conv2D):
-        group_in = source.group_in_channels
-        group_out = source.out_channels // source.groups
-        in_channel = "ic" if source.groups == 1 else f"(oc / {group_out} * {group_in} + ic)"
-        context.update(
-            kind="conv",
-            weight_dims="".join(f"[{size}]" for size in layer.weights.shape),
-            weight_rows=tensor_rows(layer.weights, weight_type),
-            bias_rows=array_rows(layer.bias, weight_type),
-            bias_count=layer.bias.shape[0],
-            group_in=group_in,
-            in_channel=in_channel,
-        )
-        if qnet.is_int8:
-            context.update(_int8_context(qnet, layer, "oc"))
-        return context
-    kind = "maxpool" if isinstance(source, MaxPool2D) else "avgpool"
-    context.update(kind=kind)
-    if isinstance(source, AveragePool2D):
-        context["weight_rows"] = array_rows(layer.weights, literal_type)
+    operator = operator_of(source)
+    context["loop_variables_used"] = operator.loop_variables(qnet.options.layout is Layout.BALANCED)
+    context.update(operator.c_context(qnet, index, layer, names))
     return context
 
 
-def loop_variables(layers: list[dict], balanced: bool) -> list[str]:
+def loop_variables(layers: list[dict]) -> list[str]:
     """The C loop variables the layers use (declared once; unused ones would not compile)."""
     used: set[str] = set()
     for layer in layers:
-        if layer["kind"] in ("add", "concat", "permute"):
-            used |= {"j"}
-        elif layer["kind"] == "dense":
-            used |= {"j"} if balanced else {"j", "i"}
-        elif layer["kind"] == "conv":
-            used |= {"j", "oc", "oy", "ox", "ic", "ky", "kx", "iy", "ix"}
-        else:
-            used |= {"j", "c", "oy", "ox", "ky", "kx", "iy", "ix"}
+        used |= layer["loop_variables_used"]
     order = ("j", "i", "c", "oc", "oy", "ox", "ic", "ky", "kx", "iy", "ix")
     return [name for name in order if name in used]
 
 
 def _luts_context(qnet: QuantizedNetwork) -> list[dict]:
-    literal_type = _literal_type(qnet)
+    literal = literal_type(qnet)
     result = []
     for lut in qnet.luts:
         entry = {
             "name": lut.activation.value,
             "n": lut.n_entries,
-            "rows": array_rows(lut.table, literal_type),
+            "rows": array_rows(lut.table, literal),
             "half_range": f"{lut.half_range:.10g}",
             "eps": f"{lut.error_bound:.6g}",
-            "sat_lo": number_literal(lut.sat_lo, literal_type),
-            "sat_hi": number_literal(lut.sat_hi, literal_type),
+            "sat_lo": number_literal(lut.sat_lo, literal),
+            "sat_hi": number_literal(lut.sat_hi, literal),
         }
         if qnet.is_fixed:
             entry["qa"] = lut.half_range_q
         else:
             entry.update(
-                a=number_literal(lut.half_range, literal_type),
-                scale=number_literal(lut.float_scale, literal_type),
-                half=number_literal(0.5, literal_type),
+                a=number_literal(lut.half_range, literal),
+                scale=number_literal(lut.float_scale, literal),
+                half=number_literal(0.5, literal),
             )
         result.append(entry)
     return result
@@ -389,7 +282,7 @@ def network_context(
         "lut_design": qnet.options.lut.describe(),
         "luts": _luts_context(qnet),
         "layers": layers,
-        "loop_variables": loop_variables(layers, qnet.options.layout is Layout.BALANCED),
+        "loop_variables": loop_variables(layers),
         "arith": arithmetic(qnet),
         "weight_type": "int8_t" if qnet.is_int8 else "qv_num",
         "bias_type": "int32_t" if qnet.is_int8 else "qv_num",
@@ -397,7 +290,7 @@ def network_context(
         "uses_relu": not qnet.is_int8 and any(layer.activation is Activation.RELU for layer in qnet.layers),
         "relu6_top": None
         if qnet.is_int8 or all(layer.activation is not Activation.RELU6 for layer in qnet.layers)
-        else number_literal(qnet.relu6_top, _literal_type(qnet)),
+        else number_literal(qnet.relu6_top, literal_type(qnet)),
         "n_inputs": qnet.n_inputs,
         "n_outputs": qnet.n_outputs,
         "normalisation": normalisation_lines(net),

@@ -56,18 +56,9 @@ NETWORK_LEVEL_SHARE = 0.3  # of the budget, for fixed-point networks the scalar 
 def _multiply_adds(query: NetworkQuery) -> int:
     """The products the C computes (a convolution's taps, a pool's window elements), what the
     scalar path would unroll."""
-    total = 0
-    for layer in query.qnet.layers:
-        source = layer.source
-        if layer.is_join:
-            total += layer.n_in
-        elif layer.is_mac and not layer.is_dense:
-            total += int(source.taps().count.sum())  # type: ignore[union-attr]
-        elif not layer.is_mac:
-            total += int(source.windows().count.sum())  # type: ignore[union-attr]
-        else:
-            total += layer.n_in * layer.n_out
-    return total
+    from qverify.network.operators import operator_of
+
+    return sum(operator_of(layer.source).products(layer.source) for layer in query.qnet.layers)
 
 
 def _lifted(

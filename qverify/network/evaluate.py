@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from qverify.network.im2col import conv_values
-from qverify.network.joins import Add, Concat, Permute
 from qverify.network.model import Activation, Network, gather_inputs
-from qverify.network.spatial import AveragePool2D, Conv2D, MaxPool2D
+from qverify.network.operators import operator_of
 
 # A convolution whose dense matrix would be larger than this runs as im2col (`qverify.network.im2col`):
 # a CIFAR-10 ResNet's 16x32x32 layer is a 2 GB matrix. Smaller ones keep the matrix product.
@@ -27,34 +25,10 @@ def apply_activation(activation: Activation, values: np.ndarray) -> np.ndarray:
     return values
 
 
-def pool_values(layer: MaxPool2D | AveragePool2D, values: np.ndarray, dtype: type = np.float64) -> np.ndarray:
-    """Max or mean of each window of a batch (batch, n_in) -> (batch, n_out), in `dtype`.
-
-    The mean is the exact sum divided by the divisor (the real semantics; implementations multiply
-    by a rounded reciprocal, see `qverify.quant.simulate`)."""
-    windows = layer.windows()
-    gathered = values[:, windows.inputs]  # (batch, n_out, width)
-    valid = windows.valid[None]
-    if isinstance(layer, MaxPool2D):
-        return np.where(valid, gathered, -np.inf).max(axis=2).astype(dtype)
-    total = np.where(valid, gathered, 0).sum(axis=2)
-    return (total / layer.divisors()).astype(dtype)
-
-
 def apply_layer(layer, values: np.ndarray) -> np.ndarray:
     """One node of the float64 reference on a batch (batch, n_in): its producers' outputs
-    concatenated."""
-    if isinstance(layer, (MaxPool2D, AveragePool2D)):
-        return pool_values(layer, values)
-    if isinstance(layer, Concat):
-        return values
-    if isinstance(layer, Permute):
-        return values[:, layer.order]
-    if isinstance(layer, Add):
-        return apply_activation(layer.activation, values.reshape(len(values), layer.count, -1).sum(axis=1))
-    if isinstance(layer, Conv2D) and layer.n_out * layer.n_in * 8 > DENSE_MATRIX_BYTES:
-        return apply_activation(layer.activation, conv_values(layer, values) + layer.expanded_bias())
-    return apply_activation(layer.activation, values @ layer.matrix.T + layer.expanded_bias())
+    concatenated (the node's operator, `qverify.operators`, computes it)."""
+    return apply_activation(layer.activation, operator_of(layer).forward(layer, values))
 
 
 def evaluate_core(net: Network, x_norm: np.ndarray) -> np.ndarray:

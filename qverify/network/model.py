@@ -27,6 +27,7 @@ from qverify.errors import InputError
 from qverify.network.activation import Activation
 from qverify.network.arrays import frozen_array, require_finite
 from qverify.network.joins import Add, Concat
+from qverify.network.operators import operator_of
 from qverify.network.qparams import AffineQuantization
 from qverify.network.spatial import AveragePool2D, Conv2D, MaxPool2D
 from qverify.network.taps import Taps
@@ -289,7 +290,7 @@ class Network:
     @property
     def is_dense(self) -> bool:
         """A chain of dense layers only (what NNet files and the balanced MAC layout can express)."""
-        return self.is_chain and all(isinstance(layer, Dense) for layer in self.layers)
+        return self.is_chain and all(operator_of(layer).is_dense for layer in self.layers)
 
     def digest(self) -> str:
         """A SHA-256 of the weights, biases, activations, geometry, normalisation and quantization
@@ -299,7 +300,7 @@ class Network:
         if not self.is_chain:  # (chains hash as they always did)
             sha.update(repr(self.wiring).encode())
         for layer in self.layers:
-            if not isinstance(layer, Dense):
+            if not operator_of(layer).is_dense:
                 sha.update(layer.describe().encode())
             sha.update(layer.activation.value.encode())
             for name in ("weights", "bias"):

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from qverify.errors import InputError
-from qverify.network.joins import Join
+from qverify.network.operators import operator_of
 from qverify.vocabulary import CodeType
 
 
@@ -283,7 +283,7 @@ class AffineQuantization:
             )
         for index, (layer, quant, producers) in enumerate(zip(layers, self.layers, wiring), start=1):
             has_weights = hasattr(layer, "weights")
-            is_join = isinstance(layer, Join)
+            is_join = operator_of(layer).is_join
             if has_weights != isinstance(quant, MacQuant) or is_join != isinstance(quant, JoinQuant):
                 raise InputError(f"layer {index}: quantization record of the wrong kind")
             if isinstance(quant, MacQuant) and quant.weights.shape != layer.weights.shape:  # type: ignore[attr-defined]

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from qverify.network import Conv2D, Dense
 from qverify.network.im2col import conv_sums
+from qverify.network.operators import operator_of
 from qverify.quant.buckets import BucketTable, made_once
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ def blas_dtype(layer: QuantizedLayer) -> type[np.floating] | None:
     tables = layer.int8
     if tables is None or tables.table is None or tables.paired is not None:
         return None
-    if not isinstance(layer.source, (Conv2D, Dense)):
+    if not layer.is_mac:
         return None
     code = tables.quant.input.code
     bound = exactness_bound(layer.weights, tables.input_zero, code.qmin, code.qmax)
@@ -88,16 +88,9 @@ def blas_layer_codes(layer: QuantizedLayer, codes: np.ndarray, dtype: type[np.fl
     source = layer.source
     bias = np.asarray(layer.bias, dtype=np.int64)
     out = np.empty((len(codes), layer.n_out), dtype=np.int64)
-    if isinstance(source, Dense):
-        per_image, channels, positions = source.n_in, layer.n_out, 1
-    else:
-        channels, out_h, out_w = source.output_shape
-        per_image, positions = (
-            out_h * out_w * source.group_in_channels * int(np.prod(source.kernel)),
-            out_h * out_w,
-        )
+    per_image, channels, positions = operator_of(source).blas_geometry(source)
     block = max(1, BLOCK_VALUES // max(per_image, 1))
-    kernel_t = np.asarray(layer.weights).astype(dtype).T if isinstance(source, Dense) else None
+    kernel_t = np.asarray(layer.weights).astype(dtype).T if layer.is_dense else None
     buckets = made_once(tables.table, "sums", lambda table: _sum_buckets(layer, channels))
     for start in range(0, len(codes), block):
         part = codes[start : start + block]

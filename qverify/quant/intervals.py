@@ -18,18 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from qverify.errors import InputError
-from qverify.network import (
-    Activation,
-    Add,
-    AveragePool2D,
-    Concat,
-    MaxPool2D,
-    Network,
-    Permute,
-    apply_activation,
-    gather_inputs,
-)
-from qverify.network.evaluate import pool_values
+from qverify.network import Activation, Network, apply_activation, gather_inputs
+from qverify.network.operators import operator_of
 from qverify.quant.fixed import FixedFormat, Overflow, round_shift
 from qverify.quant.lut import lut_fixed, lut_float
 from qverify.quant.mac import reduce_terms
@@ -68,27 +58,10 @@ def real_bounds(net: Network, lo: np.ndarray, hi: np.ndarray) -> tuple[LayerBoun
         h_lo = gather_inputs(net.wiring, index, lo, [bounds.post_lo for bounds in result])
         h_hi = gather_inputs(net.wiring, index, hi, [bounds.post_hi for bounds in result])
         none = np.zeros(layer.n_out, dtype=bool)
-        if isinstance(layer, (MaxPool2D, AveragePool2D)):
-            pre_lo, pre_hi = _real_pool(layer, h_lo, h_hi)
+        pre_lo, pre_hi = operator_of(layer).real_bounds(layer, h_lo, h_hi)
+        if layer.activation is Activation.IDENTITY:  # (pools, concatenations, permutations: exact)
             result.append(LayerBounds(pre_lo, pre_hi, pre_lo, pre_hi, none))
             continue
-        if isinstance(layer, (Concat, Permute)):
-            order = layer.order if isinstance(layer, Permute) else slice(None)
-            result.append(LayerBounds(h_lo[order], h_hi[order], h_lo[order], h_hi[order], none))
-            continue
-        if isinstance(layer, Add):
-            parts_lo, parts_hi = h_lo.reshape(layer.count, -1), h_hi.reshape(layer.count, -1)
-            magnitude = np.maximum(np.abs(parts_lo), np.abs(parts_hi)).sum(axis=0)
-            slack = (layer.count + 3) * EPS64 * magnitude + 1e-300
-            pre_lo, pre_hi = parts_lo.sum(axis=0) - slack, parts_hi.sum(axis=0) + slack
-        else:
-            weights, bias = layer.matrix, layer.expanded_bias()
-            positive, negative = np.maximum(weights, 0), np.minimum(weights, 0)
-            pre_hi = positive @ h_hi + negative @ h_lo + bias
-            pre_lo = positive @ h_lo + negative @ h_hi + bias
-            magnitude = np.abs(weights) @ np.maximum(np.abs(h_lo), np.abs(h_hi)) + np.abs(bias)
-            slack = (layer.n_in + 3) * EPS64 * magnitude + 1e-300  # float64 dot-product error bound
-            pre_lo, pre_hi = pre_lo - slack, pre_hi + slack
         post_lo, post_hi = _outward(
             apply_activation(layer.activation, pre_lo), apply_activation(layer.activation, pre_hi)
         )
@@ -99,21 +72,6 @@ def real_bounds(net: Network, lo: np.ndarray, hi: np.ndarray) -> tuple[LayerBoun
             )
         result.append(LayerBounds(pre_lo, pre_hi, post_lo, post_hi, none))
     return tuple(result)
-
-
-def _real_pool(
-    layer: MaxPool2D | AveragePool2D, lo: np.ndarray, hi: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Max: the window's largest bounds (exact). Mean: the exact mean of the bounds, widened by a
-    float64 rounding margin."""
-    pool_lo = pool_values(layer, lo[None])[0]
-    pool_hi = pool_values(layer, hi[None])[0]
-    if isinstance(layer, MaxPool2D):
-        return pool_lo, pool_hi
-    margin = (layer.kernel[0] * layer.kernel[1] + 3) * EPS64 * np.maximum(
-        np.abs(pool_lo), np.abs(pool_hi)
-    ) + 1e-300
-    return pool_lo - margin, pool_hi + margin
 
 
 class _FixedIntervalArithmetic:
@@ -168,7 +126,7 @@ def _tap_bounds(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray):
     return inputs_lo, inputs_hi, valid
 
 
-def _fixed_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: QuantizedNetwork):
+def fixed_mac_interval(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: QuantizedNetwork):
     """A MAC layer: the C's products and partial sums on the bounds, in the C's order."""
     fmt: FixedFormat = qnet.number  # type: ignore[assignment]
     arith = _FixedIntervalArithmetic(fmt, (lo.shape[0], layer.n_out))
@@ -212,7 +170,7 @@ def _fixed_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: Qu
     return pre, arith.may_overflow
 
 
-def _float_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: QuantizedNetwork):
+def float_mac_interval(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: QuantizedNetwork):
     """A MAC layer in the float type: each product's bounds rounded to the type, the partial sums
     rounded per addition in the C's order (rounding is monotone, so the endpoints' sums bound
     every execution's). A NaN partial sum (inf - inf) widens to the whole line, and an infinite
@@ -270,12 +228,11 @@ def activate_bounds(qnet: QuantizedNetwork, activation: Activation, lo, hi):
     return lut_float(lut, lo, qnet.number), lut_float(lut, hi, qnet.number)  # type: ignore[arg-type]
 
 
-def _pool_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: QuantizedNetwork):
+def pool_interval(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: QuantizedNetwork):
     """Pools: the C's loop on the bounds (max and the rounded sum and product are monotone)."""
-    from qverify.quant.simulate import pool_words
-
-    pre_lo, overflow_lo = pool_words(layer, lo, qnet)
-    pre_hi, overflow_hi = pool_words(layer, hi, qnet)
+    operator = operator_of(layer.source)
+    pre_lo, overflow_lo = operator.implemented_values(layer, lo, qnet)
+    pre_hi, overflow_hi = operator.implemented_values(layer, hi, qnet)
     may = overflow_lo | overflow_hi
     if qnet.is_fixed and qnet.number.overflow is Overflow.WRAP:  # type: ignore[union-attr]
         fmt: FixedFormat = qnet.number  # type: ignore[assignment]
@@ -284,26 +241,10 @@ def _pool_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: Qua
     return (pre_lo, pre_hi), may
 
 
-def _int8_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray) -> tuple:
-    """int8: the exact accumulator's bounds, and the codes through the (monotone) table."""
+def int8_mac_interval(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray) -> tuple:
+    """An int8 MAC layer: the exact accumulator's bounds, and the codes through the (monotone) table."""
     from qverify.quant.affine import apply_thresholds
-    from qverify.quant.simulate import int8_join_codes
 
-    if layer.is_join:  # monotone in every input code (an Add's weights are positive)
-        low, high = int8_join_codes(layer, lo), int8_join_codes(layer, hi)
-        if isinstance(layer.source, Concat) and layer.int8.table is not None:  # type: ignore[union-attr]
-            return (lo, hi), (low, high)  # the C's acc is the input's code, requantized through its row
-        if not isinstance(layer.source, Add):
-            return (low, high), (low, high)
-        shape = (len(lo), layer.source.count, layer.source.size)
-        weights = layer.weights.astype(np.int64)[None, :, None]
-        acc_lo, acc_hi = (weights * lo.reshape(shape)).sum(axis=1), (weights * hi.reshape(shape)).sum(axis=1)
-        return (acc_lo, acc_hi), (low, high)
-    if not layer.is_mac:
-        windows = layer.source.windows()  # type: ignore[union-attr]
-        low = np.where(windows.valid, lo[:, windows.inputs], np.iinfo(np.int64).min).max(axis=2)
-        high = np.where(windows.valid, hi[:, windows.inputs], np.iinfo(np.int64).min).max(axis=2)
-        return (low, high), (low, high)
     tables = layer.int8
     zero = tables.input_zero  # type: ignore[union-attr]
     bias = layer.expanded_bias().astype(np.int64)
@@ -325,13 +266,11 @@ def _int8_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray) -> tuple:
     return (acc_lo, acc_hi), (apply_thresholds(acc_lo, table, qmin), apply_thresholds(acc_hi, table, qmin))
 
 
-def _join_layer(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: QuantizedNetwork):
+def join_interval(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qnet: QuantizedNetwork):
     """Joins: the C's additions on the bounds (monotone once the overflow mode is applied; a wrap
     that may happen, or a float NaN, widens to the whole range), values moved otherwise."""
-    from qverify.quant.simulate import join_values
-
     boxes = len(lo)
-    values, overflow = join_values(layer, np.concatenate([lo, hi]), qnet)
+    values, overflow = operator_of(layer.source).implemented_values(layer, np.concatenate([lo, hi]), qnet)
     low, high = values[:boxes], values[boxes:]
     may = overflow[:boxes] | overflow[boxes:]
     if qnet.is_fixed and qnet.number.overflow is Overflow.WRAP:  # type: ignore[union-attr]
@@ -353,16 +292,11 @@ def node_interval(
     if np.ndim(lo) == 1:
         one = node_interval(qnet, layer, np.asarray(lo)[None], np.asarray(hi)[None])
         return LayerBounds(one.pre_lo[0], one.pre_hi[0], one.post_lo[0], one.post_hi[0], one.may_overflow[0])
+    operator = operator_of(layer.source)
     if qnet.is_int8:
-        (pre_lo, pre_hi), (post_lo, post_hi) = _int8_layer(layer, lo, hi)
+        (pre_lo, pre_hi), (post_lo, post_hi) = operator.interval_int8(layer, lo, hi)
         return LayerBounds(pre_lo, pre_hi, post_lo, post_hi, np.zeros(pre_lo.shape, dtype=bool))
-    if layer.is_mac:
-        bounds_of = _fixed_layer if qnet.is_fixed else _float_layer
-        (pre_lo, pre_hi), may_overflow = bounds_of(layer, lo, hi, qnet)
-    else:
-        with np.errstate(over="ignore", invalid="ignore"):
-            bounds_of = _join_layer if layer.is_join else _pool_layer
-            (pre_lo, pre_hi), may_overflow = bounds_of(layer, lo, hi, qnet)
+    (pre_lo, pre_hi), may_overflow = operator.interval(layer, lo, hi, qnet)
     post_lo, post_hi = activate_bounds(qnet, layer.activation, pre_lo, pre_hi)
     return LayerBounds(pre_lo, pre_hi, post_lo, post_hi, may_overflow)
 

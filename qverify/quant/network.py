@@ -15,32 +15,21 @@ from qverify.errors import InputError, RangeError, UnsupportedError
 from qverify.input_limits import check_tensor
 from qverify.network import (
     Activation,
-    Add,
-    AveragePool2D,
     CodeType,
-    Concat,
-    Conv2D,
     Dense,
-    Join,
     Layer,
-    MaxPool2D,
     Network,
-    Permute,
-    PoolQuant,
     TensorQuant,
     gather_inputs,
 )
-from qverify.network.float_view import implied_join_activation
-from qverify.network.qparams import JoinQuant, LayerQuant, MacQuant
-from qverify.quant import tflite8
-from qverify.quant.affine import Int8Format, Int8Kernel, RequantMode, accumulator_bounds, thresholds
+from qverify.network.operators import operator_of
+from qverify.network.qparams import LayerQuant, MacQuant
+from qverify.quant.affine import Int8Format, RequantMode
 from qverify.quant.code_tables import lookup_table
 from qverify.quant.fixed import FixedFormat, quantize_constants
 from qverify.quant.floatfmt import FloatFormat
-from qverify.quant.join8 import add_staircase, all_pairs, concat_staircase, pairs_staircase
 from qverify.quant.lut import LIPSCHITZ, Lut, LutDesign, design_lut
-from qverify.quant.pool8 import ambiguous_sums, exact_means
-from qverify.quant.x86 import PairedSums, paired_sums
+from qverify.quant.x86 import PairedSums
 from qverify.vocabulary import Accumulation, Layout
 
 NumberFormat = FixedFormat | FloatFormat | Int8Format
@@ -124,20 +113,21 @@ class QuantizedLayer:
 
     @property
     def is_mac(self) -> bool:
-        return isinstance(self.source, (Dense, Conv2D))
+        """Products of weights and inputs summed from a bias (dense, convolution)."""
+        return operator_of(self.source).is_mac
 
     @property
     def is_pool(self) -> bool:
-        return isinstance(self.source, (MaxPool2D, AveragePool2D))
+        return operator_of(self.source).is_pool
 
     @property
     def is_join(self) -> bool:
         """A node that adds, concatenates or moves its inputs (`qverify.network.joins`)."""
-        return isinstance(self.source, (Add, Concat, Permute))
+        return operator_of(self.source).is_join
 
     @property
     def is_dense(self) -> bool:
-        return isinstance(self.source, Dense)
+        return operator_of(self.source).is_dense
 
     @property
     def matrix(self) -> np.ndarray:
@@ -159,9 +149,7 @@ class QuantizedLayer:
 
     def expanded_bias(self) -> np.ndarray:
         """The bias of every output neuron (a convolution's bias repeated over positions)."""
-        if isinstance(self.source, Conv2D):
-            return self.bias[self.source.channel_of()]
-        return self.bias
+        return operator_of(self.source).expanded_bias(self)
 
     def tap_weights(self) -> np.ndarray:
         """(n_out, width) quantized weights of each neuron's products in C order (0 past `count`)."""
@@ -265,24 +253,11 @@ class QuantizedNetwork:
         return max((lut.error_bound for lut in self.luts), default=0.0)
 
 
-def _quantize_values(values: np.ndarray, number: NumberFormat, what: str) -> np.ndarray:
+def quantize_values(values: np.ndarray, number: NumberFormat, what: str) -> np.ndarray:
+    """Constants in a fixed-point format (words) or a float format (values of the type)."""
     if isinstance(number, FloatFormat):
         return number.round(values)
     return quantize_constants(values, number, what)  # type: ignore[arg-type]
-
-
-def _quantize_layer(index: int, layer: Layer, number: NumberFormat) -> QuantizedLayer:
-    """A layer's constants in a fixed-point or float format."""
-    empty = np.zeros(0)
-    if isinstance(layer, (MaxPool2D, Add, Concat, Permute)):
-        return QuantizedLayer(empty, empty, layer.activation, layer)
-    if isinstance(layer, AveragePool2D):
-        reciprocals = _quantize_values(1.0 / layer.divisors(), number, f"layer {index} pool reciprocal")
-        return QuantizedLayer(reciprocals, empty, layer.activation, layer)
-    shape = "(neuron, input)" if isinstance(layer, Dense) else "(out channel, in channel, row, column)"
-    weights = _quantize_values(layer.weights, number, f"layer {index} weight {shape}")
-    bias = _quantize_values(layer.bias, number, f"layer {index} bias")
-    return QuantizedLayer(weights, bias, layer.activation, layer)
 
 
 def check_wide_accumulator(layers: tuple[QuantizedLayer, ...], number: FixedFormat) -> None:
@@ -321,171 +296,6 @@ def check_lookup(index: int, quant: MacQuant, mode: RequantMode) -> None:
         )
 
 
-def _int8_average_pool(
-    index: int, layer: AveragePool2D, quant: PoolQuant, mode: RequantMode
-) -> QuantizedLayer:
-    """An int8 average pool as a depthwise convolution of ones whose threshold table is the code of
-    the window's mean (`qverify.quant.pool8`), when that is a function of the window's sum."""
-    where = f"layer {index} ({layer.describe()})"
-    divisors = np.unique(layer.divisors())
-    if divisors.size != 1:
-        raise UnsupportedError(
-            f"{where}: int8 average pooling whose windows have different divisors (padding not counted) "
-            "is not supported; count_include_pad=1 or no padding is"
-        )
-    tflite = mode is RequantMode.TFLITE
-    if mode is RequantMode.XNNPACK:
-        raise UnsupportedError(
-            f"{where}: int8 {'MEAN' if quant.mean else 'average pooling'} under the LiteRT interpreter's default "
-            "delegate (XNNPACK's float32 rescaling of the sum) is not modelled; verify with --format int8-tflite"
-        )
-    if not tflite and quant.mean:
-        raise UnsupportedError(
-            f"{where}: TFLite's int8 MEAN is modelled with TFLite's arithmetic (--format int8-tflite), not "
-            f"with {mode.value} requantization"
-        )
-    channels, (kh, kw) = layer.input_shape[0], layer.kernel
-    ones = np.ones((channels, 1, kh, kw), dtype=np.int64)
-    divisor = int(divisors[0])
-    conv = Conv2D(
-        np.full(ones.shape, 1.0 / divisor),
-        np.zeros(channels),
-        Activation.IDENTITY,
-        layer.input_shape,
-        layer.strides,
-        layer.pads,
-        groups=channels,
-    )
-    mac = MacQuant(
-        quant.input,
-        ones,
-        np.ones(1),
-        np.zeros(channels),
-        quant.output,
-        False,
-        quant.what,
-        pool_divisor=divisor,
-        pool_global=tuple(layer.kernel) == tuple(layer.input_shape[1:])
-        and not any(layer.pads)
-        and not quant.float_path,
-        pool_mean=quant.mean,
-        act_range=quant.act_range,
-    )
-    taps = int(conv.taps().count.max())
-    acc_lo, acc_hi = accumulator_bounds(mac, np.full(channels, taps))
-    ambiguous = np.zeros(0, dtype=np.int64)  # (the global path is exact: `pool8.global_codes`)
-    if not mac.pool_global and not tflite:  # (TFLite's pools are integer arithmetic: exact)
-        ambiguous = ambiguous_sums(mac, int(acc_lo.min()), int(acc_hi.max()), taps)
-    if ambiguous.size:
-        sum_ = int(ambiguous[0])
-        raise UnsupportedError(
-            f"{where}: int8 average pooling ({quant.what}): the code of a window whose codes sum to "
-            f"{sum_} above the zero point depends on the float rounding of its values (its exact mean, "
-            f"{float(exact_means(np.array([sum_]), mac)[0]):.6f} in output codes, lies within float32 rounding "
-            f"of a rounding boundary; {ambiguous.size} such sums); not supported"
-        )
-    lo, hi = np.array([acc_lo.min()]), np.array([acc_hi.max()])
-    table = thresholds(mac, mode, np.broadcast_to(lo, acc_lo.shape), np.broadcast_to(hi, acc_hi.shape))[:1]
-    table.flags.writeable = False
-    return QuantizedLayer(
-        ones,
-        np.zeros(channels, dtype=np.int64),
-        Activation.IDENTITY,
-        conv,
-        Int8Tables(mac, table, acc_lo, acc_hi),
-    )
-
-
-def _int8_join(index: int, layer: Join, quant: JoinQuant, mode: RequantMode) -> QuantizedLayer:
-    """A join on codes: a copy (a Permute, a Concat of inputs quantized as its output), or an exact
-    integer staircase (an Add; a Concat that requantizes): `qverify.quant.join8`."""
-    empty = np.zeros(0, dtype=np.int64)
-    where = f"layer {index} ({layer.describe()})"
-    if not isinstance(layer, Add) and quant.copies:
-        return QuantizedLayer(empty, empty, Activation.IDENTITY, layer, Int8Tables(quant, None, None, None))
-    tflite_add = mode in (RequantMode.TFLITE, RequantMode.XNNPACK) and isinstance(layer, Add)
-    if mode is not RequantMode.ONNXRUNTIME and not tflite_add:
-        raise UnsupportedError(
-            f"{where}: an int8 {type(layer).__name__} that requantizes is modelled as onnxruntime's "
-            f"QLinear{type(layer).__name__}; not with {mode.value} requantization (use --format int8)"
-        )
-    if quant.act_range is not None and not tflite_add:
-        raise UnsupportedError(f"{where}: a clamp of a fused activation is modelled in TFLite's ADD only")
-    if isinstance(layer, Add):
-        # (its float view's activation is the one its output's clamp implies, in the staircase already)
-        if layer.count != 2 or layer.activation not in (Activation.IDENTITY, implied_join_activation(quant)):
-            raise UnsupportedError(
-                f"{where}: an int8 Add is of two tensors, with no activation but its output's clamp"
-            )
-        if tflite_add and mode is RequantMode.XNNPACK:
-            a, b = all_pairs(*quant.inputs)
-            codes = tflite8.xnnpack_add_codes(a, b, quant, where)
-            weights = tflite8.xnnpack_add_parameters(quant, where)[:2]
-            stairs = pairs_staircase(quant, a, b, codes, where, "XNNPACK's integer ADD", weights)
-        elif tflite_add:
-            a, b = all_pairs(*quant.inputs)
-            codes = tflite8.add_codes(a, b, quant, where)
-            stairs = pairs_staircase(quant, a, b, codes, where, "TFLite's integer ADD")
-        else:
-            stairs = add_staircase(quant, where)
-    else:
-        stairs = concat_staircase(quant)
-    stairs.table.flags.writeable = False
-    return QuantizedLayer(
-        stairs.weights,
-        empty,
-        Activation.IDENTITY,
-        layer,
-        Int8Tables(quant, stairs.table, stairs.acc_lo, stairs.acc_hi),
-    )
-
-
-def _int8_layer(
-    index: int, layer: Layer, quant: LayerQuant, mode: RequantMode, kernel: Int8Kernel
-) -> QuantizedLayer:
-    """A layer of an int8 model: integer weights and bias, and its requantization table."""
-    empty = np.zeros(0, dtype=np.int64)
-    if isinstance(quant, JoinQuant):
-        return _int8_join(index, layer, quant, mode)  # type: ignore[arg-type]
-    if isinstance(quant, PoolQuant):
-        if isinstance(layer, AveragePool2D):
-            return _int8_average_pool(index, layer, quant, mode)
-        if not quant.input.same_as(quant.output):
-            raise UnsupportedError(
-                f"layer {index} ({layer.describe()}): max pooling that changes the quantization "
-                f"({quant.input.describe()} -> {quant.output.describe()}) is not supported"
-            )
-        return QuantizedLayer(empty, empty, Activation.IDENTITY, layer, Int8Tables(quant, None, None, None))
-    if quant.lookup is not None:
-        check_lookup(index, quant, mode)
-    elif layer.activation not in (Activation.IDENTITY, Activation.RELU, Activation.RELU6):
-        raise UnsupportedError(
-            f"layer {index}: {layer.activation.value} activation is not supported in int8 (ReLU, fused as "
-            "the requantization clamp, and identity are)"
-        )
-    taps = layer.taps()  # type: ignore[union-attr]
-    tap_abs = np.where(taps.valid, np.abs(quant.weights.reshape(-1)[taps.weights]), 0).sum(axis=1)
-    channel = layer.channel_of()  # type: ignore[union-attr]
-    per_channel_abs = np.zeros(quant.weights.shape[0], dtype=np.int64)
-    np.maximum.at(per_channel_abs, channel, tap_abs)
-    acc_lo, acc_hi = accumulator_bounds(quant, per_channel_abs)
-    if quant.per_channel:
-        table = thresholds(quant, mode, acc_lo, acc_hi)
-    else:  # one table valid for every channel: search over the union of their ranges
-        lo, hi = np.array([acc_lo.min()]), np.array([acc_hi.max()])
-        table = thresholds(quant, mode, np.broadcast_to(lo, acc_lo.shape), np.broadcast_to(hi, acc_hi.shape))[
-            :1
-        ]
-    table.flags.writeable = False
-    activation = Activation.RELU if quant.relu else Activation.IDENTITY
-    # the x86 sum lies within the exact sum's range (saturation moves a pair sum towards 0, which
-    # its range holds), so the tables above are valid for it too
-    paired = paired_sums(layer, quant, f"layer {index}") if kernel is Int8Kernel.X86 else None
-    return QuantizedLayer(
-        quant.weights, quant.bias, activation, layer, Int8Tables(quant, table, acc_lo, acc_hi, paired)
-    )
-
-
 def _int8_network(net: Network, options: ImplementationOptions) -> QuantizedNetwork:
     number: Int8Format = options.number  # type: ignore[assignment]
     if net.quantization is None:
@@ -497,7 +307,7 @@ def _int8_network(net: Network, options: ImplementationOptions) -> QuantizedNetw
     if options.layout is Layout.BALANCED or options.accumulation is Accumulation.WIDE:
         raise InputError("int8 layers accumulate exactly in int32: --layout/--accumulate do not apply")
     layers = tuple(
-        _int8_layer(index, layer, quant, number.requant, number.kernel)
+        operator_of(layer).quantize_int8(index, layer, quant, number.requant, number.kernel)
         for index, (layer, quant) in enumerate(zip(net.layers, net.quantization.layers), start=1)
     )
     return QuantizedNetwork(source=net, options=options, layers=layers, luts=())
@@ -522,7 +332,8 @@ def quantize_network(net: Network, options: ImplementationOptions) -> QuantizedN
             "pooling layers); use the sequential layout"
         )
     layers = tuple(
-        _quantize_layer(index, layer, options.number) for index, layer in enumerate(net.layers, start=1)
+        operator_of(layer).quantize(index, layer, options.number)
+        for index, layer in enumerate(net.layers, start=1)
     )
     for layer in layers:
         layer.weights.flags.writeable = False

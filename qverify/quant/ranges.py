@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from qverify.errors import RangeError
-from qverify.network import AveragePool2D, Network
+from qverify.network import Network
+from qverify.network.operators import operator_of
 from qverify.quant.fixed import MAX_WORD_BITS, FixedFormat, Overflow, quantize_real, round_real_to_int
 from qverify.quant.intervals import implementation_bounds, real_bounds
 from qverify.quant.network import ImplementationOptions, QuantizedNetwork, quantize_network
@@ -43,11 +44,8 @@ def largest_real_value(net: Network, lo: np.ndarray, hi: np.ndarray) -> tuple[fl
     """max |value| over inputs, weights, biases and every neuron's bounds, and where it occurs."""
     candidates = [(float(np.max(np.abs(np.concatenate([lo, hi])))), "input box")]
     for index, (layer, bounds) in enumerate(zip(net.layers, real_bounds(net, lo, hi)), start=1):
-        if isinstance(layer, AveragePool2D):  # its constants: the reciprocals of the divisors
-            candidates.append((float(np.max(1.0 / layer.divisors())), f"layer {index} pool reciprocals"))
-        if hasattr(layer, "weights"):
-            candidates.append((float(np.max(np.abs(layer.weights))), f"layer {index} weights"))
-            candidates.append((float(np.max(np.abs(layer.bias))), f"layer {index} biases"))
+        for values, what in operator_of(layer).constants(layer):  # (an average pool's: its reciprocals)
+            candidates.append((float(np.max(np.abs(values))), f"layer {index} {what}"))
         for kind, values in (
             ("pre-activation", (bounds.pre_lo, bounds.pre_hi)),
             ("post-activation", (bounds.post_lo, bounds.post_hi)),

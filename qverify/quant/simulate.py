@@ -14,13 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from qverify.errors import InputError
-from qverify.network import Activation, Add, AveragePool2D, Permute
+from qverify.network import Activation
+from qverify.network.operators import operator_of
 from qverify.quant.affine import apply_thresholds
-from qverify.quant.blas8 import blas_dtype, blas_layer_codes
-from qverify.quant.buckets import made_once
+from qverify.quant.blas8 import blas_dtype
 from qverify.quant.fixed import FixedFormat, Overflow, add, apply_overflow, mult, round_shift
 from qverify.quant.floatfmt import FloatFormat
-from qverify.quant.join8 import all_pairs
 from qverify.quant.lut import lut_fixed, lut_float
 from qverify.quant.mac import reduce_terms
 from qverify.quant.network import Accumulation, Layout, QuantizedLayer, QuantizedNetwork
@@ -85,7 +84,7 @@ def tap_inputs(values: np.ndarray, layer: QuantizedLayer) -> tuple[np.ndarray, n
     return values[:, taps.inputs], taps.valid
 
 
-def _fixed_accumulate(
+def fixed_accumulate(
     layer: QuantizedLayer, x: np.ndarray, qnet: QuantizedNetwork, log: _OverflowLog, offset: int
 ) -> np.ndarray:
     fmt: FixedFormat = qnet.number  # type: ignore[assignment]
@@ -129,7 +128,7 @@ def _fixed_accumulate(
 def _fixed_sequential(
     bias: np.ndarray, inputs: np.ndarray, valid: np.ndarray, weights: np.ndarray, fmt: FixedFormat
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """The slot loop of `_fixed_accumulate` at once: (accumulators, which neurons overflowed), or
+    """The slot loop of `fixed_accumulate` at once: (accumulators, which neurons overflowed), or
     None when a running sum leaves the word range (its saturation or wrap-around depends on the
     order of the steps: the loop then runs). Each product is `mult`'s word, as in the loop; while
     no running sum overflows, every `add` is exact, so the words are the exact running sums."""
@@ -142,9 +141,7 @@ def _fixed_sequential(
     return sums[:, :, -1], (overflowed & valid[None]).any(axis=2)
 
 
-def _float_accumulate(
-    layer: QuantizedLayer, x: np.ndarray, number: FloatFormat, layout: Layout
-) -> np.ndarray:
+def float_accumulate(layer: QuantizedLayer, x: np.ndarray, number: FloatFormat, layout: Layout) -> np.ndarray:
     dtype = number.dtype
     bias = np.broadcast_to(layer.expanded_bias().astype(dtype), (x.shape[0], layer.n_out))
     with np.errstate(over="ignore", invalid="ignore"):
@@ -171,7 +168,7 @@ def _float_accumulate(
 def _float_sequential(
     bias: np.ndarray, inputs: np.ndarray, valid: np.ndarray, weights: np.ndarray, dtype: type[np.floating]
 ) -> np.ndarray:
-    """The slot loop of `_float_accumulate` at once: the products rounded to the C type, then
+    """The slot loop of `float_accumulate` at once: the products rounded to the C type, then
     `np.add.accumulate` in that type from the bias, one rounded addition per slot in the slots'
     order (an accumulate is sequential; only reductions sum pairwise). An empty slot adds -0.0,
     which leaves every value as it is, a zero's sign and a NaN included."""
@@ -181,120 +178,10 @@ def _float_sequential(
     return np.add.accumulate(terms, axis=2, dtype=dtype)[:, :, -1]
 
 
-def pool_words(layer: QuantizedLayer, x: np.ndarray, qnet: QuantizedNetwork) -> tuple[np.ndarray, np.ndarray]:
-    """A pool on a batch, as the C computes it, and which neurons overflowed (fixed point).
-
-    Max: the first valid element, replaced by every later one that is larger (the C's loop).
-    Average: the window's elements added in order (fixed: fxp_add; float: rounded per addition),
-    then multiplied by the neuron's reciprocal (fxp_mult / one float multiplication)."""
-    windows = layer.source.windows()  # type: ignore[union-attr]
-    inputs, valid = x[:, windows.inputs], windows.valid
-    acc = inputs[:, :, 0]
-    overflow = np.zeros(acc.shape, dtype=bool)
-    average = isinstance(layer.source, AveragePool2D)
-    fmt = qnet.number
-    with np.errstate(over="ignore", invalid="ignore"):
-        for t in range(1, windows.width):
-            value = inputs[:, :, t]
-            if not average:
-                step = np.where(value > acc, value, acc)
-            elif isinstance(fmt, FixedFormat):
-                step, overflowed = add(acc, value, fmt)
-                overflow |= overflowed & valid[None, :, t]
-            else:
-                step = (acc + value).astype(fmt.dtype)  # type: ignore[union-attr]
-            acc = np.where(valid[None, :, t], step, acc)
-        if not average:
-            return acc, overflow
-        if isinstance(fmt, FixedFormat):
-            words, overflowed = mult(acc, layer.weights.astype(np.int64)[None, :], fmt)
-            return words, overflow | overflowed
-        return (acc * layer.weights.astype(fmt.dtype)[None, :]).astype(fmt.dtype), overflow  # type: ignore[union-attr]
-
-
-def join_values(
-    layer: QuantizedLayer, x: np.ndarray, qnet: QuantizedNetwork
-) -> tuple[np.ndarray, np.ndarray]:
-    """A join on a batch (its inputs concatenated), as the C computes it, and which neurons
-    overflowed (fixed point): an `Add` sums its inputs left to right (fxp_add, or one rounded
-    addition in the float type per input after the first), a `Concat` is its input, a `Permute`
-    moves values."""
-    source = layer.source
-    if isinstance(source, Permute):
-        return x[:, source.order], np.zeros((len(x), layer.n_out), dtype=bool)
-    if not isinstance(source, Add):  # Concat: the concatenated input is the output
-        return x, np.zeros(x.shape, dtype=bool)
-    parts = x.reshape(len(x), source.count, source.size)
-    acc = parts[:, 0]
-    overflow = np.zeros(acc.shape, dtype=bool)
-    fmt = qnet.number
-    with np.errstate(over="ignore", invalid="ignore"):
-        for i in range(1, source.count):
-            if isinstance(fmt, FixedFormat):
-                acc, overflowed = add(acc, parts[:, i], fmt)
-                overflow |= overflowed
-            else:
-                acc = (acc + parts[:, i]).astype(fmt.dtype)  # type: ignore[union-attr]
-    return acc, overflow
-
-
-def _join(layer: QuantizedLayer, x: np.ndarray, qnet: QuantizedNetwork, log: _OverflowLog, offset: int):
-    values, overflowed = join_values(layer, x, qnet)
-    log.record(overflowed, offset)
-    return values
-
-
-def _pool(layer: QuantizedLayer, x: np.ndarray, qnet: QuantizedNetwork, log: _OverflowLog, offset: int):
-    words, overflowed = pool_words(layer, x, qnet)
-    log.record(overflowed, offset)
-    return words
-
-
 def int8_join_codes(layer: QuantizedLayer, codes: np.ndarray) -> np.ndarray:
     """An int8 join on a batch of its inputs' codes (concatenated): a copy or a move of codes, or
-    its staircase (`qverify.quant.join8`): an Add's acc = sum_i w_i * (input i's code) through one
-    table, a requantizing Concat's acc = the code through its input's row."""
-    tables = layer.int8
-    source = layer.source
-    if isinstance(source, Permute):
-        return codes[:, source.order]
-    if tables.table is None:  # a Concat of inputs quantized as its output
-        return codes
-    if isinstance(source, Add):
-        parts = codes.reshape(len(codes), source.count, source.size)
-        if source.count == 2:  # (every int8 Add: `network._int8_join`) one lookup per output
-            pairs = made_once(tables.table, "pairs", lambda _: _pair_codes(layer))
-            first, second = (quant.code for quant in tables.quant.inputs[:2])
-            index = (parts[:, 0] - first.qmin) * (second.qmax - second.qmin + 1)
-            index += parts[:, 1] - second.qmin
-            return np.take(pairs, index)
-        acc = np.einsum("bis,i->bs", parts, layer.weights.astype(np.int64))
-        return apply_thresholds(acc, tables.table, tables.code.qmin)
-    rows = np.repeat(np.arange(len(source.input_sizes)), source.input_sizes)  # type: ignore[union-attr]
-    return apply_thresholds(codes, tables.table[rows], tables.code.qmin)
-
-
-def _pair_codes(layer: QuantizedLayer) -> np.ndarray:
-    """A two-input int8 Add's output code for every pair of input codes (a, b), at index
-    (a - qmin_a) * (codes of b) + (b - qmin_b): its staircase applied to all 65,536 pairs once."""
-    tables = layer.int8
-    a, b = all_pairs(*tables.quant.inputs[:2])  # type: ignore[union-attr]
-    weights = layer.weights.astype(np.int64)
-    return apply_thresholds(weights[0] * a + weights[1] * b, tables.table, tables.code.qmin)  # type: ignore[union-attr]
-
-
-def _int8_layer(layer: QuantizedLayer, codes: np.ndarray) -> np.ndarray:
-    """acc = bias + sum w (x - z_in), exact (int32 by construction), then the threshold table."""
-    if layer.is_join:
-        return int8_join_codes(layer, codes)
-    if layer.source is not None and not layer.is_mac:  # max pool on codes
-        windows = layer.source.windows()  # type: ignore[union-attr]
-        gathered = np.where(windows.valid[None], codes[:, windows.inputs], np.iinfo(np.int64).min)
-        return gathered.max(axis=2)
-    dtype = blas_dtype(layer)
-    if dtype is not None:  # exact sums through float BLAS (`qverify.quant.blas8`)
-        return blas_layer_codes(layer, codes, dtype)
-    return gathered_int8_codes(layer, codes)
+    its staircase (`qverify.quant.join8`; the join's operator, `qverify.operators`)."""
+    return operator_of(layer.source).simulate_int8(layer, codes)
 
 
 def gathered_int8_codes(layer: QuantizedLayer, codes: np.ndarray) -> np.ndarray:
@@ -366,17 +253,11 @@ def simulate(qnet: QuantizedNetwork, x: np.ndarray, trace: bool = False) -> Simu
         for producer in qnet.wiring[index]:
             if not trace and producer >= 0 and last_reader[producer] == index:
                 outputs[producer] = None  # read for the last time: its memory goes (a chunk's codes per node)
+        operator = operator_of(layer.source)
         if qnet.is_int8:
-            pre = values = _int8_layer(layer, values)
+            pre = values = operator.simulate_int8(layer, values)
         else:
-            if layer.is_join:
-                pre = _join(layer, values, qnet, log, offset)
-            elif layer.is_pool:
-                pre = _pool(layer, values, qnet, log, offset)
-            elif qnet.is_fixed:
-                pre = _fixed_accumulate(layer, values, qnet, log, offset)
-            else:
-                pre = _float_accumulate(layer, values, qnet.number, qnet.options.layout)  # type: ignore[arg-type]
+            pre = operator.simulate(layer, values, qnet, log, offset)
             values = _activate(qnet, layer.activation, pre)
         outputs.append(values)
         if trace:
@@ -405,14 +286,9 @@ def bytes_per_sample(qnet: QuantizedNetwork) -> int:
     widest = max((layer.n_out for layer in qnet.layers), default=1)
     gathered = 0
     for layer in qnet.layers:
-        if (qnet.is_int8 and blas_dtype(layer) is not None) or layer.is_join or layer.source is None:
+        if qnet.is_int8 and blas_dtype(layer) is not None:
             continue
-        if layer.is_mac:
-            width = layer.source.taps().width  # type: ignore[union-attr]
-        elif layer.is_pool:
-            width = layer.source.windows().width  # type: ignore[union-attr]
-        else:
-            continue
+        width = operator_of(layer.source).gathered_width(layer.source)
         gathered = max(gathered, 3 * layer.n_out * width)
     return 8 * (4 * widest + qnet.n_inputs + gathered)
 

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qverify.errors import UnsupportedError
-from qverify.network import CodeType, Conv2D, Dense, MacQuant, QuantForm
+from qverify.network import CodeType, MacQuant, QuantForm
+from qverify.network.operators import operator_of
 
 INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
 U8_MAX = 255
@@ -109,28 +109,6 @@ class PairedSums:
         )
 
 
-def paired_sums(layer: Dense | Conv2D, quant: MacQuant, what: str) -> PairedSums | None:
-    """The layer's x86 computation when it can differ from the exact sum, else None.
-
-    :raises UnsupportedError: a convolution whose weights could saturate a pair (not modelled).
-    """
-    offset = operand_offset(quant)
-    if offset is None:
-        return None
-    if isinstance(layer, Conv2D):
-        if conv_can_saturate(quant.weights):
-            raise UnsupportedError(
-                f"{what} ({layer.describe()}): its weights can saturate an int16 pair sum in onnxruntime's "
-                "x86 kernels without AVX-VNNI, and their pairing in convolutions is not modelled; "
-                "verify the exact int8 semantics (--format int8) or quantize with --reduce-range"
-            )
-        return None
-    if not dense_can_saturate(quant.weights):
-        return None
-    correction = (quant.input.zero_point + offset) * quant.weights.sum(axis=1)
-    return PairedSums(offset, (quant.bias - correction).astype(np.int64))
-
-
 def saturation_risks(layers, quants) -> list[str]:
     """One line per layer whose int8 x86 execution can saturate a pair sum (empty: the x86 variant
     and the exact int8 semantics compute the same function)."""
@@ -139,12 +117,7 @@ def saturation_risks(layers, quants) -> list[str]:
         if not isinstance(quant, MacQuant) or operand_offset(quant) is None:
             continue
         weights = quant.weights
-        risky = (
-            conv_can_saturate(weights)
-            if isinstance(layer, Conv2D)
-            else dense_can_saturate(weights.reshape(weights.shape[0], -1))
-        )
-        if risky:
+        if operator_of(layer).can_saturate_pairs(weights):
             lines.append(
                 f"layer {index} ({layer.describe()}): weight pairs can saturate an int16 pair sum in onnxruntime's "
                 "x86 kernels without AVX-VNNI (uint8 x int8)"

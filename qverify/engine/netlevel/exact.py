@@ -18,7 +18,8 @@ from fractions import Fraction
 import numpy as np
 
 from qverify.errors import UnsupportedError
-from qverify.network import Activation, Add, AveragePool2D, Conv2D, Dense, MaxPool2D, Permute
+from qverify.network import Activation
+from qverify.network.operators import operator_of
 from qverify.quant import QuantizedLayer, QuantizedNetwork
 
 
@@ -89,12 +90,8 @@ class _DyadicLayer:
     def pre_activation(self, values: np.ndarray, shift: int) -> np.ndarray:
         """(W h + b 2^shift) for h = values / 2^shift: the numerators over 2^(self.shift + shift);
         a max pool's or a join's outputs over 2^shift (self.shift is 0)."""
-        if isinstance(self.join, Add):
-            return values.reshape(self.join.count, self.join.size).sum(axis=0)
-        if isinstance(self.join, Permute):
-            return values[self.join.order]
-        if self.join is not None:  # Concat
-            return values
+        if self.join is not None:  # added, joined or moved: the join's operator
+            return operator_of(self.join).exact_values(self.join, values)
         if self.maximum is not None:
             windows = values[self.inputs]
             return np.array([max(row[valid]) for row, valid in zip(windows, self.maximum)], dtype=object)
@@ -132,88 +129,71 @@ def _numerators(values: np.ndarray, bits: int, words_scale: int) -> np.ndarray:
     return np.array(flat, dtype=object).reshape(values.shape)
 
 
+_ACTIVATIONS = (Activation.RELU, Activation.RELU6, Activation.IDENTITY, Activation.SIGMOID, Activation.TANH)
+
+
 def _dyadic_network(qnet: QuantizedNetwork) -> tuple[_DyadicLayer, ...]:
     if qnet.is_int8:
         raise UnsupportedError("exact real outputs: int8 networks have no real reading of their constants")
     scale = qnet.number.scale if qnet.is_fixed else 1  # type: ignore[union-attr]
-    layers = []
-    for layer in qnet.layers:
-        if layer.is_join:
-            empty = np.zeros(0, dtype=object)
-            table = (
-                _table(qnet, layer.activation)
-                if layer.activation in (Activation.SIGMOID, Activation.TANH)
-                else None
-            )
-            if layer.activation not in (
-                Activation.RELU,
-                Activation.RELU6,
-                Activation.IDENTITY,
-                Activation.SIGMOID,
-                Activation.TANH,
-            ):
-                raise UnsupportedError(f"exact real outputs: {layer.activation.value} is not supported")
-            layers.append(
-                _DyadicLayer(
-                    empty,
-                    empty,
-                    0,
-                    layer.activation is Activation.RELU,
-                    table=table,
-                    join=layer.source,
-                    relu6=layer.activation is Activation.RELU6,
-                )
-            )
-            continue
-        if isinstance(layer.source, MaxPool2D):
-            windows = layer.source.windows()
-            empty = np.zeros(0, dtype=object)
-            layers.append(_DyadicLayer(empty, empty, 0, False, windows.inputs, windows.valid))
-            continue
-        if not isinstance(layer.source, (Dense, Conv2D, AveragePool2D)) or layer.activation not in (
-            Activation.RELU,
-            Activation.RELU6,
-            Activation.IDENTITY,
-            Activation.SIGMOID,
-            Activation.TANH,
-        ):
-            raise UnsupportedError(
-                f"exact real outputs: {layer.source.describe()} with {layer.activation.value} is not supported"
-            )
-        weights, bias, inputs = _terms(layer)
-        if qnet.is_fixed:
-            bits = scale.bit_length() - 1
-        else:
-            bits = max(_dyadic_bits(weights), _dyadic_bits(bias))
-        layers.append(
-            _DyadicLayer(
-                _numerators(weights, bits, scale),
-                _numerators(bias, bits, scale),
-                bits,
-                layer.activation is Activation.RELU,
-                inputs,
-                table=_table(qnet, layer.activation)
-                if layer.activation in (Activation.SIGMOID, Activation.TANH)
-                else None,
-                relu6=layer.activation is Activation.RELU6,
-            )
-        )
-    return tuple(layers)
+    return tuple(operator_of(layer.source).exact_layer(qnet, layer, scale) for layer in qnet.layers)
 
 
-def _terms(layer: QuantizedLayer) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """(weights, bias, inputs) of a layer in the implementation's numbers: a dense layer's matrix
-    (inputs None), or per neuron its terms in C order (a convolution's kernel taps, an average
-    pool's window with the neuron's reciprocal; 0 past the neuron's count) and their inputs."""
-    if layer.is_dense:
-        return np.asarray(layer.weights), np.asarray(layer.bias), None
-    if isinstance(layer.source, Conv2D):
-        taps = layer.source.taps()
-        return layer.tap_weights(), np.asarray(layer.expanded_bias()), taps.inputs
+def _lookup(qnet: QuantizedNetwork, activation: Activation) -> _Table | None:
+    return _table(qnet, activation) if activation in (Activation.SIGMOID, Activation.TANH) else None
+
+
+def join_layer(qnet: QuantizedNetwork, layer: QuantizedLayer) -> _DyadicLayer:
+    """A join (`qverify.network.joins`): its values added, joined or moved, then its activation."""
+    if layer.activation not in _ACTIVATIONS:
+        raise UnsupportedError(f"exact real outputs: {layer.activation.value} is not supported")
+    empty = np.zeros(0, dtype=object)
+    return _DyadicLayer(
+        empty,
+        empty,
+        0,
+        layer.activation is Activation.RELU,
+        table=_lookup(qnet, layer.activation),
+        join=layer.source,
+        relu6=layer.activation is Activation.RELU6,
+    )
+
+
+def max_pool_layer(layer: QuantizedLayer) -> _DyadicLayer:
+    """A max pool: the largest of each window's values."""
     windows = layer.source.windows()  # type: ignore[union-attr]
-    reciprocal = np.asarray(layer.weights)
-    weights = np.where(windows.valid, reciprocal[:, None], np.zeros((), dtype=reciprocal.dtype))
-    return weights, np.zeros(layer.n_out, dtype=reciprocal.dtype), windows.inputs
+    empty = np.zeros(0, dtype=object)
+    return _DyadicLayer(empty, empty, 0, False, windows.inputs, windows.valid)
+
+
+def affine_layer(
+    qnet: QuantizedNetwork,
+    layer: QuantizedLayer,
+    scale: int,
+    weights: np.ndarray,
+    bias: np.ndarray,
+    inputs: np.ndarray | None,
+) -> _DyadicLayer:
+    """A dense layer, a convolution or an average pool: (weights, bias, inputs) in the
+    implementation's numbers (the operator's `exact_terms`: a matrix with inputs None, or per neuron
+    its terms in C order, 0 past its count, and their inputs) as integers over 2^bits."""
+    if layer.activation not in _ACTIVATIONS:
+        raise UnsupportedError(
+            f"exact real outputs: {layer.source.describe()} with {layer.activation.value} is not supported"  # type: ignore[union-attr]
+        )
+    if qnet.is_fixed:
+        bits = scale.bit_length() - 1
+    else:
+        bits = max(_dyadic_bits(weights), _dyadic_bits(bias))
+    return _DyadicLayer(
+        _numerators(weights, bits, scale),
+        _numerators(bias, bits, scale),
+        bits,
+        layer.activation is Activation.RELU,
+        inputs,
+        table=_lookup(qnet, layer.activation),
+        relu6=layer.activation is Activation.RELU6,
+    )
 
 
 _CACHE: dict[int, tuple[QuantizedNetwork, tuple[_DyadicLayer, ...]]] = {}

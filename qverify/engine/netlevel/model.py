@@ -41,31 +41,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qverify.engine.netlevel.activations import Clamp, Identity, MaxPool, NetActivation, Relu, Stairs
+from qverify.engine.netlevel.activations import NetActivation, Stairs
 from qverify.engine.netlevel.lookup import lut_staircase, monotone
 from qverify.engine.netlevel.operations import (
-    AveragePoolOperation,
-    DenseOperation,
-    IdentityOperation,
     LinearOperation,
-    PermuteOperation,
-    SparseOperation,
-    SumOperation,
 )
 from qverify.engine.netlevel.query import Arithmetic, NetworkQuery
 from qverify.engine.netlevel.roundoff import TINY, gamma
 from qverify.engine.netlevel.staircase import Staircase
+from qverify.errors import UnsupportedError
 from qverify.network import (
     NETWORK_INPUT,
     Activation,
-    Add,
-    AveragePool2D,
-    Concat,
-    Conv2D,
-    Dense,
-    MaxPool2D,
-    Permute,
 )
+from qverify.network.operators import operator_of
 from qverify.quant import FixedFormat, FloatFormat, Overflow, QuantizedLayer, QuantizedNetwork, Rounding
 
 _UNIT_ROUNDOFF = {np.float16: 2.0**-11, np.float32: 2.0**-24, np.float64: 2.0**-53}
@@ -78,9 +67,9 @@ def unsupported_reason(query: NetworkQuery) -> str | None:
     if qnet.is_int8 and query.arithmetic is Arithmetic.REAL:
         return "netlevel: int8 networks have no real-arithmetic reading"
     for index, layer in enumerate(qnet.layers, start=1):
-        supported = (Dense, Conv2D, MaxPool2D) if qnet.is_int8 else (Dense, Conv2D, AveragePool2D, MaxPool2D)
-        supported = (*supported, Add, Concat, Permute)
-        if not isinstance(layer.source, supported):
+        try:
+            operator_of(layer.source)  # (every kind an operator class describes has its statement)
+        except UnsupportedError:
             return f"netlevel: layer {index} ({layer.source.describe()}): not supported"
         activation = layer.activation
         if activation not in (
@@ -289,7 +278,9 @@ def build_model(query: NetworkQuery) -> NetModel:
         for activation in {layer.activation for layer in qnet.layers}
         if activation in (Activation.SIGMOID, Activation.TANH)
     }
-    layers = tuple(_layer(layer, unit if unit else 1.0, tables) for layer in qnet.layers)
+    layers = tuple(
+        operator_of(layer.source).net_layer(layer, unit if unit else 1.0, tables) for layer in qnet.layers
+    )
     return NetModel(
         qnet=qnet,
         layers=layers,
@@ -308,107 +299,16 @@ def build_model(query: NetworkQuery) -> NetModel:
 
 def linear_operation(layer: QuantizedLayer, scale: float) -> tuple[LinearOperation, np.ndarray]:
     """The layer's linear part with its constants read as reals (words * `scale`, or the float
-    values with scale 1), and the bias of every neuron: a dense matrix, a convolution's taps, an
-    average pool's windows with each neuron's reciprocal."""
-    source = layer.source
-    if isinstance(source, Dense):
-        weights = np.asarray(layer.weights, dtype=np.float64) * scale
-        return DenseOperation(weights), np.asarray(layer.bias, dtype=np.float64) * scale
-    if isinstance(source, Conv2D):
-        taps = source.taps()
-        valid = taps.valid
-        rows = np.repeat(np.arange(layer.n_out), taps.count)
-        values = np.asarray(layer.weights, dtype=np.float64).reshape(-1)[taps.weights[valid]] * scale
-        op = SparseOperation.of_taps(rows, taps.inputs[valid], values, layer.n_out, layer.n_in)
-        return op, np.asarray(layer.expanded_bias(), dtype=np.float64) * scale
-    if isinstance(source, AveragePool2D):
-        windows = source.windows()
-        rows = np.repeat(np.arange(layer.n_out), windows.count)
-        reciprocal = np.asarray(layer.weights, dtype=np.float64) * scale
-        op = AveragePoolOperation.of_taps(
-            rows, windows.inputs[windows.valid], reciprocal[rows], layer.n_out, layer.n_in
-        )
-        return op, np.zeros(layer.n_out)
-    if isinstance(source, (MaxPool2D, Concat)):
-        return IdentityOperation(layer.n_in), np.zeros(layer.n_in)
-    if isinstance(source, Add):
-        if source.count == 1:  # an activation of its own: z = h
-            return IdentityOperation(layer.n_in), np.zeros(layer.n_in)
-        return SumOperation.of(source.count, source.size), np.zeros(source.size)
-    if isinstance(source, Permute):
-        return PermuteOperation(source.order), np.zeros(layer.n_in)
-    raise ValueError(f"no linear operation for {source.describe()}")  # type: ignore[union-attr]
-
-
-def _layer(layer: QuantizedLayer, scale: float, tables: dict[Activation, Stairs]) -> NetLayer:
-    op, bias = linear_operation(layer, scale)
-    if isinstance(layer.source, MaxPool2D):
-        return NetLayer(op, bias, max_pool(layer.source))
-    if layer.activation in tables:  # sigmoid / tanh: the C's lookup table as a staircase
-        return NetLayer(op, bias, tables[layer.activation])
-    if layer.activation is Activation.RELU6:  # clamped at 6, exactly 6 in every format's real units
-        return NetLayer(op, bias, Clamp(6.0))
-    activation = Relu() if layer.activation is Activation.RELU else Identity()
-    return NetLayer(op, bias, activation)
-
-
-def max_pool(source: MaxPool2D) -> MaxPool:
-    """The pool's windows as the activation of an identity layer."""
-    windows = source.windows()
-    return MaxPool(windows.inputs, windows.valid)
-
-
-def _int8_join(layer: QuantizedLayer) -> NetLayer:
-    """An int8 join on codes (`qverify.quant.join8`): a move or a copy of codes (exact), or its
-    staircase: an Add's z = acc = w_1 a + w_2 b on the two inputs' codes, a requantizing Concat's
-    z = the code through its input's row."""
-    tables = layer.int8
-    assert tables is not None
-    source = layer.source
-    zeros = np.zeros(layer.n_out)
-    if isinstance(source, Permute):
-        return NetLayer(PermuteOperation(source.order), zeros, Identity())
-    if tables.table is None:
-        return NetLayer(IdentityOperation(layer.n_in), zeros, Identity())
-    code = tables.code
-    if isinstance(source, Add):
-        op = SumOperation.of(source.count, source.size, layer.weights)
-        rows = np.zeros(layer.n_out, dtype=np.int64)
-        return NetLayer(op, zeros, Stairs(Staircase.of(tables.table, rows, code.qmin, code.qmax)))
-    rows = np.repeat(np.arange(len(source.input_sizes)), source.input_sizes)  # type: ignore[union-attr]
-    stairs = Staircase.of(tables.table, rows, code.qmin, code.qmax)
-    return NetLayer(IdentityOperation(layer.n_in), zeros, Stairs(stairs))
-
-
-def _int8_layer(layer: QuantizedLayer) -> NetLayer:
-    """z = acc = W x + (bias - z_in sum W) on input codes x (a convolution's sum over its valid taps:
-    padding adds nothing), exact integers in float64 (|acc| < 2^31), and the requantization
-    staircase of every neuron; a max pool takes the largest code of each window (exact on codes);
-    joins: `_int8_join`."""
-    tables = layer.int8
-    assert tables is not None
-    if layer.is_join:
-        return _int8_join(layer)
-    if isinstance(layer.source, MaxPool2D):
-        return NetLayer(IdentityOperation(layer.n_in), np.zeros(layer.n_in), max_pool(layer.source))
-    assert tables.table is not None
-    op, bias = linear_operation(layer, 1.0)
-    weight_sums = layer.tap_weights().astype(np.int64).sum(axis=1)
-    bias = np.asarray(layer.expanded_bias(), dtype=np.int64) - weight_sums * tables.input_zero
-    rows = tables.table
-    neuron_rows = layer.source.channel_of() if rows.shape[0] > 1 else np.zeros(layer.n_out, dtype=np.int64)  # type: ignore[union-attr]
-    return NetLayer(
-        op,
-        bias.astype(np.float64),
-        Stairs(Staircase.of(rows, neuron_rows, tables.code.qmin, tables.code.qmax)),
-    )
+    values with scale 1), and the bias of every neuron (the node's operator, `qverify.operators`:
+    a dense matrix, a convolution's taps, an average pool's windows with each neuron's reciprocal)."""
+    return operator_of(layer.source).linear_operation(layer, scale)
 
 
 def _int8_model(qnet: QuantizedNetwork) -> NetModel:
     """int8: integer statements with no error term (the module docstring), unit 1, no overflow."""
     return NetModel(
         qnet=qnet,
-        layers=tuple(_int8_layer(layer) for layer in qnet.layers),
+        layers=tuple(operator_of(layer.source).int8_net_layer(layer) for layer in qnet.layers),
         real=False,
         unit=1.0,
         round_lo=0.0,

@@ -65,6 +65,7 @@ from qverify.network import (
     PoolQuant,
     TensorQuant,
 )
+from qverify.network.operators import operator_of
 from qverify.quant import ImplementationOptions, Int8Format, QuantizedLayer, QuantizedNetwork
 from qverify.quant.affine import LEVELS, accumulator_bounds
 from qverify.quant.network import Int8Tables
@@ -275,13 +276,7 @@ def _channel_reach(source: Dense | Conv2D, weights: np.ndarray) -> np.ndarray:
     """Per output channel, the largest sum of |w| over one neuron's products (a padded
     convolution's border neurons have fewer): what `accumulator_bounds` multiplies by the codes'
     spread, as `quantize_network` computes it for the same layer."""
-    if isinstance(source, Dense):
-        return np.abs(weights).sum(axis=1)
-    taps = source.taps()
-    per_neuron = np.where(taps.valid, np.abs(weights.reshape(-1)[taps.weights]), 0).sum(axis=1)
-    reach = np.zeros(weights.shape[0], dtype=np.int64)
-    np.maximum.at(reach, source.channel_of(), per_neuron)
-    return reach
+    return operator_of(source).channel_reach(source, weights)
 
 
 def _source(loop, weights: np.ndarray, bias: np.ndarray):
