@@ -241,7 +241,13 @@ def _through_relaxation(coef, const, slack, relaxation: _Relaxation, acc_magnitu
 
 
 def _back_substitute(k, affines, relaxations, x_lo, x_hi):
-    """[lower, upper] of layer k's accumulated values (float64, outward; NaN where it overflowed)."""
+    """[lower, upper] of layer k's accumulated values (float64, outward; NaN where it overflowed).
+
+    A walk of its own, not the network level's (`engine.netlevel.bounds.backsubstitute`, generic
+    over the graph and its operators): the invariants come before the engine in the pipeline (the
+    C's injected assumes, which the engine reads back), so this package cannot use the engine's
+    statements, and it covers dense chains in fixed point and float only (`symbolic_applies`),
+    with the C's per-operation error of each neuron charged layer by layer as above."""
     n = affines[k].weights.shape[0]
     coef = np.vstack([np.eye(n), -np.eye(n)])
     const, slack = np.zeros(2 * n), np.zeros(2 * n)

@@ -235,10 +235,7 @@ def input_gradient(model: NetModel, pres: list[np.ndarray], coefficients: np.nda
             continue
         layer = model.layers[index]
         grad = layer.op.backward(layer.activation.pullback(pending.pop(index), pres[index]))
-        start = 0
-        for producer, width in zip(model.producers(index), model.input_widths(index)):
-            part = grad[..., start : start + width]
-            start += width
+        for producer, part in model.split(index, grad):
             if producer < 0:
                 grad_x = grad_x + part
             else:

@@ -401,12 +401,7 @@ def backsubstitute(
                 joint = (table, lam, term)  # (read with the input's own coefficients at the end)
         slack = slack + matvec(np.abs(lam), charge)
         lam = layer.op.backward(lam)
-        producers = model.producers(j)
-        widths = model.input_widths(j) if len(producers) > 1 else [lam.shape[-1]]
-        start = 0
-        for producer, width in zip(producers, widths):
-            part = lam[..., start : start + width]
-            start += width
+        for producer, part in model.split(j, lam):
             if producer < 0:
                 if lam_input is None:
                     lam_input = part

@@ -121,10 +121,7 @@ def _children_bounds(
         radius = (bounds.err_hi[depth] - bounds.err_lo[depth]) / 2
         const += lam @ centre - np.abs(lam) @ radius
         lam = layer.op.backward(lam)
-        start = 0
-        for producer, width in zip(model.producers(depth), model.input_widths(depth)):
-            part = lam[..., start : start + width]
-            start += width
+        for producer, part in model.split(depth, lam):
             if producer < 0:
                 lam_input = lam_input + part
             else:

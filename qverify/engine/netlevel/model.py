@@ -204,6 +204,20 @@ class NetModel:
         parts = [x if p == NETWORK_INPUT else values[p] for p in self.qnet.wiring[index]]
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
 
+    def split(self, index: int, lam: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """Coefficients on node `index`'s input (last axis) as its producers' parts, in order: what
+        `gather` joined, taken apart. Every backward walk (back-substitution, its estimates, the
+        attack's gradients) sends a node's coefficients to its producers here, and each producer
+        read by several consumers sums their parts before its own turn (auto_LiRPA's order)."""
+        producers = self.qnet.wiring[index]
+        if len(producers) == 1:
+            return [(producers[0], lam)]
+        parts, start = [], 0
+        for producer, width in zip(producers, self.input_widths(index)):
+            parts.append((producer, lam[..., start : start + width]))
+            start += width
+        return parts
+
     def input_reals(self, x: np.ndarray) -> np.ndarray:
         """Implementation inputs (words or float values) as normalised reals (exact in float64)."""
         if self.is_fixed:

@@ -942,7 +942,10 @@ def _backsub(
     costs: list | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
     """Upper bound of sum(blocks * z) + const + e (e in [elo, ehi], (B, m)) over the boxes,
-    substituting levels top..1. Returns (bound (B, m), magnitude of what was summed, input block,
+    substituting levels top..1. A walk of its own, not the network level's operator walk
+    (`engine.netlevel.bounds.backsubstitute`): the scalar path has no layers, only the levels of
+    the C's expression graph (each unit a C operation on scalars: products, sums, table reads),
+    which is why it exists -- for C the lifter cannot read back as layers. Returns (bound (B, m), magnitude of what was summed, input block,
     bound before the inputs' contribution). Separable units are not substituted: their
     coefficients are collected and bounded exactly through their tables at the inputs; `tables`,
     if given, receives per tabulated input its maximising value ("argmax") and its contribution's
