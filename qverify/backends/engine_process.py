@@ -56,8 +56,8 @@ def import_engine() -> None:
 # lifter declines or the network level leaves open; scipy.sparse and HiGHS: convolutions and the
 # LP, in pieces of at most ~30 ms so that a task arriving meanwhile waits little). A task that starts
 # before they are all in imports what it needs itself: the host says ready ~0.2 s of CPU earlier,
-# and a small query decided by the network level no longer waits for them (docs/ARCHITECTURE.md,
-# "Stage times").
+# and a small query decided by the network level no longer waits for them (docs/PERFORMANCE.md,
+# "Start-up and overhead of one task").
 IDLE_IMPORTS = (
     "qverify.codegen.render",
     "qverify.engine.scalar.symex",

@@ -1,7 +1,9 @@
-"""Read a sequential float ONNX graph into a `Network` (using the `onnx` package only).
+"""Read a float ONNX graph into a `Network` (using the `onnx` package only).
 
-What is understood, in graph order (one dynamic tensor flows from the single graph input to the single
-graph output; constants are initializers or `Constant` nodes):
+What is understood, in graph order from the single graph input to the single graph output (a chain,
+or a graph whose tensors feed several nodes and meet again in a residual `Add` or a `Concat`:
+`qverify.io.onnx_graph` walks it with a state per tensor; constants are initializers or `Constant`
+nodes):
 
     [Sub|Div|Add|Mul with a constant]*        -> input normalisation x_norm = (x - mean) / range
     ( MatMul [Add bias] | Gemm | Conv [Add bias] ) [BatchNormalization] [Relu|Sigmoid|Tanh]
@@ -360,14 +362,15 @@ def _check_output_shape(graph: onnx.GraphProto, n_outputs: int, where: str) -> N
 
 
 def read_onnx(path: str | Path) -> Network:
-    """Read a sequential dense ONNX network, converting every weight to float64.
+    """Read a float (or int8: `qverify.io.onnx_quant`) ONNX graph, converting every weight to float64.
 
     :returns: a `Network` named after the file stem, with `source` = `path`; the input normalisation
         comes from constant Sub/Div/Add/Mul before the first linear layer (plus clip bounds from
         qverify metadata), the output normalisation from those after the last one.
     :raises InputError: unreadable or empty file, missing initializer, shape mismatch, zero scale.
     :raises UnsupportedError: an operator outside the list in the module docstring, or a graph that
-        is not one chain (several inputs or outputs, a branch, an operator on two dynamic tensors).
+        qverify does not read (several inputs or outputs, an operator on two dynamic tensors other
+        than the joins), naming the node.
     """
     where = str(path)
     model = load_model(path)
