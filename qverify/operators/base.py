@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 class Operator:
     """What one kind of IR node means at every stage (module docstring). Stateless: one instance
-    per kind (`qverify.operators.registry`), the node passed to each method."""
+    per kind (registered in `qverify.network.operators`), the node passed to each method."""
 
     kind: str = ""  # the C template's name of the kind (`templates/_network.c.j2`)
     is_mac = False  # products of weights and inputs summed from a bias (dense, convolution)
