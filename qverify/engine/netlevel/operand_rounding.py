@@ -194,3 +194,34 @@ def rounding_table(model, layer_index: int, h_lo: np.ndarray, h_hi: np.ndarray) 
 def _columns(op):
     """The operation's weights by column (its operands), built once per operation."""
     return op.rows().tocsc()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class BoxTables:
+    """Per box of a batch of ReLU-split nodes, its own `RoundingTable` (or None: the statement's
+    interval), read box by box with the same bounds one node's table gives. A box without a table
+    reads -inf here: `bounds.backsubstitute` takes the larger of this and the interval reading."""
+
+    tables: tuple[RoundingTable | None, ...]
+
+    @staticmethod
+    def of(model, layer_index: int, h_lo: np.ndarray, h_hi: np.ndarray) -> BoxTables | None:
+        """Each box's `rounding_table` (h_lo, h_hi (B, n)); None when no box has one."""
+        tables = tuple(rounding_table(model, layer_index, lo, hi) for lo, hi in zip(h_lo, h_hi))
+        return None if all(table is None for table in tables) else BoxTables(tables)
+
+    def lower(self, lam: np.ndarray) -> np.ndarray:
+        """`RoundingTable.lower` per box (lam (B, R, n_out) -> (B, R))."""
+        found = np.full(lam.shape[:-1], -np.inf)
+        for b, table in enumerate(self.tables):
+            if table is not None:
+                found[b] = table.lower(lam[b])
+        return found
+
+    def joint_lower(self, lam: np.ndarray, mu: np.ndarray, unit: float, lo: np.ndarray, hi: np.ndarray):
+        """`RoundingTable.joint_lower` per box (lam, mu (B, R, .), the boxes (B, n))."""
+        found = np.full(lam.shape[:-1], -np.inf)
+        for b, table in enumerate(self.tables):
+            if table is not None:
+                found[b] = table.joint_lower(lam[b], mu[b], unit, lo[b], hi[b])
+        return found
