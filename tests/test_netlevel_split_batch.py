@@ -3,7 +3,8 @@
 bounds with the split fixed, the layers after the split bounded again; fixed point with the product
 roundings per operand), the atoms' alpha-beta-CROWN bounds equal the node's own, and both hold at
 every sampled execution of the node (the implementation's arithmetic simulated bit-exactly, or
-the real network in float64), in every number format."""
+the real network in float64), in every number format; so do the looser bounds the search uses
+(no back-substitution of the layers after the split: `REBOUND_AFTER_SPLIT`)."""
 
 from __future__ import annotations
 
@@ -114,6 +115,12 @@ def _children(search, node: Node, bounds, rng, count: int) -> list[Node]:
     return children
 
 
+def _restore(nodes: list[Node], warm: list) -> None:
+    """The nodes' warm starts as they were (a batch's optimisation keeps its own on the nodes)."""
+    for node, (alphas, betas) in zip(nodes, warm):
+        node.alphas, node.betas = alphas, betas
+
+
 def _alone(search: Search, node: Node):
     """The node's bounds as `Search.process` computes them, one node."""
     model, region = search.model, search.query.regions[node.region]
@@ -162,15 +169,16 @@ def test_split_batch_equals_each_node_alone_and_holds_every_execution(options, a
         if narrow:
             assert any(t is not None for t in root.operands.values())  # (the tables are exercised)
         pres, outputs, fine = _executions(query, model, rng)
+        warm = [(n.alphas, n.betas) for n in children]
         found = split_batch_bounds(model, children, search.invariants)
+        # the search's default: the layers after a split by intervals and the parent's bounds only
+        loose = split_batch_bounds(model, children, search.invariants, rebound=False)
         batch_atoms = None
         if found.bounds is not None:
             members = [children[i] for i in found.members]
-            warm = [(n.alphas, n.betas) for n in members]
             batch_atoms = search.split_batch_atoms(members, found.bounds, found.xl, found.xu)
             tabled += any(isinstance(v, BoxTables) for v in found.bounds.operands.values())
-            for n, (alphas, betas) in zip(members, warm):  # (each node alone starts where it did)
-                n.alphas, n.betas = alphas, betas
+            _restore(children, warm)  # (each node alone starts where it did)
         for position, node in enumerate(children):
             alone = _alone(search, node)
             chosen = _with_phases(model, pres, fine, node.phases)
@@ -194,6 +202,21 @@ def test_split_batch_equals_each_node_alone_and_holds_every_execution(options, a
                 np.testing.assert_array_equal(found.bounds.free[k][b], alone.free[k])
                 assert np.all(pres[k][chosen] >= found.bounds.pre_lo[k][b] - tolerance)
                 assert np.all(pres[k][chosen] <= found.bounds.pre_hi[k][b] + tolerance)
+            if position in loose.members:
+                c = loose.members.index(position)
+                for k in range(len(model.layers)):  # (no back-substitution: looser, as sound)
+                    assert np.all(pres[k][chosen] >= loose.bounds.pre_lo[k][c] - tolerance)
+                    assert np.all(pres[k][chosen] <= loose.bounds.pre_hi[k][c] + tolerance)
+                    assert np.all(loose.bounds.pre_lo[k][c] <= found.bounds.pre_lo[k][b] + 1e-12)
+                    assert np.all(loose.bounds.pre_hi[k][c] >= found.bounds.pre_hi[k][b] - 1e-12)
+                loose_lower = search.split_batch_atoms(
+                    [node], loose.bounds.select(np.array([c])), xl[None], xu[None]
+                )[0]
+                _restore(children, warm)
+                margins = outputs[chosen] @ search.atom_matrix.T + search.atom_constants
+                assert np.all(margins >= loose_lower[0] - tolerance)
+            else:
+                assert not chosen.any()
             own_lower = search.node_atoms(node, alone, xl, xu)[0]
             lower_b = batch_atoms[0][b]
             np.testing.assert_allclose(lower_b, own_lower, rtol=1e-6, atol=1e-9)

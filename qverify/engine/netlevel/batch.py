@@ -47,10 +47,13 @@ class SplitBatch:
 
 
 def split_batch_bounds(
-    model: NetModel, nodes: list, invariants: tuple[LayerBounds, ...] | None = None
+    model: NetModel, nodes: list, invariants: tuple[LayerBounds, ...] | None = None, rebound: bool = True
 ) -> SplitBatch:
     """Every node's bounds (each a ReLU-split child: `parent`, `split`, `phases`, `lo`, `hi` in
-    words), as `search.Search.process` computes them one node at a time, in one batch."""
+    words), as `search.Search.process` computes them one node at a time, in one batch. `rebound`
+    False: the layers after a split are not back-substituted again, only propagated by intervals
+    and intersected with the parent's (alpha-beta-CROWN's fixed intermediate bounds; the split
+    reaches the atoms' bounds through its multiplier, `beta`)."""
     children = [with_phase(model, node.parent, *node.split) for node in nodes]
     live = [i for i, child in enumerate(children) if child is not None]
     closed = [i for i, child in enumerate(children) if child is None]
@@ -67,7 +70,7 @@ def split_batch_bounds(
     if model.is_fixed:
         words = (np.stack([node.lo for node in members]), np.stack([node.hi for node in members]))
     bounds = layer_bounds(
-        model, xl, xu, phases, known, 0, known.pre_lo, known.pre_hi, invariants, words, starts
+        model, xl, xu, phases, known, 0, known.pre_lo, known.pre_hi, invariants, words, starts, rebound
     )
     full = np.flatnonzero(~bounds.empty)
     closed += [live[b] for b in np.flatnonzero(bounds.empty)]

@@ -604,6 +604,7 @@ def layer_bounds(
     invariants: tuple[LayerBounds, ...] | None = None,
     region_words: tuple[np.ndarray, np.ndarray] | None = None,
     starts: np.ndarray | None = None,
+    rebound: bool = True,
 ) -> Bounds:
     """Every layer's bounds over one node (input box [xl, xu] in reals, (n,)) or B nodes ((B, n)),
     with ReLU phases per layer ((n_k,) or (B, n_k): +1 active, -1 inactive, 0 open), intersected
@@ -612,7 +613,8 @@ def layer_bounds(
     box in words (fixed point: the first layer's free neurons read it). Boxes that hold no
     execution are marked in `empty`; the loop stops early once every box is. `starts` (a batch
     with `known`, (B,)): box b's own start (ReLU-split nodes bounded together: each keeps `known`'s
-    layers before its own, which are not re-bounded)."""
+    layers before its own, which are not re-bounded). `rebound` False: no back-substitution of the
+    layers' own bounds (interval propagation intersected with the parents' bounds only)."""
     n_layers = len(model.layers)
     batch = xl.shape[:-1]  # () for one node
     if known is not None and starts is not None:
@@ -662,7 +664,8 @@ def layer_bounds(
         kept = None if starts is None else (starts > k)[:, None]  # boxes whose layer k is `known`'s
         first = model.reads_input_only(k)
         if (
-            not first
+            rebound
+            and not first
             and layer.relaxed
             and not layer.op.exact
             and (k < n_layers - 1 or layer.stairs is not None)

@@ -139,7 +139,7 @@ def rounding_table(model, layer_index: int, h_lo: np.ndarray, h_hi: np.ndarray) 
     (the products of every narrow operand rounded first; 62 % of a node's time: issue 45 item 3)."""
     layer = model.layers[layer_index]
     unit = model.unit
-    columns = _columns(layer.op)
+    columns, owner, weighted, weighted_count = _columns(layer.op, unit)
     low = np.ceil(np.asarray(h_lo, dtype=np.float64) / unit)
     high = np.floor(np.asarray(h_hi, dtype=np.float64) / unit)
     words = high - low + 1
@@ -157,13 +157,12 @@ def rounding_table(model, layer_index: int, h_lo: np.ndarray, h_hi: np.ndarray) 
             if sizes[i] <= budget:
                 enumerated[i] = True
                 budget -= sizes[i]
-    # per neuron, the live products by operands not enumerated (their words' weights not zero)
-    owner = np.repeat(np.arange(len(counts)), counts)
-    kept = (read & ~enumerated)[owner] & (np.rint(columns.data / unit) != 0)
-    generic = np.bincount(columns.indices[kept], minlength=layer.n_out).astype(np.float64)
+    # the live products by operands not enumerated (their words' weights not zero), per operand first
     covered = float(counts[enumerated].sum())
-    if covered < ENUMERATED_SHARE * (covered + generic.sum()):
+    if covered < ENUMERATED_SHARE * (covered + weighted_count[read & ~enumerated].sum()):
         return None  # (too few of the layer's products to pay for the rows' products with it)
+    kept = (read & ~enumerated)[owner] & weighted
+    generic = np.bincount(columns.indices[kept], minlength=layer.n_out).astype(np.float64)
     frac_bits = model.qnet.number.frac_bits
     rounding = model.qnet.number.rounding
     entries, operands, operand_words = [], [], []
@@ -191,9 +190,14 @@ def rounding_table(model, layer_index: int, h_lo: np.ndarray, h_hi: np.ndarray) 
 
 
 @functools.lru_cache(maxsize=64)
-def _columns(op):
-    """The operation's weights by column (its operands), built once per operation."""
-    return op.rows().tocsc()
+def _columns(op, unit: float):
+    """The operation's weights by column (its operands), built once per operation: the matrix, each
+    entry's column, which entries' words are not zero, and how many per column."""
+    columns = op.rows().tocsc()
+    counts = np.diff(columns.indptr)
+    owner = np.repeat(np.arange(len(counts)), counts)
+    weighted = np.rint(columns.data / unit) != 0
+    return columns, owner, weighted, np.bincount(owner[weighted], minlength=len(counts))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
