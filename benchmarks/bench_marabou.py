@@ -436,7 +436,9 @@ def run_qverify(
         "--property", str(instance.vnnlib), *MODES[mode], "--timeout", f"{timeout_s:g}",
         "--json", str(record_path),
     ]  # fmt: skip
-    run = _run_child(command, timeout_s + GRACE_S)
+    # (another checkout's Python runs in the scratch folder: from this checkout `-m qverify` would
+    # import this checkout's package, which the working directory puts first on its path)
+    run = _run_child(command, timeout_s + GRACE_S, cwd=ROOT if tool == QVERIFY else scratch)
     if run.code is None:
         reason = f"killed after {timeout_s + GRACE_S:g} s"
         return Outcome(tool, mode, instance.name, "UNKNOWN", run.wall_s, reason, _usage(run))
