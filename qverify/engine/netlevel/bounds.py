@@ -29,7 +29,9 @@ magnitudes, which holds for any summation order, so a batched (BLAS) product is 
 term. One code serves both: `layer_bounds` is the one loop over layers, `backsubstitute` /
 `optimised_bound` the one substitution, each written over `...` leading axes (one node: none, a
 batch: one; a node's own arrays skip the batch axis only because numpy's 2-D products cost less
-per call than 3-D ones of a batch of one).
+per call than 3-D ones of a batch of one). ReLU splitting batches its nodes too (`batch`: each box
+with its own phases, parent bounds and start layer, `layer_bounds`' `starts`; fixed point with
+each box's own product-rounding tables, `operand_rounding.BoxTables`).
 """
 
 from __future__ import annotations

@@ -14,12 +14,15 @@ graph, cheapest step first:
    dimension with the largest |coefficient| x width in the bottleneck atom's bound), ReLU phase
    splitting otherwise (BaBSR-like score: |coefficient| x the triangle relaxation's intercept; the
    root's hidden-layer bounds are optimised by alpha-CROWN, a child keeps its parent's bounds up
-   to the split layer, bounds the layers after it again and its outputs with alpha-CROWN, and
-   keeps its parent's atom bounds and refuted clauses; once every phase is fixed, the box is split).
+   to the split layer, bounds the layers after it by intervals within its parent's bounds
+   (`REBOUND_AFTER_SPLIT`) and its outputs with alpha-beta-CROWN, and keeps its parent's atom
+   bounds and refuted clauses; once every phase is fixed, the box is split).
    Every node tries its bound's minimising vertex and its centre as counterexamples. Input
    splitting takes the best `BATCH_NODES` open nodes at a time and bounds them as one batch
    (`bounds.batch_bounds`: at ACAS Xu size Python's overhead per numpy call, not arithmetic, was
-   the cost of a node); the rest of a node's conclusion (LP/MILP, children) stays per node.
+   the cost of a node), ReLU splitting the best `SPLIT_BATCH_NODES` (`batch.split_batch_bounds`
+   and alpha-beta-CROWN over the batch: issue 45 item 3); the rest of a node's conclusion
+   (LP/MILP, FSB's choice, children) stays per node.
 4. exact last words on small sub-problems: a box with at most `ENUMERATION_LIMIT` inputs is
    enumerated through `simulate` (implementation arithmetic: exact, words or float values one by
    one; REAL: `REAL_ENUMERATION_LIMIT` points in exact rationals); LP then MILP over HiGHS per open
