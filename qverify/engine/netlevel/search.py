@@ -139,8 +139,8 @@ SPLIT_BATCH_NODES = 32
 # ... the layers after a child's split bounded by interval propagation and its parent's bounds only,
 # not by back-substitution (alpha-beta-CROWN's fixed intermediate bounds: the split reaches the
 # atoms through its multiplier). digits784x4 img04 eps 0.02, real, one process, CPU clock, load
-# ~14: back-substituted 19.1 CPU s to SAFE (1,701 nodes, 89 per CPU s), not 13.7 s (3,017 nodes,
-# 221 per CPU s); at <16,16> 60 CPU s: 1,887 against 6,975 nodes, both open
+# ~14: SAFE in 13.7 CPU s (3,017 nodes, 221 per CPU s) where back-substituting them took 19.1 s
+# (1,701 nodes, 89 per CPU s); <16,16>, 60 CPU s: 6,975 nodes against 1,887, both open
 REBOUND_AFTER_SPLIT = False
 TABLE_SPLIT_MIN_POINTS = 1 << 20  # boxes with fewer inputs split the box, not a table neuron
 # alpha-CROWN steps on a batch's atom bounds: off, 6 steps cost more than they saved (ACAS Xu phi2
@@ -761,7 +761,7 @@ class Search:
             for b, node in enumerate(members):
                 node.alphas = _scatter(node.alphas, {k: v[b] for k, v in found.alphas.items()}, rows, count)
                 node.betas = _scatter(node.betas, {k: v[b] for k, v in found.betas.items()}, rows, count)
-            lam_post = {k: v for k, v in found.bound.lam_post.items()}
+            lam_post = dict(found.bound.lam_post)
         for b, node in enumerate(members):
             if node.inherited_lower is not None:
                 lower[b] = np.maximum(lower[b], node.inherited_lower)
