@@ -12,7 +12,10 @@ Per box the arithmetic is the one node's:
 - the bounds (`split_batch_bounds`): each child's parent bounds with its split fixed
   (`bounds.with_phase`), then the layers from the split's next on bounded again
   (`bounds.layer_bounds` with per-box `starts`: a box keeps its parent's layers before its own
-  split, as `node_bounds` does), the float64 rounding charged per box as for one node;
+  split, as `node_bounds` does), the float64 rounding charged per box as for one node; the search
+  bounds those layers by intervals within the parent's bounds only (`rebound` False,
+  `search.REBOUND_AFTER_SPLIT`: alpha-beta-CROWN's fixed intermediate bounds), which is looser and
+  as sound;
 - fixed point: each box reads its product roundings per operand from its own tables
   (`operand_rounding.BoxTables`), the tables its parent had for the layers it keeps;
 - the atoms' alpha-beta-CROWN optimisation (`beta.optimise_output_bounds` over the batch: its steps
