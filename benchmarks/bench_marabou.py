@@ -34,6 +34,11 @@ verdict that differs from qverify's where both decide is a bug of one of them an
 Without maraboupy the script says so and runs without Marabou; alpha-beta-CROWN runs only when
 named, and a named one that cannot run is said so, with the reason.
 
+With `--baseline-python PY` the qverify that PY imports (another checkout's environment, e.g.
+main's) runs beside this checkout's, interleaved per instance and mode ('qverify-baseline'): before
+and after in one run. The report's last table gives each run's branch-and-bound nodes per CPU second
+(`node_rates`; alpha-beta-CROWN's from the domains visited and its BaB time in its log).
+
 Results are journaled (JSONL, one line per finished run) in `--out`; `--resume` skips what the
 journal holds, so a long run can be interrupted and continued. The selection:
   --suite NAME (repeatable; default acasxu): acasxu, digits784, digits784x4 (issue 32's frontier),
@@ -134,6 +139,7 @@ DECIDED = ("SAFE", "UNSAFE")
 MARABOU = "marabou"
 ABCROWN = "abcrown"
 QVERIFY = "qverify"
+BASELINE = "qverify-baseline"  # `--baseline-python`: another checkout's qverify, run beside this one
 REFERENCES = {MARABOU: "Marabou", ABCROWN: "alpha-beta-CROWN"}  # the tools qverify is compared with
 ABCROWN_ENV, ABCROWN_PYTHON_ENV = "QVERIFY_ABCROWN", "QVERIFY_ABCROWN_PYTHON"
 # alpha-beta-CROWN's batch of branch-and-bound domains on the CPU without --abcrown-config (its
@@ -336,6 +342,7 @@ class AbcrownAnswer:
 
 _ABCROWN_VERDICTS = {"sat": "UNSAFE", "unsat": "SAFE", "timeout": "UNKNOWN"}
 _DOMAINS_VISITED = re.compile(r"(\d+) domains visited")
+_BAB_SECONDS = re.compile(r"Cumulative time: ([0-9.]+)")  # its branch and bound's seconds so far, per round
 _ASSIGNMENT = re.compile(r"\(\s*X_(\d+)\s+([^\s()]+)\s*\)")
 
 
@@ -413,21 +420,31 @@ def _usage(run: ChildRun) -> dict:
     return {"cpu_s": round(run.cpu_s, 3), "max_rss_mb": round(run.max_rss_mb, 1)}
 
 
-def run_qverify(instance: Instance, mode: str, timeout_s: float, scratch: Path) -> Outcome:
-    """`python -m qverify verify` from this checkout: whatever engine it holds now."""
-    record_path = scratch / f"{instance.suite}.{instance.name}.{mode}.json"
+def run_qverify(
+    instance: Instance,
+    mode: str,
+    timeout_s: float,
+    scratch: Path,
+    python: str = sys.executable,
+    tool: str = QVERIFY,
+) -> Outcome:
+    """`python -m qverify verify` from this checkout (whatever engine it holds now), or with
+    `python` another checkout's (`--baseline-python`: its environment imports its own qverify)."""
+    record_path = scratch / f"{instance.suite}.{instance.name}.{mode}.{tool}.json"
     command = [
-        sys.executable, "-m", "qverify", "verify", str(instance.network_for(mode)),
+        python, "-m", "qverify", "verify", str(instance.network_for(mode)),
         "--property", str(instance.vnnlib), *MODES[mode], "--timeout", f"{timeout_s:g}",
         "--json", str(record_path),
     ]  # fmt: skip
-    run = _run_child(command, timeout_s + GRACE_S)
+    # (another checkout's Python runs in the scratch folder: from this checkout `-m qverify` would
+    # import this checkout's package, which the working directory puts first on its path)
+    run = _run_child(command, timeout_s + GRACE_S, cwd=ROOT if tool == QVERIFY else scratch)
     if run.code is None:
         reason = f"killed after {timeout_s + GRACE_S:g} s"
-        return Outcome(QVERIFY, mode, instance.name, "UNKNOWN", run.wall_s, reason, _usage(run))
+        return Outcome(tool, mode, instance.name, "UNKNOWN", run.wall_s, reason, _usage(run))
     if not record_path.is_file():
         last = run.err.strip().splitlines()[-1] if run.err.strip() else f"exit code {run.code}"
-        return Outcome(QVERIFY, mode, instance.name, "ERROR", run.wall_s, last, _usage(run))
+        return Outcome(tool, mode, instance.name, "ERROR", run.wall_s, last, _usage(run))
     record = json.loads(record_path.read_text())
     times = {
         key: value for key, value in record.get("times_s", {}).items() if isinstance(value, (int, float))
@@ -437,9 +454,9 @@ def run_qverify(instance: Instance, mode: str, timeout_s: float, scratch: Path) 
     detail["float_violates"] = example.get("float_violates")
     detail["replayed"] = record["status"] == "UNSAFE" and "replay.run" in times
     detail["engine_peak_mb"] = record.get("peak_memory_mb", 0.0)
-    return Outcome(
-        QVERIFY, mode, instance.name, record["status"], run.wall_s, record.get("reason", ""), detail
-    )
+    # the branch and bound's nodes (the node rate, `node_rates`)
+    detail["nodes"] = int(((record.get("verdict") or {}).get("counts") or {}).get("netlevel.nodes", 0))
+    return Outcome(tool, mode, instance.name, record["status"], run.wall_s, record.get("reason", ""), detail)
 
 
 def run_marabou(instance: Instance, timeout_s: float, memory_mb: int) -> Outcome:
@@ -500,6 +517,8 @@ def run_abcrown(instance: Instance, timeout_s: float, scratch: Path, abcrown: Ab
     detail = _usage(run)
     if visited := _DOMAINS_VISITED.findall(run.out):
         detail["domains_visited"] = int(visited[-1])  # its branch and bound's nodes (absent: none ran)
+    if rounds := _BAB_SECONDS.findall(run.out):
+        detail["bab_s"] = float(rounds[-1])  # (up to its last finished round: the node rate's seconds)
     if answer.verdict == "UNSAFE":
         detail.update(_float32_witness(instance, np.array(answer.witness)))
     return Outcome(ABCROWN, "real", instance.name, answer.verdict, run.wall_s, answer.reason, detail)
@@ -693,7 +712,8 @@ def suite_tables(
         "| suite | run | decided | SAFE | UNSAFE | UNKNOWN | ERROR | total s | median s | CPU s | max RSS MB | UNSAFE replayed |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    runs = [(tool, "real") for tool in REFERENCES] + [(QVERIFY, mode) for mode in modes]
+    runs = [(tool, "real") for tool in REFERENCES]
+    runs += [(tool, mode) for mode in modes for tool in (BASELINE, QVERIFY)]
     for suite in dict.fromkeys(i.suite for i in instances):
         chosen = [i for i in instances if i.suite == suite]
         for tool, mode in runs:
@@ -710,7 +730,7 @@ def suite_tables(
                 if tool in REFERENCES
                 else f"{sum(bool(o.detail.get('replayed')) for o in outcomes)}/{count['UNSAFE']}"
             )
-            label = REFERENCES.get(tool, f"qverify {mode}")
+            label = REFERENCES.get(tool, f"qverify {mode}{' (baseline)' if tool == BASELINE else ''}")
             print(
                 f"| {suite} | {label} | {count['SAFE'] + count['UNSAFE']}/{len(outcomes)} | {count['SAFE']} "
                 f"| {count['UNSAFE']} | {count['UNKNOWN']} | {count['ERROR']} | {sum(walls):.1f} | {_median(walls):.2f} "
@@ -731,6 +751,48 @@ def suite_tables(
         print(
             f"\nverdicts that differ between qverify's modes (different arithmetic, not an error):\n  {lines}"
         )
+
+
+def node_rates(
+    instances: list[Instance], modes: Sequence[str], results: dict[str, Outcome], timeout_s: float
+) -> None:
+    """Per instance where a branch and bound ran, each run's nodes and nodes per CPU second (of every
+    thread and process: per core). qverify: its nodes over the whole run's CPU seconds (start-up,
+    attack and root included: a lower bound of its search's rate). alpha-beta-CROWN: its domains
+    visited over its branch and bound's share of the run's CPU seconds (its BaB seconds from its log
+    over the run's wall seconds: the machine's load taken as even over the run), and beside it the
+    domains per second of its BaB as it reports them (wall, on however many threads torch used)."""
+    runs = [(ABCROWN, "real")] + [(tool, mode) for mode in modes for tool in (BASELINE, QVERIFY)]
+    rows = []
+    for instance in instances:
+        cells = []
+        for tool, mode in runs:
+            outcome = results.get(_key(tool, mode, instance.name, timeout_s))
+            if outcome is None:
+                cells.append("-")
+                continue
+            cpu = outcome.detail.get("cpu_s", 0.0)
+            if tool == ABCROWN:
+                nodes, bab = outcome.detail.get("domains_visited", 0), outcome.detail.get("bab_s", 0.0)
+                share = cpu * bab / outcome.wall_s if outcome.wall_s > 0 else 0.0
+                rate = (
+                    f"{nodes / share:.0f}/CPU s ({nodes / bab:.0f}/BaB s)" if nodes > 1 and bab > 0 else "-"
+                )
+            else:
+                nodes = outcome.detail.get("nodes", 0)
+                rate = f"{nodes / cpu:.0f}/CPU s" if nodes > 1 and cpu > 0 else "-"
+            cells.append(f"{outcome.verdict} {nodes}, {rate}")
+        if any(cell != "-" for cell in cells):
+            rows.append(f"| {instance.name} | " + " | ".join(cells) + " |")
+    if not rows:
+        return
+    labels = ["alpha-beta-CROWN"] + [
+        f"qverify {mode}{' (baseline)' if tool == BASELINE else ''}" for tool, mode in runs[1:]
+    ]
+    print("\n## Node rates: verdict, branch-and-bound nodes, nodes per CPU second (`node_rates`)\n")
+    print("| instance | " + " | ".join(labels) + " |")
+    print("|---|" + "---|" * len(labels))
+    print("\n".join(rows))
 
 
 def report(
@@ -851,6 +913,12 @@ def parser() -> argparse.ArgumentParser:
         "memory on the 28x28 CNN of digits28-maxpool; capped at 8192 it fails there (std::bad_alloc, an "
         "ERROR): a cap protects a shared machine, but the comparison is fair only without one",
     )
+    p.add_argument(
+        "--baseline-python",
+        metavar="PYTHON",
+        help="also run the qverify that this Python imports (e.g. another checkout's .venv/bin/python), "
+        "interleaved with this checkout's, as 'qverify-baseline': before/after tables and node rates",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "results" / "bench_marabou", help="journal folder")
     p.add_argument("--resume", action="store_true", help="skip the runs the journal holds")
     p.add_argument("--overwrite", action="store_true", help="start a new journal")
@@ -863,12 +931,15 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _jobs(instances: Iterable[Instance], modes: Sequence[str], references: Sequence[str]):
+def _jobs(instances: Iterable[Instance], modes: Sequence[str], references: Sequence[str], baseline: bool):
+    """Every run, interleaved per instance (the tools, then each mode: the baseline, then this one)."""
     for instance in instances:
         for tool in references:
             yield tool, "real", instance
         for mode in modes:
             if instance.network_for(mode) is not None:
+                if baseline:
+                    yield BASELINE, mode, instance
                 yield QVERIFY, mode, instance
 
 
@@ -925,7 +996,7 @@ def main(argv: list[str] | None = None) -> int:
     results = {entry["key"]: Outcome(**entry["record"]["outcome"]) for entry in journal.resume()}
     todo = [
         job
-        for job in _jobs(instances, modes, references)
+        for job in _jobs(instances, modes, references, args.baseline_python is not None)
         if _key(job[0], job[1], job[2].name, args.timeout) not in results
     ]
     print(f"{len(instances)} instances, modes {', '.join(modes)}, "
@@ -940,6 +1011,8 @@ def main(argv: list[str] | None = None) -> int:
         if tool == ABCROWN:
             assert abcrown is not None
             return run_abcrown(instance, args.timeout, scratch, abcrown)
+        if tool == BASELINE:
+            return run_qverify(instance, mode, args.timeout, scratch, args.baseline_python, BASELINE)
         return run_qverify(instance, mode, args.timeout, scratch)
 
     with (
@@ -960,7 +1033,9 @@ def main(argv: list[str] | None = None) -> int:
                 }
             )
     print(speed_line("end"), flush=True)
-    return 1 if report(instances, modes, results, args.timeout) else 0
+    disagreements = report(instances, modes, results, args.timeout)
+    node_rates(instances, modes, results, args.timeout)
+    return 1 if disagreements else 0
 
 
 if __name__ == "__main__":

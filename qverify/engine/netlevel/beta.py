@@ -83,9 +83,16 @@ def optimise_output_bounds(
 ) -> Optimised:
     """Lower bounds of coefficients @ (the outputs) over the node, optimised over the lower slopes
     of its open ReLUs and the multipliers of its fixed phases (module docstring), starting from
-    `alphas` / `betas` (a parent's; default: DeepPoly's slopes and zero multipliers)."""
+    `alphas` / `betas` (a parent's; default: DeepPoly's slopes and zero multipliers).
+
+    A batch of ReLU-split nodes (`batch.split_batch_bounds`: bounds (B, n_k), xl (B, n)) is
+    optimised as one: every parameter and bound carries the leading batch axis ((B, rows, n_k)),
+    each step is one back-substitution of all the boxes' rows, and since every step is elementwise
+    per row, each box's result is the one it would get alone (ReLU layers; staircases one node at
+    a time)."""
     last = len(model.layers) - 1
     rows = np.atleast_2d(coefficients).shape[0]
+    batch = np.shape(xl)[:-1]
     current_alphas: dict[int, np.ndarray] = {}
     for k in range(last):
         if not (model.layers[k].relu and bounds.unstable(model, k).any()):
@@ -93,7 +100,7 @@ def optimise_output_bounds(
         lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
         given = None if alphas is None else alphas.get(k)
         if given is None:
-            current_alphas[k] = np.tile(np.where(hi >= -lo, 1.0, 0.0), (rows, 1))
+            current_alphas[k] = np.repeat(np.where(hi >= -lo, 1.0, 0.0)[..., None, :], rows, axis=-2)
         else:
             current_alphas[k] = np.clip(given, 0.0, 1.0)
     # staircases (lookup tables, int8 requantizations): both slopes per row, `stair_relaxation`'s
@@ -105,7 +112,7 @@ def optimise_output_bounds(
         start = np.asarray(given, dtype=np.float64) if usable else stair_start(model, bounds, k, rows)
         current_alphas[k] = np.clip(start, 0.0, STAIR_SLOPE_RANGE)
     layers = [k for k in range(last) if (BOUND_TERMS_EVERYWHERE or phases[k].any()) and model.layers[k].relu]
-    splits = BoundTerms.of(layers, rows, [layer.n_out for layer in model.layers], betas)
+    splits = BoundTerms.of(layers, rows, [layer.n_out for layer in model.layers], betas, batch)
     if not BOUND_TERMS_EVERYWHERE:
         for k in layers:
             splits.nus[k] = np.where(phases[k] != 0, splits.nus[k], 0.0)
@@ -151,8 +158,8 @@ def _better(
     betas: dict[int, np.ndarray],
     better: np.ndarray,
 ) -> Optimised:
-    """Per row, `current` (and the parameters that gave it) where `better`, else `best`."""
-    column = better[:, None]
+    """Per row (of each box), `current` (and the parameters that gave it) where `better`, else `best`."""
+    column = better[..., None]
     bound = LinearBound(
         np.where(better, current.lower, best.bound.lower),
         np.where(column, current.lam_input, best.bound.lam_input),

@@ -29,7 +29,9 @@ magnitudes, which holds for any summation order, so a batched (BLAS) product is 
 term. One code serves both: `layer_bounds` is the one loop over layers, `backsubstitute` /
 `optimised_bound` the one substitution, each written over `...` leading axes (one node: none, a
 batch: one; a node's own arrays skip the batch axis only because numpy's 2-D products cost less
-per call than 3-D ones of a batch of one).
+per call than 3-D ones of a batch of one). ReLU splitting batches its nodes too (`batch`: each box
+with its own phases, parent bounds and start layer, `layer_bounds`' `starts`; fixed point with
+each box's own product-rounding tables, `operand_rounding.BoxTables`).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ import numpy as np
 from qverify.engine.netlevel import operand_rounding
 from qverify.engine.netlevel.activations import Relaxation, relu_lower_slopes, scatter
 from qverify.engine.netlevel.model import NetLayer, NetModel
-from qverify.engine.netlevel.operand_rounding import RoundingTable
+from qverify.engine.netlevel.operand_rounding import BoxTables, RoundingTable
 from qverify.engine.netlevel.roundoff import TINY, U64, gamma
 from qverify.network import NETWORK_INPUT
 from qverify.quant import LayerBounds
@@ -76,7 +78,10 @@ class Bounds:
     empty: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((), dtype=bool))
     # one node, fixed point: per layer its products' roundings per operand (`operand_rounding`; None:
     # the statement's interval), and the statement's terms without its error term
-    operands: dict[int, RoundingTable | None] = dataclasses.field(default_factory=dict)
+    operands: dict[int, RoundingTable | BoxTables | None] = dataclasses.field(default_factory=dict)
+    # a batch whose boxes read product roundings per operand as one node does (ReLU-split nodes
+    # bounded together, `batch.split_batch_bounds`; input splitting's batches do not)
+    box_tables: bool = False
 
     def relaxation(self, model: NetModel, index: int) -> Relaxation:
         """Layer `index`'s activation relaxation on its bounds (DeepPoly's slopes; cached)."""
@@ -111,13 +116,17 @@ class Bounds:
 
     def operand_table(self, model: NetModel, j: int, xl: np.ndarray, xu: np.ndarray) -> RoundingTable | None:
         """Layer j's product roundings per operand on this node (`operand_rounding`), or None where
-        that does not apply (batches, floats, wide sums, pools, too wide operands)."""
+        that does not apply (input splitting's batches, floats, wide sums, pools, too wide
+        operands); a batch with `box_tables`: each box's (`BoxTables`, None when no box has one)."""
         if j in self.operands:
             return self.operands[j]
         table = None
-        if xl.ndim == 1 and operand_rounding.applies(model, j):
+        if (xl.ndim == 1 or self.box_tables) and operand_rounding.applies(model, j):
             h_lo, h_hi = self.inputs(model, j, xl, xu)
-            table = operand_rounding.rounding_table(model, j, h_lo, h_hi)
+            if xl.ndim == 1:
+                table = operand_rounding.rounding_table(model, j, h_lo, h_hi)
+            else:  # a batch of ReLU-split nodes: each box's own table (`operand_rounding.BoxTables`)
+                table = BoxTables.of(model, j, h_lo, h_hi)
         self.operands[j] = table
         return table
 
@@ -141,6 +150,36 @@ class Bounds:
             return np.zeros(np.shape(self.pre_lo[index]), dtype=bool)
         return (self.pre_lo[index] < 0) & (self.pre_hi[index] > 0)
 
+    def prepare(self, model: NetModel, below: int, xl: np.ndarray, xu: np.ndarray) -> None:
+        """Compute the caches a back-substitution from layer `below` reads (relaxations, the
+        statements' terms or product-rounding tables of layers 0..below), so that `select`'s
+        batches share them."""
+        for j in range(below + 1):
+            if j < below and model.layers[j].relaxed:
+                self.relaxation(model, j)
+            fixed = model.is_fixed and not model.real
+            if not fixed or self.operand_table(model, j, xl, xu) is None:
+                self.affine_terms(model, j, xl, xu)
+
+    def select(self, boxes: np.ndarray) -> Bounds:
+        """The boxes `boxes` of a batch, as a batch (the caches carried over)."""
+        return Bounds(
+            [a[boxes] for a in self.pre_lo],
+            [a[boxes] for a in self.pre_hi],
+            [a[boxes] for a in self.free],
+            [a[boxes] for a in self.err_lo],
+            [a[boxes] for a in self.err_hi],
+            self.overflow_possible[boxes],
+            {k: value.select(boxes) for k, value in self.relaxations.items()},
+            {k: (center[boxes], charge[boxes]) for k, (center, charge) in self.affine.items()},
+            self.empty[boxes],
+            {
+                k: None if v is None else BoxTables(tuple(v.tables[b] for b in boxes))
+                for k, v in self.operands.items()
+            },
+            self.box_tables,
+        )
+
     def box(self, b: int) -> Bounds:
         """Box b of a batch as one node's record (caches carried over as views)."""
         return Bounds(
@@ -153,6 +192,9 @@ class Bounds:
             {k: value.select(b) for k, value in self.relaxations.items()},
             {k: (center[b], charge[b]) for k, (center, charge) in self.affine.items()},
             self.empty[b],
+            {k: None if v is None else v.tables[b] for k, v in self.operands.items()}
+            if self.box_tables
+            else {},
         )
 
 
@@ -177,8 +219,9 @@ def affine_charge(
 
 
 def interval_error(lam: np.ndarray, err_lo: np.ndarray, err_hi: np.ndarray) -> np.ndarray:
-    """A sound lower bound of lam . e per row over e in [err_lo, err_hi] (one node's arrays; the
-    float64 sum's rounding charged)."""
+    """A sound lower bound of lam . e per row over e in [err_lo, err_hi] (one node's arrays, or a
+    batch's: lam (B, R, n), the intervals (B, n); the float64 sum's rounding charged)."""
+    err_lo, err_hi = err_lo[..., None, :], err_hi[..., None, :]  # (per box: one row per box)
     terms = np.minimum(lam * err_lo, lam * err_hi)
     return terms.sum(axis=-1) * (1 + gamma(lam.shape[-1] + 2)) - TINY
 
@@ -210,13 +253,19 @@ class BoundTerms:
 
     @staticmethod
     def of(
-        layers: list[int], rows: int, widths: list[int], start: dict[int, np.ndarray] | None = None
+        layers: list[int],
+        rows: int,
+        widths: list[int],
+        start: dict[int, np.ndarray] | None = None,
+        batch: tuple[int, ...] = (),
     ) -> BoundTerms:
-        """Zero multipliers for `layers` (or `start`'s where it has them: a parent's)."""
+        """Zero multipliers for `layers` (or `start`'s where it has them: a parent's); `batch`: the
+        leading axes of a batch of nodes."""
         nus = {}
         for k in layers:
             given = None if start is None else start.get(k)
-            nus[k] = np.zeros((rows, widths[k])) if given is None else np.array(given, dtype=np.float64)
+            shape = (*batch, rows, widths[k])
+            nus[k] = np.zeros(shape) if given is None else np.array(given, dtype=np.float64)
         return BoundTerms(nus)
 
     def add(self, bounds: Bounds, j: int, lam, const, slack):
@@ -551,15 +600,22 @@ def layer_bounds(
     parent_hi: list[np.ndarray] | None = None,
     invariants: tuple[LayerBounds, ...] | None = None,
     region_words: tuple[np.ndarray, np.ndarray] | None = None,
+    starts: np.ndarray | None = None,
+    rebound: bool = True,
 ) -> Bounds:
     """Every layer's bounds over one node (input box [xl, xu] in reals, (n,)) or B nodes ((B, n)),
     with ReLU phases per layer ((n_k,) or (B, n_k): +1 active, -1 inactive, 0 open), intersected
     with the parents' bounds (parent_lo[k], parent_hi[k]: valid on a superset; +-inf for none).
     Layers before `start` are `known`'s (their constraints did not change). `region_words`: the
     box in words (fixed point: the first layer's free neurons read it). Boxes that hold no
-    execution are marked in `empty`; the loop stops early once every box is."""
+    execution are marked in `empty`; the loop stops early once every box is. `starts` (a batch
+    with `known`, (B,)): box b's own start (ReLU-split nodes bounded together: each keeps `known`'s
+    layers before its own, which are not re-bounded). `rebound` False: no back-substitution of the
+    layers' own bounds (interval propagation intersected with the parents' bounds only)."""
     n_layers = len(model.layers)
     batch = xl.shape[:-1]  # () for one node
+    if known is not None and starts is not None:
+        start = int(starts.min())
     if known is not None and start > 0:
         bounds = Bounds(
             known.pre_lo[:start],
@@ -572,6 +628,7 @@ def layer_bounds(
             {k: v for k, v in known.affine.items() if k < start},
             np.zeros(batch, dtype=bool),
             {k: v for k, v in known.operands.items() if k < start},
+            known.box_tables,
         )
     else:
         start = 0
@@ -601,9 +658,11 @@ def layer_bounds(
         if parent_lo is not None and parent_hi is not None and k < len(parent_lo):
             lo, hi = np.maximum(lo, parent_lo[k]), np.minimum(hi, parent_hi[k])
         phase = None if phases is None or k >= len(phases) else phases[k]
+        kept = None if starts is None else (starts > k)[:, None]  # boxes whose layer k is `known`'s
         first = model.reads_input_only(k)
         if (
-            not first
+            rebound
+            and not first
             and layer.relaxed
             and not layer.op.exact
             and (k < n_layers - 1 or layer.stairs is not None)
@@ -612,12 +671,19 @@ def layer_bounds(
             refine = layer.open_neurons(lo, hi) & ~free
             if phase is not None:
                 refine &= phase == 0
+            if kept is not None:
+                refine &= ~kept
             lo, hi = _refine(model, bounds, k, lo, hi, refine, xl, xu)
         if invariants is not None and not model.real and not layer.op.exact:  # (a pool's bound its outputs)
             scale = model.unit if model.is_fixed else 1.0
             lo = np.maximum(lo, invariants[k].pre_lo.astype(np.float64) * scale)
             hi = np.minimum(hi, invariants[k].pre_hi.astype(np.float64) * scale)
         lo, hi = settle(model, k, lo, hi, phase)
+        if kept is not None and kept.any():
+            lo, hi = np.where(kept, known.pre_lo[k], lo), np.where(kept, known.pre_hi[k], hi)
+            bounds.free[k] = np.where(kept, known.free[k], bounds.free[k])
+            bounds.err_lo[k] = np.where(kept, known.err_lo[k], bounds.err_lo[k])
+            bounds.err_hi[k] = np.where(kept, known.err_hi[k], bounds.err_hi[k])
         bounds.empty |= np.any(lo > hi, axis=-1)
         bounds.pre_lo[k], bounds.pre_hi[k] = lo, hi
         if bounds.empty.all():
@@ -674,19 +740,44 @@ def _refine(model, bounds: Bounds, k, lo, hi, refine, xl, xu) -> tuple[np.ndarra
             hi[rows] = np.minimum(hi[rows], -found[len(rows) :])
         return lo, hi
     counts = refine.sum(axis=1)
-    width = int(counts.max(initial=0))
-    if width == 0:
+    if not counts.any():
         return lo, hi
-    boxes, neurons = np.nonzero(refine)  # row-major: each box's neurons in order
-    slots = np.arange(len(boxes)) - np.repeat(np.cumsum(counts) - counts, counts)
-    coefficients = np.zeros((len(refine), 2 * width, refine.shape[1]))
-    coefficients[boxes, slots, neurons] = 1.0
-    coefficients[boxes, width + slots, neurons] = -1.0
-    found = backsubstitute(model, bounds, coefficients, k, False, xl, xu).lower
     lo, hi = lo.copy(), hi.copy()
-    lo[boxes, neurons] = np.maximum(lo[boxes, neurons], found[boxes, slots])
-    hi[boxes, neurons] = np.minimum(hi[boxes, neurons], -found[boxes, width + slots])
+    groups = _box_groups(counts)
+    if len(groups) > 1 or len(groups[0]) < len(counts):
+        bounds.prepare(model, k, xl, xu)  # (every group reads the same caches)
+    for group in groups:
+        part = bounds if len(group) == len(counts) else bounds.select(group)
+        mine = refine[group]
+        width = int(counts[group].max())
+        boxes, neurons = np.nonzero(mine)  # row-major: each box's neurons in order
+        slots = np.arange(len(boxes)) - np.repeat(np.cumsum(counts[group]) - counts[group], counts[group])
+        coefficients = np.zeros((len(group), 2 * width, refine.shape[1]))
+        coefficients[boxes, slots, neurons] = 1.0
+        coefficients[boxes, width + slots, neurons] = -1.0
+        found = backsubstitute(model, part, coefficients, k, False, xl[group], xu[group]).lower
+        owners = group[boxes]
+        lo[owners, neurons] = np.maximum(lo[owners, neurons], found[boxes, slots])
+        hi[owners, neurons] = np.minimum(hi[owners, neurons], -found[boxes, width + slots])
     return lo, hi
+
+
+def _box_groups(counts: np.ndarray) -> list[np.ndarray]:
+    """The boxes with rows to bound, in groups bounded together: each box's rows are padded to
+    its group's most, so boxes are grouped by count (largest first) while the padding stays under
+    half of a group's rows (ReLU-split children refine anything from none to hundreds of
+    neurons; input splitting's boxes are alike: one group)."""
+    order = np.argsort(-counts, kind="stable")
+    order = order[counts[order] > 0]
+    groups, first = [], 0
+    for end in range(1, len(order) + 1):
+        if (
+            end == len(order)
+            or counts[order[first]] * (end + 1 - first) > 2 * counts[order[first : end + 1]].sum()
+        ):
+            groups.append(np.sort(order[first:end]))
+            first = end
+    return groups
 
 
 def node_bounds(

@@ -35,6 +35,7 @@ is their exact minimum over the box (tests/test_rounding_charge.py).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -147,41 +148,53 @@ def applies(model, layer_index: int) -> bool:
 
 def rounding_table(model, layer_index: int, h_lo: np.ndarray, h_hi: np.ndarray) -> RoundingTable | None:
     """The table of layer `layer_index` over operands in [h_lo, h_hi] (real units, one node),
-    or None when no operand is narrow enough to enumerate (the statement's interval then)."""
+    or None when no operand is narrow enough to enumerate (the statement's interval then).
+
+    Which operands are enumerated, and whether the table is kept at all (`ENUMERATED_SHARE`), is
+    decided from the operands' word counts alone before any product is rounded: a ReLU-split node
+    asks for the tables of every layer after its split, and at <16,16> on a 784-256x4 network every
+    one of them is refused (operands of thousands of words), which used to cost 2.5-35 ms a layer
+    (the products of every narrow operand rounded first; 62 % of a node's time: issue 45 item 3)."""
     layer = model.layers[layer_index]
     unit = model.unit
-    frac_bits = model.qnet.number.frac_bits
-    rounding = model.qnet.number.rounding
-    columns = layer.op.rows().tocsc()
+    columns, owner, weighted, weighted_count = _columns(layer.op, unit)
     low = np.ceil(np.asarray(h_lo, dtype=np.float64) / unit)
     high = np.floor(np.asarray(h_hi, dtype=np.float64) / unit)
     words = high - low + 1
     live = (h_lo < 0) | (h_hi > 0)  # (a product of an input that is exactly 0 is exact)
-    generic = np.zeros(layer.n_out)
+    counts = np.diff(columns.indptr)
+    read = live & (counts > 0)
+    candidate = read & (words <= OPERAND_RANGE_MAX) & (words >= 1)
+    sizes = np.where(candidate, words, 0.0) * counts
+    if sizes.sum() <= OPERAND_TABLE_VALUES:
+        enumerated = candidate  # (the budget binds nowhere)
+    else:  # in operand order, while the budget lasts (an operand that does not fit is skipped)
+        enumerated = np.zeros_like(candidate)
+        budget = OPERAND_TABLE_VALUES
+        for i in np.flatnonzero(candidate):
+            if sizes[i] <= budget:
+                enumerated[i] = True
+                budget -= sizes[i]
+    # the live products by operands not enumerated (their words' weights not zero), per operand first
+    covered = float(counts[enumerated].sum())
+    if covered < ENUMERATED_SHARE * (covered + weighted_count[read & ~enumerated].sum()):
+        return None  # (too few of the layer's products to pay for the rows' products with it)
+    kept = (read & ~enumerated)[owner] & weighted
+    generic = np.bincount(columns.indices[kept], minlength=layer.n_out).astype(np.float64)
+    frac_bits = model.qnet.number.frac_bits
+    rounding = model.qnet.number.rounding
     stacks: dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray, int, np.ndarray]]] = {}
-    budget = OPERAND_TABLE_VALUES
     widest = 0
-    enumerated = 0
-    for i in range(columns.shape[1]):
+    for i in np.flatnonzero(enumerated):
         start, end = columns.indptr[i], columns.indptr[i + 1]
-        if start == end or not live[i]:
-            continue
         consumers = columns.indices[start:end]
         weights = np.rint(columns.data[start:end] / unit).astype(np.int64)  # words (exact: 2^-l scaling)
-        size = int(words[i]) * len(consumers)
-        if words[i] > OPERAND_RANGE_MAX or size > budget or words[i] < 1:
-            generic[consumers] += weights != 0
-            continue
-        budget -= size
         values = np.arange(int(low[i]), int(high[i]) + 1, dtype=np.int64)
         products = values[:, None] * weights[None, :]
         numerator = round_shift(products, frac_bits, rounding) * (1 << frac_bits) - products
         errors = numerator.astype(np.float64) * (unit * unit)
-        stacks.setdefault((len(values), len(consumers)), []).append((consumers, errors, i, values))
+        stacks.setdefault((len(values), len(consumers)), []).append((consumers, errors, int(i), values))
         widest = max(widest, len(consumers))
-        enumerated += len(consumers)
-    if enumerated < ENUMERATED_SHARE * (enumerated + generic.sum()):
-        return None  # (too few of the layer's products to pay for the rows' products with it)
     groups = tuple(
         OperandGroup(
             np.stack([entry[0] for entry in stack]).astype(np.int64),
@@ -194,3 +207,45 @@ def rounding_table(model, layer_index: int, h_lo: np.ndarray, h_hi: np.ndarray) 
     return RoundingTable(
         groups, generic, model.round_lo, model.round_hi, widest, sum(len(g.operands) for g in groups)
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _columns(op, unit: float):
+    """The operation's weights by column (its operands), built once per operation: the matrix, each
+    entry's column, which entries' words are not zero, and how many per column."""
+    columns = op.rows().tocsc()
+    counts = np.diff(columns.indptr)
+    owner = np.repeat(np.arange(len(counts)), counts)
+    weighted = np.rint(columns.data / unit) != 0
+    return columns, owner, weighted, np.bincount(owner[weighted], minlength=len(counts))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class BoxTables:
+    """Per box of a batch of ReLU-split nodes, its own `RoundingTable` (or None: the statement's
+    interval), read box by box with the same bounds one node's table gives. A box without a table
+    reads -inf here: `bounds.backsubstitute` takes the larger of this and the interval reading."""
+
+    tables: tuple[RoundingTable | None, ...]
+
+    @staticmethod
+    def of(model, layer_index: int, h_lo: np.ndarray, h_hi: np.ndarray) -> BoxTables | None:
+        """Each box's `rounding_table` (h_lo, h_hi (B, n)); None when no box has one."""
+        tables = tuple(rounding_table(model, layer_index, lo, hi) for lo, hi in zip(h_lo, h_hi))
+        return None if all(table is None for table in tables) else BoxTables(tables)
+
+    def lower(self, lam: np.ndarray) -> np.ndarray:
+        """`RoundingTable.lower` per box (lam (B, R, n_out) -> (B, R))."""
+        found = np.full(lam.shape[:-1], -np.inf)
+        for b, table in enumerate(self.tables):
+            if table is not None:
+                found[b] = table.lower(lam[b])
+        return found
+
+    def joint_lower(self, lam: np.ndarray, mu: np.ndarray, unit: float, lo: np.ndarray, hi: np.ndarray):
+        """`RoundingTable.joint_lower` per box (lam, mu (B, R, .), the boxes (B, n))."""
+        found = np.full(lam.shape[:-1], -np.inf)
+        for b, table in enumerate(self.tables):
+            if table is not None:
+                found[b] = table.joint_lower(lam[b], mu[b], unit, lo[b], hi[b])
+        return found

@@ -14,12 +14,15 @@ graph, cheapest step first:
    dimension with the largest |coefficient| x width in the bottleneck atom's bound), ReLU phase
    splitting otherwise (BaBSR-like score: |coefficient| x the triangle relaxation's intercept; the
    root's hidden-layer bounds are optimised by alpha-CROWN, a child keeps its parent's bounds up
-   to the split layer, bounds the layers after it again and its outputs with alpha-CROWN, and
-   keeps its parent's atom bounds and refuted clauses; once every phase is fixed, the box is split).
+   to the split layer, bounds the layers after it by intervals within its parent's bounds
+   (`REBOUND_AFTER_SPLIT`) and its outputs with alpha-beta-CROWN, and keeps its parent's atom
+   bounds and refuted clauses; once every phase is fixed, the box is split).
    Every node tries its bound's minimising vertex and its centre as counterexamples. Input
    splitting takes the best `BATCH_NODES` open nodes at a time and bounds them as one batch
    (`bounds.batch_bounds`: at ACAS Xu size Python's overhead per numpy call, not arithmetic, was
-   the cost of a node); the rest of a node's conclusion (LP/MILP, children) stays per node.
+   the cost of a node), ReLU splitting the best `SPLIT_BATCH_NODES` (`batch.split_batch_bounds`
+   and alpha-beta-CROWN over the batch: issue 45 item 3); the rest of a node's conclusion
+   (LP/MILP, FSB's choice, children) stays per node.
 4. exact last words on small sub-problems: a box with at most `ENUMERATION_LIMIT` inputs is
    enumerated through `simulate` (implementation arithmetic: exact, words or float values one by
    one; REAL: `REAL_ENUMERATION_LIMIT` points in exact rationals); LP then MILP over HiGHS per open
@@ -54,6 +57,7 @@ from qverify.engine.netlevel.attack import (
     sample_attack,
     to_implementation,
 )
+from qverify.engine.netlevel.batch import split_batch_bounds, warm_start
 from qverify.engine.netlevel.beta import optimise_output_bounds
 from qverify.engine.netlevel.bounds import (
     Bounds,
@@ -128,6 +132,15 @@ INTERMEDIATE_ALPHA_STEPS = 4
 INTERMEDIATE_ALPHA_SHARE = 0.25  # of the remaining time, at most
 COMBINATION_STEPS = 12  # supergradient steps choosing the weights of a clause's atoms
 BATCH_NODES = 64  # input splitting: open nodes bounded in one batch (`bounds.batch_bounds`)
+# ReLU splitting: open nodes bounded in one batch (`batch.split_batch_bounds`, alpha-beta-CROWN's
+# "batch of domains"; the best-first order then expands this many nodes at a time)
+SPLIT_BATCH_NODES = 32
+# ... the layers after a child's split bounded by interval propagation and its parent's bounds only,
+# not by back-substitution (alpha-beta-CROWN's fixed intermediate bounds: the split reaches the
+# atoms through its multiplier). digits784x4 img04 eps 0.02, real, one process, CPU clock, load
+# ~14: SAFE in 13.7 CPU s (3,017 nodes, 221 per CPU s) where back-substituting them took 19.1 s
+# (1,701 nodes, 89 per CPU s); <16,16>, 60 CPU s: 6,975 nodes against 1,887, both open
+REBOUND_AFTER_SPLIT = False
 TABLE_SPLIT_MIN_POINTS = 1 << 20  # boxes with fewer inputs split the box, not a table neuron
 # alpha-CROWN steps on a batch's atom bounds: off, 6 steps cost more than they saved (ACAS Xu phi2
 # in real arithmetic, CPU seconds to decide: 3_3 61.0 -> 71.6, 4_2 74.9 -> 86.9)
@@ -435,11 +448,27 @@ class Search:
     @property
     def batch_size(self) -> int:
         """Nodes per call of `process_batch`: input splitting bounds the best BATCH_NODES together
-        (`bounds.batch_bounds`); ReLU splitting one node at a time."""
-        return BATCH_NODES if not self.high_dimensional and self.forms else 1
+        (`bounds.batch_bounds`), ReLU splitting the best SPLIT_BATCH_NODES (`split_batch`: ReLU
+        networks with alpha-beta-CROWN's steps); otherwise one node at a time."""
+        if not self.forms:
+            return 1
+        if not self.high_dimensional:
+            return BATCH_NODES
+        return SPLIT_BATCH_NODES if self.splits_in_batches else 1
+
+    @property
+    def splits_in_batches(self) -> bool:
+        """Are ReLU-split nodes bounded in batches (`split_batch`)? ReLU networks whose nodes run
+        alpha-beta-CROWN's steps (the batch optimises ReLU slopes and multipliers only)."""
+        return self.high_dimensional and self.relu_only and bool(self.beta_steps) and bool(self.forms)
 
     def process_batch(self, nodes: list[Node]) -> list[NodeVerdict]:
-        verdicts = self.process_many(nodes) if self.batch_size > 1 else [self.process(node) for node in nodes]
+        if self.batch_size == 1:
+            verdicts = [self.process(node) for node in nodes]
+        elif self.high_dimensional:
+            verdicts = self.split_batch(nodes)
+        else:
+            verdicts = self.process_many(nodes)
         if not self.high_dimensional:
             for node, verdict in zip(nodes, verdicts):
                 if verdict.closed:  # (an input-split node holds about 2^-depth of its region)
@@ -623,12 +652,7 @@ class Search:
                 lower, lam_input, lam_post, offset = self.batch_atom_bounds(bounds, xl, xu)
                 refuted = self.refuted_clauses(lower, lam_input, offset, xl, xu)
             with self.rec.timer("netlevel.split_scores"):
-                # each open clause's bottleneck atom (the one furthest from refuted), as in `conclude`
-                atoms = np.zeros(lower.shape)
-                for clause, rows in enumerate(self.clause_rows):
-                    if rows:
-                        bottleneck = np.array(rows)[np.argmax(lower[:, rows], axis=1)]
-                        atoms[np.arange(len(lower)), bottleneck] = ~refuted[:, clause]
+                atoms = self.bottlenecks(lower, refuted)
                 scores = input_split_scores(
                     model, bounds.pre_lo, bounds.pre_hi, nodes[0].phases, lam_input, lam_post, atoms, xu - xl
                 )
@@ -651,6 +675,115 @@ class Search:
                         scores[b],
                     )
         return [verdicts[position] for position in range(len(nodes))]
+
+    def bottlenecks(self, lower: np.ndarray, refuted: np.ndarray) -> np.ndarray:
+        """(B, atoms): 1 at each open clause's bottleneck atom (the one furthest from refuted, as
+        in `conclude`) of every box, 0 elsewhere."""
+        atoms = np.zeros(lower.shape)
+        for clause, rows in enumerate(self.clause_rows):
+            if rows:
+                bottleneck = np.array(rows)[np.argmax(lower[:, rows], axis=1)]
+                atoms[np.arange(len(lower)), bottleneck] = ~refuted[:, clause]
+        return atoms
+
+    def split_batch(self, nodes: list[Node]) -> list[NodeVerdict]:
+        """ReLU splitting: the split children among `nodes` bounded as one batch (`batch`: their
+        layers after the split, then alpha-beta-CROWN on the atoms their parents left open, each
+        warm-started from its parent), their candidate points confirmed together, then each node's
+        conclusion (FSB's choice of its split); a root goes through `process`."""
+        model = self.model
+        verdicts: dict[int, NodeVerdict] = {}
+        split = [p for p, node in enumerate(nodes) if node.split is not None and node.parent is not None]
+        for position in sorted(set(range(len(nodes))) - set(split)):
+            verdicts[position] = self.process(nodes[position])
+        if split:
+            members = [nodes[p] for p in split]
+            with self.rec.timer("netlevel.bounds"):
+                found = split_batch_bounds(model, members, self.invariants, REBOUND_AFTER_SPLIT)
+            for index in found.closed:
+                verdicts[split[index]] = NodeVerdict(closed=True)
+            if found.bounds is not None:
+                members = [members[i] for i in found.members]
+                positions = [split[i] for i in found.members]
+                outcome = self.split_batch_atoms(members, found.bounds, found.xl, found.xu)
+                lower, lam_input, _, refuted = outcome
+                atoms = self.bottlenecks(lower, refuted)
+                candidate = self.batch_candidates(
+                    members, found.bounds, refuted, atoms, lam_input, found.xl, found.xu
+                )
+                if candidate is not None:
+                    return [NodeVerdict(counterexample=candidate)]
+                for b, (position, node) in enumerate(zip(positions, members)):
+                    verdicts[position] = self.conclude_box(node, found.bounds, b, found.xl, found.xu, outcome)
+        return [verdicts[position] for position in range(len(nodes))]
+
+    def split_batch_atoms(self, members: list[Node], bounds: Bounds, xl: np.ndarray, xu: np.ndarray):
+        """`split_atom_bounds` and `node_atoms` of a batch of ReLU-split nodes: alpha-beta-CROWN on
+        the atoms any of them leaves open (a node's other rows read -inf, as alone), and the
+        clauses refuted: (lower, lam_input, (the rows optimised, their lam_post), refuted) per box."""
+        model, count = self.model, len(self.forms)
+        inherited = np.array(
+            [np.zeros(len(self.clause_rows), dtype=bool) if n.inherited_refuted is None else n.inherited_refuted
+             for n in members]
+        )  # fmt: skip
+        clause_of = np.array([form.clause for form in self.forms])
+        open_rows = ~inherited[:, clause_of]  # (B, atoms): the rows each node optimises alone
+        rows = np.flatnonzero(open_rows.any(axis=0))
+        batch = len(members)
+        lower = np.full((batch, count), -np.inf)
+        offset = np.full((batch, count), -np.inf)
+        lam_input = np.zeros((batch, count, model.n_inputs))
+        lam_post: dict[int, np.ndarray] = {}
+        if len(rows):
+            with self.rec.timer("netlevel.beta"):
+                warm_alphas = warm_start(model, bounds, [n.alphas for n in members], rows, True)
+                warm_betas = warm_start(model, bounds, [n.betas for n in members], rows, False)
+                phases = [
+                    np.stack([n.phases[k] for n in members])[:, None, :] for k in range(len(model.layers))
+                ]
+                found = optimise_output_bounds(
+                    model,
+                    bounds,
+                    self.atom_matrix[rows],
+                    xl,
+                    xu,
+                    phases,
+                    self.beta_steps,
+                    warm_alphas,
+                    warm_betas,
+                )
+            shift = self.atom_shift(*bounds.post(model, len(model.layers) - 1))[:, rows]
+            mine = open_rows[:, rows]
+            lower[:, rows] = np.where(mine, found.bound.lower + shift, -np.inf)
+            offset[:, rows] = np.where(mine, found.bound.offset + shift, -np.inf)
+            lam_input[:, rows] = np.where(mine[..., None], found.bound.lam_input, 0.0)
+            for b, node in enumerate(members):
+                node.alphas = _scatter(node.alphas, {k: v[b] for k, v in found.alphas.items()}, rows, count)
+                node.betas = _scatter(node.betas, {k: v[b] for k, v in found.betas.items()}, rows, count)
+            lam_post = dict(found.bound.lam_post)
+        for b, node in enumerate(members):
+            if node.inherited_lower is not None:
+                lower[b] = np.maximum(lower[b], node.inherited_lower)
+        refuted = self.refuted_clauses(lower, lam_input, offset, xl, xu) | inherited
+        return lower, lam_input, (rows, lam_post), refuted
+
+    def conclude_box(self, node: Node, bounds: Bounds, b: int, xl, xu, atoms) -> NodeVerdict:
+        """Box b of a ReLU-split batch concluded as `process` concludes one node (its candidate
+        points already tried with the batch's)."""
+        lower, lam_input, (rows, lam_post), refuted = atoms
+        if refuted[b].all() and not bounds.overflow_possible[b]:
+            return NodeVerdict(closed=True)
+        post = {}
+        for k, layer in enumerate(self.model.layers[:-1]):
+            post[k] = np.zeros((len(self.forms), layer.n_post))
+            if k in lam_post:
+                post[k][rows] = lam_post[k][b]
+        box = bounds.box(b)
+        verdict = self.conclude(node, box, xl[b], xu[b], lower[b], lam_input[b], post, refuted[b], tried=True)
+        for child in verdict.children:
+            child.inherited_lower, child.inherited_refuted = lower[b], refuted[b]
+            child.alphas, child.betas = node.alphas, node.betas
+        return verdict
 
     def batch_candidates(self, members, bounds, refuted, atoms, lam_input, xl, xu) -> Counterexample | None:
         """`conclude`'s candidate points (the centre and each open clause's bottleneck vertex) of
@@ -688,9 +821,12 @@ class Search:
             refuted[:, clause] = single
         return refuted
 
-    def conclude(self, node, bounds, xl, xu, lower, lam_input, lam_post, refuted, scores=None) -> NodeVerdict:
+    def conclude(
+        self, node, bounds, xl, xu, lower, lam_input, lam_post, refuted, scores=None, tried: bool = False
+    ) -> NodeVerdict:
         """The node's verdict from its bounds: closed, a counterexample among its candidate points,
-        by LP/MILP, or its children."""
+        by LP/MILP, or its children. `scores`: the inputs' split scores a batch computed; `tried`
+        (or `scores`): the batch tried the node's candidate points already (`batch_candidates`)."""
         model = self.model
         region = self.query.regions[node.region]
         open_clauses = []
@@ -700,7 +836,7 @@ class Search:
                 open_clauses.append((clause, bottleneck))
         if not open_clauses and not bounds.overflow_possible:
             return NodeVerdict(closed=True)
-        if scores is None:  # (a batch tries its boxes' candidates together: `batch_candidates`)
+        if scores is None and not tried:  # (a batch tries its boxes' candidates together)
             # candidates: each bottleneck bound's minimising vertex, and the centre
             candidates = [(xl + xu) / 2]
             for _, atom in open_clauses:
@@ -1007,9 +1143,6 @@ class Search:
         atoms = [a for _, a in open_clauses if a is not None]
         # (int8: no ReLU phases, input splitting in any dimension)
         if self.high_dimensional and atoms and not model.qnet.is_int8:
-            # a table neuron can be split again and again: on a box enumeration can soon finish,
-            # split the box instead
-            tables = points.count(qnet, node.lo, node.hi) > TABLE_SPLIT_MIN_POINTS
             with self.rec.timer("netlevel.branching"):
                 if self.relu_only:  # FSB (`branching`): its estimates read ReLU relaxations only
                     chosen = choose_relu(
@@ -1027,6 +1160,9 @@ class Search:
                     )
                     best = None if chosen is None else (*chosen, None)
                 else:
+                    # a table neuron can be split again and again: on a box enumeration can soon
+                    # finish, split the box instead
+                    tables = points.count(qnet, node.lo, node.hi) > TABLE_SPLIT_MIN_POINTS
                     best = self.relu_to_split(node, bounds, lam_post, atoms, tables)
             if best is not None:
                 k, j, at = best
