@@ -7,6 +7,8 @@ images are not in the repository)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -128,3 +130,16 @@ def test_diff_finds_real_disagreements_between_the_onnx_and_tflite_files(tmp_pat
     clear = (top2[:, 1] - top2[:, 0]) > 1e-4
     assert clear.any()
     assert np.all(np.argmax(ort_float[clear], axis=1) != np.argmax(litert[clear], axis=1))
+
+
+def test_impact_runs_the_tflite_candidate_on_the_reference_images(tmp_path):
+    images = _images(40, seed=2)
+    labels = np.argmax(RUNTIMES.onnx_outputs(FLOAT, images.astype(np.float32)), axis=1)  # the float file's
+    data = tmp_path / "images.npz"
+    np.savez(data, x=images.astype(np.float32), y=labels, domain=np.array([0.0, 1.0]))
+    out = tmp_path / "out"
+    code = main(["impact", str(FLOAT), "--candidate", f"int8-tflite={TFLITE}", "--data", str(data), "--families",
+                 "awgn", "--grid", "awgn=0.1", "--resamples", "20", "--no-progress", "-o", str(out)])  # fmt: skip
+    assert code == 0
+    clean = json.loads((out / "impact.json").read_text())["cells"][0]
+    assert clean["family"] == "clean" and clean["comparisons"][0]["scores"]["top1"]["value"] >= 0.9
