@@ -66,18 +66,37 @@ HEADER = ("model", "candidate", "seeds", "budget/seed", "queries", "#DII", "DiR"
           "search s", "DiffChaser s", "wall s", "load", "paper SR (TFLite 8)", "paper s", "paper T1 SR / s")  # fmt: skip
 
 
-def row_arguments(model: str, candidate: str, args: argparse.Namespace) -> list[str]:
+def seed_pool(out: Path, size: int | None) -> Path:
+    """The test images the seeds are drawn from: all 10,000, or a seeded random `size` of them (the
+    seed selection runs both models on every image of the pool: on ResNet-20 that costs minutes on
+    busy cores). Written beside the results (derived from the uncommitted images: not committed)."""
+    if size is None:
+        return DATA
+    path = out / f"cifar10_test_pool{size}.npz"
+    if not path.exists():
+        import numpy as np
+
+        with np.load(DATA) as data:
+            arrays = {name: data[name] for name in data.files}
+        chosen = np.sort(np.random.default_rng([size, 44]).choice(len(arrays["x"]), size=size, replace=False))
+        arrays.update(x=arrays["x"][chosen], y=arrays["y"][chosen], source=arrays["source"][chosen])
+        np.savez(path, **arrays)
+    return path
+
+
+def row_arguments(model: str, candidate: str, args: argparse.Namespace, data: Path = DATA) -> list[str]:
     label, file = CANDIDATES[candidate]
     budget = ["--budget", str(args.budget)]
     if args.time_budget is not None:
         budget += ["--time-budget", str(args.time_budget)]
     return [str(MODELS / f"{model}.onnx"), "--reference", args.reference or REFERENCE[model],
-            "--candidate", f"{label}={MODELS / file.format(model)}", "--data", str(DATA),
+            "--candidate", f"{label}={MODELS / file.format(model)}", "--data", str(data),
             "--seeds", str(args.seeds), "--seed", str(args.seed), "--methods", "ga", *budget]  # fmt: skip
 
 
 def folder_name(row: str, args: argparse.Namespace) -> str:
     name = f"{row.replace('/', '-')}-{args.reference or 'real'}-s{args.seeds}-q{args.budget}"
+    name += f"-pool{args.pool}" if args.pool is not None else ""
     return name + (f"-t{args.time_budget:g}" if args.time_budget is not None else "")
 
 
@@ -112,6 +131,7 @@ def main() -> None:
         default="lenet5/tflite,resnet20/tflite,lenet5/ort,resnet20/ort",
         help="MODEL/CANDIDATE rows, candidate tflite or ort (default: all four)",
     )
+    parser.add_argument("--pool", type=int, help="draw the seeds from a seeded random N of the test images")
     parser.add_argument("--reference", choices=("real", "float"), help="the float reference (default real)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args()
@@ -129,9 +149,8 @@ def main() -> None:
                 f"unknown row {row}: MODEL in {list(REFERENCE)}, CANDIDATE in {list(CANDIDATES)}"
             )
         print(f"{row}: {args.seeds} seeds x {budget} ...", file=sys.stderr, flush=True)
-        data, wall = run(
-            out / folder_name(row, args), row_arguments(model, candidate, args), not args.no_progress
-        )
+        arguments = row_arguments(model, candidate, args, seed_pool(out, args.pool))
+        data, wall = run(out / folder_name(row, args), arguments, not args.no_progress)
         rows.append(table_row(model, candidate, data, wall, budget))
         print(aligned(HEADER, rows[-1:]), flush=True)
     print(f"\n## DiffChaser's Table 1/2 on CIFAR-10 ({args.seeds} seeds, GA, 1-UF; {budget} per seed)")

@@ -42,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_cifar_diffchaser import CANDIDATES, DATA, MODELS
+from benchmarks.bench_cifar_diffchaser import CANDIDATES, DATA, MODELS, seed_pool
 from benchmarks.bench_diff import run
 from qverify.assurance.impact.tables import aligned
 
@@ -62,18 +62,19 @@ HEADER = ("model", "method", "seeds", "queries", "#DII", "DiR mean", "DiR median
           "first DII s", "search s", "paper")  # fmt: skip
 
 
-def runs(model: str, candidate: str, args: argparse.Namespace) -> dict[str, list[str]]:
+def runs(model: str, candidate: str, args: argparse.Namespace, data: Path = DATA) -> dict[str, list[str]]:
     """One `qverify diff` run per optimizer (the option is global): folder name -> arguments."""
     label, file = CANDIDATES[candidate]
     common = [str(MODELS / f"{model}.onnx"), "--reference", args.reference,
-              "--candidate", f"{label}={MODELS / file.format(model)}", "--data", str(DATA),
+              "--candidate", f"{label}={MODELS / file.format(model)}", "--data", str(data),
               "--seeds", str(args.seeds), "--seed", str(args.seed), "--budget", str(args.budget),
               "--population", str(args.population), "--min-psnr", "20"]  # fmt: skip
+    pool = f"-pool{args.pool}" if args.pool is not None else ""
     by_optimizer: dict[str, list[str]] = {}
     for method, optimizer, _ in METHODS.values():
         by_optimizer.setdefault(optimizer, []).append(method)
     return {
-        f"{model}-{candidate}-{optimizer}-s{args.seeds}-q{args.budget}-p{args.population}": [
+        f"{model}-{candidate}-{optimizer}-s{args.seeds}-q{args.budget}-p{args.population}{pool}": [
             *common,
             "--methods",
             ",".join(methods),
@@ -112,6 +113,7 @@ def main() -> None:
         default="real",
         help="the float reference (default real: float64; float: the C's float32)",
     )
+    parser.add_argument("--pool", type=int, help="draw the seeds from a seeded random N of the test images")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args()
     if not DATA.exists():
@@ -122,7 +124,7 @@ def main() -> None:
     rows = []
     for model in [m.strip() for m in args.models.split(",") if m.strip()]:
         found: dict[tuple[str, str], dict] = {}
-        for folder, arguments in runs(model, args.candidate, args).items():
+        for folder, arguments in runs(model, args.candidate, args, seed_pool(out, args.pool)).items():
             print(f"{folder} ...", file=sys.stderr, flush=True)
             data, wall = run(out / folder, arguments, not args.no_progress)
             optimizer = arguments[arguments.index("--optimizer") + 1]
