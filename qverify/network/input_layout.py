@@ -28,7 +28,7 @@ from qverify.network.model import NETWORK_INPUT, Network
 from qverify.network.qparams import AffineQuantization, JoinQuant
 from qverify.network.spatial import AveragePool2D, Conv2D, MaxPool2D
 
-__all__ = ["InputImage", "aligned_to_reference", "input_image", "reference_order"]
+__all__ = ["InputImage", "aligned_to_reference", "input_image", "reference_order", "same_image_shape"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -93,20 +93,29 @@ def reference_order(reference: Network, candidate: Network) -> np.ndarray | None
         return order
     known, other = (ref_image, candidate) if ref_image is not None else (cand_image, reference)
     if known is None:  # neither reads an image: the files' shapes must agree
-        if reference.image_shape and candidate.image_shape and reference.image_shape != candidate.image_shape:
+        if (
+            reference.image_shape
+            and candidate.image_shape
+            and not same_image_shape(reference.image_shape, candidate.image_shape)
+        ):
             raise InputError(
                 f"cannot pair the inputs of {reference.name} {list(reference.image_shape)} and "
                 f"{candidate.name} {list(candidate.image_shape)}: neither feeds its input to a "
                 f"convolution or pool, so which value is which pixel cannot be read from the files"
             )
         return None
-    if known.is_chw and other.image_shape in (None, known.shape):
+    if known.is_chw and (other.image_shape is None or same_image_shape(other.image_shape, known.shape)):
         return None
     raise InputError(
         f"cannot pair the inputs of {reference.name} and {candidate.name}: one reads its input as "
         f"{known.describe()}, the other (input shape {list(other.image_shape or (other.n_inputs,))}) feeds "
         f"it to no convolution or pool, so its layout cannot be read from its file"
     )
+
+
+def same_image_shape(first: tuple[int, ...], second: tuple[int, ...]) -> bool:
+    """One shape but for axes of size 1 ((1, 8, 8) and (8, 8) hold one image the same way)."""
+    return tuple(v for v in first if v != 1) == tuple(v for v in second if v != 1)
 
 
 def aligned_to_reference(reference: Network, candidate: Network) -> tuple[Network, str | None]:

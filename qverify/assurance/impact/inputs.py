@@ -14,6 +14,7 @@ from qverify.data import Dataset
 from qverify.data.transforms import Canvas, Family, family
 from qverify.errors import InputError
 from qverify.network import Network
+from qverify.network.input_layout import same_image_shape
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +82,7 @@ def _check_image_layouts(data: Dataset, net: Network) -> None:
     into a TFLite file's NHWC input) would be read pixel for pixel in the wrong order: refused."""
     if data.image_shape is None or net.image_shape is None:
         return
-    held = tuple(v for v in data.image_shape if v != 1)
-    taken = tuple(v for v in net.image_shape if v != 1)
-    if held != taken:
+    if not same_image_shape(data.image_shape, net.image_shape):
         raise InputError(
             f"data set {data.name} holds images of shape {list(data.image_shape)}, the network {net.name} "
             f"takes {list(net.image_shape)}: store the images in the network's layout (or make the model "
