@@ -29,6 +29,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -63,21 +64,26 @@ def pairs(out: Path, radius: dict[str, str] = RADIUS) -> dict[str, tuple[list[st
     }
 
 
-def run(folder: Path, args: list[str]) -> tuple[dict, float]:
-    """One `qverify diff` run, or its journalled result."""
+def run(folder: Path, args: list[str], progress: bool = False) -> tuple[dict, float]:
+    """One `qverify diff` run, or its journalled result; `progress`: `qverify diff`'s own progress
+    bar (stderr). The load average at the start and the end is kept beside the wall time."""
     journal = folder / "diff.json"
     if journal.exists():
         data = json.loads(journal.read_text())
         return data, float(data.get("bench_wall_s", 0.0))
     started = time.perf_counter()
+    load_before = os.getloadavg()
     with contextlib.redirect_stdout(io.StringIO()):
         # --resume: a stopped run's journalled seeds are taken, not searched again
-        code = qverify_main(["diff", *args, "--no-progress", "-o", str(folder), "--resume"])
+        code = qverify_main(
+            ["diff", *args, *([] if progress else ["--no-progress"]), "-o", str(folder), "--resume"]
+        )
     wall = time.perf_counter() - started
     if code != 0:
         raise SystemExit(f"{folder.name}: qverify diff exited {code}")
     data = json.loads(journal.read_text())
     data["bench_wall_s"] = wall
+    data["bench_load"] = [round(v, 2) for v in (*load_before, *os.getloadavg())]
     journal.write_text(json.dumps(data, indent=2) + "\n")
     return data, wall
 

@@ -34,7 +34,7 @@ def _stable(path) -> dict:
     for method in data["methods"]:
         method.pop("wall_s"), method.pop("first_s")
         for seed in method["per_seed"]:
-            seed.pop("first_s")
+            seed.pop("first_s"), seed.pop("seconds")
     return data
 
 

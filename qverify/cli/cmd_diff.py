@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from qverify.cli.options import non_negative_int, parse_image_shape, positive_int
 from qverify.cli.outputs import add_output_options, prepare_output_folder
-from qverify.cli.pairs import ModelFiles, domain_of, implementation_of, pair_of_floats
+from qverify.cli.pairs import ModelFiles, domain_of, implementation_of, pair_of_floats, paired_implementation
 from qverify.errors import InputError
 from qverify.input_limits import check_tensor
 from qverify.vocabulary import BUILT_IN
+
+if TYPE_CHECKING:
+    from qverify.network import Network
 
 DEFAULT_METHODS = "ga,distortion,random,random-distortion"
 MAX_POPULATION = 100_000  # DiffChaser's and DiverGet's populations are tens; a generation is one batch
@@ -198,18 +202,19 @@ def _ranges(entries: list[str]) -> dict[str, tuple[float, float]]:
     return ranges
 
 
-def _candidate(args: argparse.Namespace, networks: ModelFiles):
+def _candidate(args: argparse.Namespace, networks: ModelFiles, reference: Network):
     if args.candidate is None:
         if args.candidate_network is None:
             raise InputError(
                 "name the candidate: --candidate LABEL[=MODEL] (8.8, half, int8, ...) or --candidate-network MODEL"
             )
         model = networks(args.candidate_network)
-        return implementation_of(
-            model, model.quantization.model_format if model.quantization is not None else "float"
+        return paired_implementation(
+            reference, model, model.quantization.model_format if model.quantization is not None else "float"
         )
     label, _, model = args.candidate.partition("=")
-    return implementation_of(networks(model.strip() or args.candidate_network or args.network), label.strip())
+    path = model.strip() or args.candidate_network or args.network
+    return paired_implementation(reference, networks(path), label.strip())
 
 
 def _families(text: str | None, has_image: bool) -> list[str]:
@@ -234,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
 
     networks = ModelFiles()
     net = networks(args.network)
-    pair = ImplementationPair(implementation_of(net, args.reference), _candidate(args, networks))
+    pair = ImplementationPair(implementation_of(net, args.reference), _candidate(args, networks, net))
     criterion = Criterion(args.criterion, args.target, args.delta)
     criterion.check(net.n_outputs)
     methods = (

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from qverify.cli.options import non_negative_int, parse_image_shape, positive_int
 from qverify.cli.outputs import add_output_options, prepare_output_folder
-from qverify.cli.pairs import ModelFiles, domain_of, implementation_of
+from qverify.cli.pairs import ModelFiles, domain_of, implementation_of, paired_implementation
 from qverify.cli.report import warn
 from qverify.errors import InputError
 from qverify.input_limits import check_tensor
@@ -20,6 +20,7 @@ from qverify.vocabulary import BUILT_IN, FAMILY_NAMES, IMPACT_DEFAULT, PAPER_FAM
 
 if TYPE_CHECKING:
     from qverify.assurance import Implementation
+    from qverify.network import Network
 
 DEFAULT_REFERENCE = "float"
 
@@ -140,7 +141,7 @@ def _family_names(text: str | None, has_image: bool) -> list[str]:
     return [name.strip() for name in text.split(",") if name.strip()]
 
 
-def _candidates(args: argparse.Namespace, networks: ModelFiles) -> list[Implementation]:
+def _candidates(args: argparse.Namespace, networks: ModelFiles, reference: Network) -> list[Implementation]:
     entries = list(args.candidate) + (
         [e for e in args.formats.split(",") if e.strip()] if args.formats else []
     )
@@ -160,7 +161,7 @@ def _candidates(args: argparse.Namespace, networks: ModelFiles) -> list[Implemen
     labels = [label for label, _ in specs]
     candidates = []
     for label, model in specs:
-        implementation = implementation_of(networks(model), label)
+        implementation = paired_implementation(reference, networks(model), label)
         if labels.count(label) > 1:  # the same format of two models: tell them apart
             implementation = replace(implementation, label=f"{label}@{Path(model).stem}")
         candidates.append(implementation)
@@ -209,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
         args.seed, args.resamples, args.confidence, args.temperature, not args.no_progress
     )
     reference = implementation_of(net, args.reference)
-    candidates = _candidates(args, networks)
+    candidates = _candidates(args, networks, net)
     _check_normalisations(reference, candidates)
     data = load_dataset(args.data)
     check_dataset(data, net.n_inputs, net.n_outputs)

@@ -4,6 +4,7 @@ loaded once, an implementation from a format label with a hint for int8, and LO,
 from __future__ import annotations
 
 import math
+import sys
 from typing import TYPE_CHECKING
 
 from qverify.cli.report import say_kernel
@@ -53,6 +54,19 @@ def implementation_of(net: Network, label: str) -> Implementation:
     if implementation.qnet is not None:
         say_kernel(net, implementation.qnet.options.number)
     return implementation
+
+
+def paired_implementation(reference: Network, model: Network, label: str) -> Implementation:
+    """`model` in the format `label`, taking its inputs in the order of `reference` (the reference's
+    file): a TFLite file's NHWC input beside a PyTorch export's NCHW one is reconciled through the
+    permutation both files define (`qverify.network.input_layout`), with a note; layouts that cannot
+    be paired are an `error:` line."""
+    from qverify.network.input_layout import aligned_to_reference
+
+    aligned, note = aligned_to_reference(reference, model)
+    if note is not None:
+        print(f"note: {note}", file=sys.stderr)
+    return implementation_of(aligned, label)
 
 
 def domain_of(text: str) -> tuple[float, float]:

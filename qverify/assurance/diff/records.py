@@ -180,7 +180,8 @@ class DiffStudy:
             "methods": [
                 {**run.summary.to_json(), "family": run.family,
                  "per_seed": [{"seed": o.seed_index, "queries": o.queries, "dii": o.dii, "first_s": o.first_s,
-                               "first_query": o.first_query, "valid": o.valid} for o in run.outcomes]}
+                               "first_query": o.first_query, "valid": o.valid, "seconds": o.seconds}
+                              for o in run.outcomes]}
                 for run in self.runs
             ],
             "regions": [region.to_json() for region in self.regions],

@@ -14,6 +14,7 @@ from qverify.data import Dataset
 from qverify.data.transforms import Canvas, Family, family
 from qverify.errors import InputError
 from qverify.network import Network
+from qverify.network.input_layout import same_image_shape
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,7 @@ def resolve_canvas(
         if domain[0] == domain[1]:
             raise InputError(f"data set {data.name}: every value is {domain[0]:g}; give --domain LO,HI")
     lo, hi = float(domain[0]), float(domain[1])
+    _check_image_layouts(data, net)
     shape = image_shape or data.image_shape or net.image_shape
     if shape is not None and int(np.prod(shape)) != data.n_features:
         raise InputError(f"image shape {shape} does not hold the data's {data.n_features} values per sample")
@@ -73,6 +75,19 @@ def resolve_canvas(
             f"(from {source}): give --domain in the data set's units"
         )
     return canvas, source
+
+
+def _check_image_layouts(data: Dataset, net: Network) -> None:
+    """A data set of images in one layout and a network that takes another (CIFAR-10's NCHW arrays
+    into a TFLite file's NHWC input) would be read pixel for pixel in the wrong order: refused."""
+    if data.image_shape is None or net.image_shape is None:
+        return
+    if not same_image_shape(data.image_shape, net.image_shape):
+        raise InputError(
+            f"data set {data.name} holds images of shape {list(data.image_shape)}, the network {net.name} "
+            f"takes {list(net.image_shape)}: store the images in the network's layout (or make the model "
+            f"whose layout the data has the reference: a TFLite candidate is paired with it)"
+        )
 
 
 def family_grids(

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""DiffChaser's Table 1/2 on the CIFAR-10 zoo: success rate and total time over 100 seeds, float vs int8
+(a benchmark, not a test; docs/diff.md, "At DiffChaser's scale").
+
+DiffChaser (Xie et al., ISSTA 2019) runs its GA (k-uncertainty fitness, 1-UF: the two top logits of the
+float model) from 100 test images that both models classify alike, 120 s per seed, and reports the
+share of seeds with a disagreement (success rate) and the total time; its Table 2 pairs each float
+Keras model with its TensorFlow Lite 8-bit file (LeNet-1 98 % in 640 s, LeNet-5 99 % in 735 s,
+ResNet-20 100 % in 3,449 s), Table 1 with weights truncated to 16-bit floats (100 % of the weights:
+LeNet-5 100 % in 1,318 s, ResNet-20 100 % in 2,620 s).
+
+Here each row is one `qverify diff --methods ga` run (qverify's own search, simulators and journal):
+the zoo's float ONNX model (`benchmarks/cifar10/models`) against its TFLite int8 file (TFLite's
+reference kernels, `int8-tflite`; the NHWC input paired with the ONNX model's NCHW one by
+`qverify.network.input_layout`) and against onnxruntime's int8 model (QOperator), seeds from the
+10,000 CIFAR-10 test images (`benchmarks/cifar10/data/cifar10_test.npz`, not committed: README
+there). The budget per seed is `--budget` queries and/or `--time-budget` seconds (the paper's 120 s).
+
+Two totals are printed: "search s", every seed's whole budget (qverify's search does not stop at the
+first DII, so it also counts #DII), and "DiffChaser s", what DiffChaser's protocol spends: up to the
+first DII on a successful seed, the seed's whole budget otherwise.
+
+Every finished seed is journalled by `qverify diff` (`search.jsonl` in the row's folder) and a run
+resumes where it stopped; a finished row keeps its `diff.json` (with wall time and load average) and
+is only printed again. Delete a row's folder to measure it again.
+
+Usage:
+  python benchmarks/bench_cifar_diffchaser.py [--out results/bench-cifar-diffchaser] [--seeds 100]
+      [--budget 1000] [--time-budget 120] [--rows lenet5/tflite,resnet20/ort,...] [--no-progress]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.bench_diff import run
+from qverify.assurance.impact.tables import aligned
+
+MODELS = ROOT / "benchmarks" / "cifar10" / "models"
+DATA = ROOT / "benchmarks" / "cifar10" / "data" / "cifar10_test.npz"
+# the float reference: float64 (`real`); the float32 simulator keeps the C's sequential sums and runs
+# ResNet-20 at about 2 images/s, LeNet-5 at 40 (docs/diff.md): `--reference float` for the C's float32
+REFERENCE = {"lenet5": "real", "resnet20": "real"}
+CANDIDATES = {"tflite": ("int8-tflite", "{}.int8.tflite"), "ort": ("int8", "{}.int8-qop.onnx")}
+
+
+@dataclass(frozen=True)
+class PaperRow:
+    """DiffChaser's figures for one model: Table 2 (TFLite Quan.8) and Table 1 (Q.R. 100 %, 16-bit weights)."""
+
+    tflite8_sr: float
+    tflite8_s: int
+    table1_sr: float
+    table1_s: int
+
+
+PAPER = {"lenet5": PaperRow(0.99, 735, 1.00, 1318), "resnet20": PaperRow(1.00, 3449, 1.00, 2620)}
+HEADER = ("model", "candidate", "seeds", "budget/seed", "queries", "#DII", "DiR", "SR", "first DII s (median)",
+          "search s", "DiffChaser s", "wall s", "load", "paper SR (TFLite 8)", "paper s", "paper T1 SR / s")  # fmt: skip
+
+
+def seed_pool(out: Path, size: int | None) -> Path:
+    """The test images the seeds are drawn from: all 10,000, or a seeded random `size` of them (the
+    seed selection runs both models on every image of the pool: on ResNet-20 that costs minutes on
+    busy cores). Written beside the results (derived from the uncommitted images: not committed)."""
+    if size is None:
+        return DATA
+    path = out / f"cifar10_test_pool{size}.npz"
+    if not path.exists():
+        import numpy as np
+
+        with np.load(DATA) as data:
+            arrays = {name: data[name] for name in data.files}
+        chosen = np.sort(np.random.default_rng([size, 44]).choice(len(arrays["x"]), size=size, replace=False))
+        arrays.update(x=arrays["x"][chosen], y=arrays["y"][chosen], source=arrays["source"][chosen])
+        np.savez(path, **arrays)
+    return path
+
+
+def row_arguments(model: str, candidate: str, args: argparse.Namespace, data: Path = DATA) -> list[str]:
+    label, file = CANDIDATES[candidate]
+    budget = ["--budget", str(args.budget)]
+    if args.time_budget is not None:
+        budget += ["--time-budget", str(args.time_budget)]
+    return [str(MODELS / f"{model}.onnx"), "--reference", args.reference or REFERENCE[model],
+            "--candidate", f"{label}={MODELS / file.format(model)}", "--data", str(data),
+            "--seeds", str(args.seeds), "--seed", str(args.seed), "--methods", "ga", *budget]  # fmt: skip
+
+
+def folder_name(row: str, args: argparse.Namespace) -> str:
+    name = f"{row.replace('/', '-')}-{args.reference or 'real'}-s{args.seeds}-q{args.budget}"
+    name += f"-pool{args.pool}" if args.pool is not None else ""
+    return name + (f"-t{args.time_budget:g}" if args.time_budget is not None else "")
+
+
+def diffchaser_seconds(per_seed: list[dict]) -> float:
+    """DiffChaser's total: each seed stops at its first DII, else spends its whole budget."""
+    return sum(s["first_s"] if s["dii"] > 0 and s["first_s"] is not None else s["seconds"] for s in per_seed)
+
+
+def table_row(model: str, candidate: str, data: dict, wall: float, budget: str) -> tuple[str, ...]:
+    method = data["methods"][0]
+    seeds = method["per_seed"]
+    paper = PAPER[model]
+    load = data.get("bench_load")
+    load_text = f"{load[0]:.1f}-{load[3]:.1f}" if load else "-"
+    first = "-" if method["first_s"] is None else f"{method['first_s']:.2f}"
+    return (model, CANDIDATES[candidate][0], str(method["seeds"]), budget, f"{method['queries']:,}",
+            f"{method['dii']:,}", f"{method['dir']:.3f}", f"{method['sr']:.2f}", first,
+            f"{sum(s['seconds'] for s in seeds):,.0f}", f"{diffchaser_seconds(seeds):,.0f}", f"{wall:,.0f}",
+            load_text, f"{paper.tflite8_sr:.2f}", f"{paper.tflite8_s:,}",
+            f"{paper.table1_sr:.2f} / {paper.table1_s:,}")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default="results/bench-cifar-diffchaser")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the seed choice and the GA (default 0)")
+    parser.add_argument("--seeds", type=int, default=100, help="seeds per row (default 100, the paper's)")
+    parser.add_argument("--budget", type=int, default=1000, help="queries per seed (default 1000)")
+    parser.add_argument("--time-budget", type=float, help="also stop a seed after S seconds (paper: 120)")
+    parser.add_argument(
+        "--rows",
+        default="lenet5/tflite,resnet20/tflite,lenet5/ort,resnet20/ort",
+        help="MODEL/CANDIDATE rows, candidate tflite or ort (default: all four)",
+    )
+    parser.add_argument("--pool", type=int, help="draw the seeds from a seeded random N of the test images")
+    parser.add_argument("--reference", choices=("real", "float"), help="the float reference (default real)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    args = parser.parse_args()
+    if not DATA.exists():
+        raise SystemExit(f"{DATA} is missing: see benchmarks/cifar10/README.md, 'Data'")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    budget = f"{args.budget:,} q" + (f" / {args.time_budget:g} s" if args.time_budget is not None else "")
+    rows = []
+    started = time.perf_counter()
+    for row in [r.strip() for r in args.rows.split(",") if r.strip()]:
+        model, _, candidate = row.partition("/")
+        if model not in REFERENCE or candidate not in CANDIDATES:
+            raise SystemExit(
+                f"unknown row {row}: MODEL in {list(REFERENCE)}, CANDIDATE in {list(CANDIDATES)}"
+            )
+        print(f"{row}: {args.seeds} seeds x {budget} ...", file=sys.stderr, flush=True)
+        arguments = row_arguments(model, candidate, args, seed_pool(out, args.pool))
+        data, wall = run(out / folder_name(row, args), arguments, not args.no_progress)
+        rows.append(table_row(model, candidate, data, wall, budget))
+        print(aligned(HEADER, rows[-1:]), flush=True)
+    print(f"\n## DiffChaser's Table 1/2 on CIFAR-10 ({args.seeds} seeds, GA, 1-UF; {budget} per seed)")
+    print(aligned(HEADER, rows))
+    print(
+        f"\ntotal wall time {time.perf_counter() - started:.0f} s (rows journalled earlier: their own wall time)"
+    )
+
+
+if __name__ == "__main__":
+    main()
