@@ -143,8 +143,20 @@ PAPER: dict[str, dict[str, list[tuple[str, Figures]]]] = {
 SCORES = ("top1", "top5", "f1")
 
 
+def journalled(folder: Path) -> dict:
+    """What a stopped run left: its journal's cells (in the order they finished), no throughput."""
+    path = folder / "journal.jsonl"
+    lines = path.read_text().splitlines() if path.is_file() else []
+    cells = [json.loads(line)["record"] for line in lines if line.strip()]
+    return {"cells": cells, "images": None, "throughput": []}
+
+
 def run_model(family: str, out: Path, args: argparse.Namespace) -> tuple[dict, float]:
-    """One `qverify impact` run (resumed from its journal); its impact.json and this call's wall time."""
+    """One `qverify impact` run (resumed from its journal); its impact.json and this call's wall time.
+    With --report-only, nothing runs: the finished study's impact.json, else its journal's cells."""
+    if args.report_only:
+        finished = out / family / "impact.json"
+        return (json.loads(finished.read_text()) if finished.is_file() else journalled(out / family)), 0.0
     models = ZOO / "models"
     command = [
         "impact", str(models / f"{family}.onnx"), "--reference", "onnxruntime",
@@ -168,9 +180,10 @@ def ours(cell: dict) -> Figures:
     return Figures(*values, comparison["kl"]["value"])
 
 
-def _pair(value: float | None, paper: float | None, digits: int) -> str:
-    text = "-" if value is None else f"{value:.{digits}f}"
-    return text if paper is None else f"{text} ({paper:.{digits}f})"
+def _pair(value: float | None, paper: float | None, spec: str) -> str:
+    """Our figure and the paper's in parentheses, both in the format `spec`."""
+    text = "-" if value is None else format(value, spec)
+    return text if paper is None else f"{text} ({format(paper, spec)})"
 
 
 HEAD = "| {level} | top-1 FP32 | top-1 INT8 | top-5 FP32 | top-5 INT8 | F1 FP32 | F1 INT8 | KL(FP32‖INT8) | flip |"
@@ -189,8 +202,8 @@ def family_table(model: str, study: dict, family: str) -> list[str]:
         else:
             name = "clean"
         mine = ours(cell)
-        digits = [3, 3, 3, 3, 3, 3, 4]
-        row = [_pair(v, p, d) for v, p, d in zip(mine, paper or [None] * 7, digits)]
+        specs = [".3f"] * 6 + [".2g"]  # KL: ours is 10^-4..10^-3, the paper's 10^-2..1
+        row = [_pair(v, p, spec) for v, p, spec in zip(mine, paper or [None] * 7, specs)]
         flip = cell["comparisons"][0]["flip_rate"]["value"]
         lines.append(f"| {name} | " + " | ".join(row) + f" | {flip:.4f} |")
     return lines
@@ -217,6 +230,9 @@ def main() -> int:
     parser.add_argument("--samples", type=int, help="a random subset of the test images (default all)")
     parser.add_argument("--families", default="paper", help="qverify impact --families (default paper)")
     parser.add_argument("--resamples", type=int, default=1000)
+    parser.add_argument(
+        "--report-only", action="store_true", help="run nothing: the tables of what OUT holds (a stopped run)"
+    )
     args = parser.parse_args()
     if not DATA.is_file():
         print(f"error: {DATA} is not there: make it with benchmarks/cifar10/data.py", file=sys.stderr)
@@ -234,6 +250,8 @@ def main() -> int:
     lines += ["", "| model | cells | images per cell | implementation | images simulated | images/s | this run's wall (s) |",
               "|---|---:|---:|---|---:|---:|---:|"]  # fmt: skip
     for name, study in studies.items():
+        if not study["throughput"]:
+            lines.append(f"| {name} | {len(study['cells'])} (journal of a stopped run) | | | | | |")
         for rate in study["throughput"]:
             lines.append(
                 f"| {name} | {len(study['cells'])} | {study['images']:,} | {rate['label']} | "
