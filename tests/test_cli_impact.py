@@ -133,10 +133,12 @@ def test_a_folder_holding_a_study_is_refused_or_replaced(study, tmp_path, capsys
              "--families", "awgn", "--grid", "awgn=0.2", "-o", str(out))  # fmt: skip
     assert impact(FLOAT, "--candidate", f"int8={INT8}", *quick) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "is not empty" in err and "--overwrite" in err and "--resume" not in err
+    assert err.count("\n") == 1 and "is not empty" in err and "--overwrite" in err and "--resume" in err
     assert impact(FLOAT, "--candidate", f"int8={INT8}", *quick, "--overwrite") == 0
     names = {path.name for path in out.iterdir()}
-    assert names == {"impact.csv", "impact.json", "impact_awgn.png", "report.md", "report.html", "notes.txt"}
+    assert names == {
+        "impact.csv", "impact.json", "impact_awgn.png", "report.md", "report.html", "journal.jsonl", "notes.txt"
+    }  # fmt: skip
 
 
 @needs_chromium

@@ -10,7 +10,9 @@ real numbers (words * 2^-l, (code - zero point) * scale, or the float values), s
 pair are compared in the same units. `ImplementationPair` checks that the two sides fit together.
 
 Labels: `real` (the float64 reference network, no rounding), `float`, `double`, `half`, `K.L`,
-`int8` / `int8-x86` / `int8-tflite` (the model's own int8 quantization: the network must be an int8 model).
+`int8` / `int8-x86` / `int8-tflite` (the model's own int8 quantization: the network must be an int8 model),
+and `onnxruntime` (the ONNX file run by onnxruntime itself, not simulated: `qverify.assurance.runtime`;
+no C, so only the commands that measure take it).
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from qverify.assurance.runtime import ONNXRUNTIME, OnnxRuntimeModel
 from qverify.errors import InputError
 from qverify.network import Network, evaluate_core
 from qverify.quant import (
@@ -59,11 +63,13 @@ class ImplementationRun:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Implementation:
-    """One network in one number format (`qnet` None: the float64 reference network)."""
+    """One network in one number format (`qnet` None: the float64 reference network, or the model
+    file in its own runtime when `runtime` is set)."""
 
     label: str
     network: Network
     qnet: QuantizedNetwork | None
+    runtime: OnnxRuntimeModel | None = None
 
     @property
     def n_inputs(self) -> int:
@@ -106,6 +112,11 @@ class Implementation:
         """Run a batch of normalised inputs (in chunks); `trace` keeps every layer's values (one
         chunk at most: traces are for repair's activation spectra, on modest batches)."""
         inputs = self.inputs(x_norm)
+        if self.runtime is not None:
+            # one call per CHUNK samples: onnxruntime spreads each over the cores itself
+            parts = [self.runtime.outputs(inputs[s : s + CHUNK]) for s in range(0, len(inputs), CHUNK)]
+            outputs = np.concatenate(parts) if parts else np.zeros((0, self.n_outputs))
+            return ImplementationRun(outputs, outputs, np.zeros(len(outputs), dtype=bool))
         if self.qnet is None:
             per_sample = 8 * (self.network.n_inputs + sum(layer.n_out for layer in self.network.layers))
             chunk = int(np.clip(CHUNK_BYTES // per_sample, 1, CHUNK))
@@ -163,6 +174,10 @@ def make_implementation(
     """
     if label == REAL:
         return Implementation(REAL, net, None)
+    if label == ONNXRUNTIME:
+        return Implementation(
+            ONNXRUNTIME, net, None, OnnxRuntimeModel(Path(net.source), net.n_inputs, net.output_softmax)
+        )
     base = base or ImplementationOptions()
     reference = base.number if isinstance(base.number, FixedFormat) else FixedFormat(16, 16)
     number = parse_number_format(label, reference.rounding, reference.overflow)

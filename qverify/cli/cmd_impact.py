@@ -47,8 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--reference",
         default=DEFAULT_REFERENCE,
         metavar="LABEL",
-        help="the reference implementation of NET (default float: IEEE single, the deployed float model; "
-        "real: the float64 network)",
+        help="the reference implementation of NET (default float: IEEE single as qverify's bit-exact "
+        "simulator computes it; real: the float64 network; onnxruntime: the .onnx file run by onnxruntime "
+        "itself, not simulated -- the fast reference at CIFAR-10 scale)",
     )
     parser.add_argument(
         "--candidate",
@@ -106,7 +107,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--temperature", type=float, default=1.0, help="softmax temperature over the outputs (default 1)"
     )
-    add_output_options(parser, "results/impact")
+    add_output_options(
+        parser,
+        "results/impact",
+        resume="continue a previous run in the output folder: take the cells it finished from "
+        "DIR/journal.jsonl (same networks, data, seed and bootstrap settings)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(handler=run)
 
@@ -193,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
     # here, not at the top: numpy, scikit-learn and scipy would slow `qverify impact --help`
     from qverify.assurance import normalised_inputs
     from qverify.assurance.impact import (
+        JOURNAL,
         OUTPUTS,
         StudySettings,
         check_dataset,
@@ -203,6 +210,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from qverify.assurance.impact.tables import SHORT_HEADER, aligned, rows, summary_cells
     from qverify.data import load_dataset
+    from qverify.suites.journal import Journal
 
     networks = ModelFiles()
     net = networks(args.network)
@@ -223,10 +231,11 @@ def run(args: argparse.Namespace) -> int:
     )
     grids = family_grids(_family_names(args.families, canvas.shape is not None), _grids(args.grid), canvas)
     out = Path(args.out)
-    prepare_output_folder(out, OUTPUTS, args.overwrite)
+    prepare_output_folder(out, OUTPUTS, args.overwrite, args.resume)
     study = run_study(
-        reference, candidates, data, canvas, grids, settings, lambda x: normalised_inputs(net, x)
-    )
+        reference, candidates, data, canvas, grids, settings, lambda x: normalised_inputs(net, x),
+        Journal(out / JOURNAL),
+    )  # fmt: skip
     if not args.no_progress:  # the plots take seconds more after the bar's last cell
         print(
             f"impact: writing the report ({len(grids)} plots, report.md, report.html) in {out}",

@@ -4,17 +4,18 @@ each family of `qverify.data.transforms` at a grid of intensities -- top-1/top-5
 KL divergence of the softmax outputs both ways, flip rate, with bootstrap intervals.
 
 Modules, one job each: `inputs` (data, canvas, grids), `metrics` (metrics and the bootstrap),
-`study` (running the cells), `records` (typed results, JSON), `tables` (rows of text), `plots`
+`study` (running the cells), `journal` (finished cells, for --resume), `records` (typed results, JSON), `tables` (rows of text), `plots`
 (one PNG per family), `html` (report.html), `report` (writing every file).
 """
 
 from qverify.assurance.impact.inputs import FamilyGrid, check_dataset, family_grids, resolve_canvas
 from qverify.assurance.impact.records import CLEAN, Cell, Comparison, Estimate, ImpactStudy, Scores
-from qverify.assurance.impact.report import OUTPUTS, write_report
+from qverify.assurance.impact.report import JOURNAL, OUTPUTS, write_report
 from qverify.assurance.impact.study import StudySettings, run_study
 
 __all__ = [
     "CLEAN",
+    "JOURNAL",
     "OUTPUTS",
     "Cell",
     "Comparison",

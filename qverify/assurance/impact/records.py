@@ -120,15 +120,15 @@ class ImpactStudy:
         return [cell for cell in self.cells if cell.family == family]
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """JSON-ready: dataclasses to dicts, tuples to lists, NaN and infinities to None."""
     if dataclasses.is_dataclass(value):
-        out = {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        out = {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
         if isinstance(value, Throughput):
-            out["per_second"] = _plain(value.per_second)
+            out["per_second"] = plain(value.per_second)
         return out
     if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
@@ -136,4 +136,4 @@ def _plain(value: Any) -> Any:
 
 def study_json(study: ImpactStudy) -> str:
     """The study as JSON text (NaN and infinities as null, so any JSON reader takes it)."""
-    return json.dumps(_plain(study), indent=1, allow_nan=False) + "\n"
+    return json.dumps(plain(study), indent=1, allow_nan=False) + "\n"

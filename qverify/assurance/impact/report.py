@@ -20,7 +20,8 @@ from qverify.assurance.impact.tables import (
 
 METRICS = ("top1", "top5", "f1")
 # what a study writes into its folder (`qverify impact --overwrite` removes these first, and only these)
-OUTPUTS = ("impact.csv", "impact.json", "impact_*.png", "report.md", "report.html")
+JOURNAL = "journal.jsonl"  # one line per finished cell (`journal`): what `--resume` continues from
+OUTPUTS = ("impact.csv", "impact.json", "impact_*.png", "report.md", "report.html", JOURNAL)
 COMPARISON_METRICS = ("kl", "kl_reverse", "flip_rate", "top1_drop")
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from tqdm import tqdm
 
 from qverify.assurance.impact.inputs import FamilyGrid
+from qverify.assurance.impact.journal import cell_from_record, cell_key, cell_record, setting_key
 from qverify.assurance.impact.metrics import Bootstrap, compare, scores
 from qverify.assurance.impact.records import (
     CLEAN,
@@ -31,6 +32,7 @@ from qverify.assurance.implementations import Implementation, ImplementationPair
 from qverify.data import Dataset
 from qverify.data.transforms import Canvas
 from qverify.errors import InputError
+from qverify.suites.journal import Journal
 
 PERTURBATION_STREAM, BOOTSTRAP_STREAM = 0, 1
 BATCH_IMAGES = 8192  # cells are simulated together up to this many images (fewer calls, same outputs)
@@ -106,6 +108,16 @@ def _cell_name(grid: FamilyGrid | None, value: float | None) -> str:
     return CLEAN if grid is None else f"{grid.family.name} {value:g}"
 
 
+def _family_value(grid: FamilyGrid | None, value: float | None) -> tuple[str, float | None]:
+    return (CLEAN, None) if grid is None else (grid.family.name, value)
+
+
+def _journalled(journal: Journal | None, keys: Sequence[str]) -> dict[str, Cell]:
+    """The cells among `keys` that the journal holds (a resumed study), by key."""
+    finished = {entry["key"]: entry["record"] for entry in journal.resume()} if journal else {}
+    return {key: cell_from_record(finished[key]) for key in keys if key in finished}
+
+
 def _cells_named(group: Sequence[tuple[FamilyGrid | None, float | None]]) -> str:
     """The cells of a batch, for the progress bar: `awgn 0.1` or `awgn 0.1 .. blur 1.5` (in order)."""
     first, last = _cell_name(*group[0]), _cell_name(*group[-1])
@@ -152,10 +164,14 @@ def run_study(
     grids: Sequence[FamilyGrid],
     settings: StudySettings,
     normalise: Callable[[np.ndarray], np.ndarray],
+    journal: Journal | None = None,
 ) -> ImpactStudy:
     """The study of `candidates` against `reference` on `data` (raw units, labelled; checked by the
     caller). `normalise` maps raw inputs to the networks' normalised inputs; the outputs are read as
-    logits after the reference network's output normalisation (if it has one)."""
+    logits after the reference network's output normalisation (if it has one). With a `journal`,
+    every finished cell is appended to it and the cells it already holds (same implementations,
+    data, seed and bootstrap: `journal.setting_key`) are taken from it, not run again; the
+    throughput then counts the cells this run simulated."""
     for candidate in candidates:
         ImplementationPair(reference, candidate)  # they must fit together
     if not candidates:
@@ -165,32 +181,39 @@ def run_study(
     to_logits = output_norm.apply if output_norm is not None else (lambda y: y)
     timed = _Timed([reference, *candidates], to_logits)
     labels = np.asarray(data.y)
-    todo: list[tuple[FamilyGrid | None, float | None]] = [(None, None)]
-    todo += [(grid, value) for grid in grids for value in grid.values]
+    grid_cells: list[tuple[FamilyGrid | None, float | None]] = [(None, None)]
+    grid_cells += [(grid, value) for grid in grids for value in grid.values]
+    setting = setting_key(
+        [reference, *candidates], data, canvas, settings.seed, settings.resamples, settings.confidence,
+        settings.temperature,
+    )  # fmt: skip
+    order = [cell_key(setting, *_family_value(grid, value)) for grid, value in grid_cells]
+    cells = _journalled(journal, order)
+    todo = [(key, grid, value) for key, (grid, value) in zip(order, grid_cells) if key not in cells]
     per_batch = max(1, BATCH_IMAGES // data.size)
-    cells = []
-    bar = tqdm(total=len(todo), desc="impact", unit="cell", disable=not settings.progress,
+    bar = tqdm(total=len(order), initial=len(cells), desc="impact", unit="cell", disable=not settings.progress,
                file=sys.stderr, dynamic_ncols=True)  # fmt: skip
     try:
         for start in range(0, len(todo), per_batch):
             group = todo[start : start + per_batch]
-            named = _cells_named(group)
+            named = _cells_named([(grid, value) for _, grid, value in group])
             bar.set_postfix_str(f"perturbing {named}")
             batch = np.concatenate(
-                [_perturbed(data.x, grid, value, settings.seed, canvas) for grid, value in group]
+                [_perturbed(data.x, grid, value, settings.seed, canvas) for _, grid, value in group]
             )
 
             def simulated(done: int, named: str = named, total: int = len(batch)) -> None:
                 bar.set_postfix_str(f"simulating {named}: {done:,}/{total:,} images")
 
             outputs = timed.run(normalise(batch), simulated)
-            for index, (grid, value) in enumerate(group):
+            for index, (key, grid, value) in enumerate(group):
                 bar.set_postfix_str(f"metrics of {_cell_name(grid, value)}")  # the bootstrap: the cell's time
                 part = slice(index * data.size, (index + 1) * data.size)
                 reference_logits, *candidate_logits = (logits[part] for logits in outputs)
-                cells.append(
-                    _cell(grid, value, labels, reference_logits, candidates, candidate_logits, settings)
-                )
+                cell = _cell(grid, value, labels, reference_logits, candidates, candidate_logits, settings)
+                cells[key] = cell
+                if journal is not None:
+                    journal.append({"key": key, "record": cell_record(cell)})
                 bar.update()
     finally:
         bar.close()
@@ -207,7 +230,7 @@ def run_study(
         confidence=settings.confidence,
         temperature=settings.temperature,
         families=tuple(grid.info() for grid in grids),
-        cells=tuple(cells),
+        cells=tuple(cells[key] for key in order),
         throughput=timed.throughput(),
         wall_s=time.perf_counter() - started,
     )
