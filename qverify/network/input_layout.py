@@ -25,8 +25,8 @@ import numpy as np
 from qverify.errors import InputError
 from qverify.network.joins import Permute
 from qverify.network.model import NETWORK_INPUT, Network
+from qverify.network.operators import operator_of
 from qverify.network.qparams import AffineQuantization, JoinQuant
-from qverify.network.spatial import AveragePool2D, Conv2D, MaxPool2D
 
 __all__ = ["InputImage", "aligned_to_reference", "input_image", "reference_order", "same_image_shape"]
 
@@ -60,12 +60,10 @@ def input_image(net: Network) -> InputImage | None:
     for layer, producers in zip(net.layers, net.wiring):
         if NETWORK_INPUT not in producers:
             continue
-        if isinstance(layer, (Conv2D, MaxPool2D, AveragePool2D)) and producers == (NETWORK_INPUT,):
-            image = InputImage(tuple(layer.input_shape), np.arange(net.n_inputs))  # type: ignore[arg-type]
-        elif isinstance(layer, Permute) and len(layer.output_shape) == 3 and producers == (NETWORK_INPUT,):
-            image = InputImage(layer.output_shape, np.asarray(layer.order))  # type: ignore[arg-type]
-        else:
+        read = operator_of(layer).input_image(layer) if producers == (NETWORK_INPUT,) else None
+        if read is None:
             return None
+        image = InputImage(*read)
         if found is not None and (found.shape != image.shape or not np.array_equal(found.order, image.order)):
             return None
         found = image

@@ -38,6 +38,14 @@ class Operator:
     def _refuse(self, node: Any, what: str) -> UnsupportedError:
         return UnsupportedError(f"{node.describe()}: {what} is not supported")
 
+    # -- the input's image layout (`qverify.network.input_layout`) ---------------------------------
+
+    def input_image(self, node: Any) -> tuple[tuple[int, ...], np.ndarray] | None:
+        """When the node alone reads the network's input: the image (C, H, W) the input is and
+        where its values are (`InputImage.order`: the image's CHW value i is input value order[i]);
+        None: the node gives the input no image order (a dense layer)."""
+        return None
+
     # -- quantization (`qverify.quant.network`) --------------------------------------------------
 
     def quantize(self, index: int, node: Any, number: NumberFormat) -> QuantizedLayer:
@@ -303,6 +311,10 @@ class PoolOperator(Operator):
     """Max and average pools: one window of the input per output neuron."""
 
     is_pool = True
+
+    def input_image(self, node: Any) -> tuple[tuple[int, ...], np.ndarray] | None:
+        """A window reads a CHW image in its own order."""
+        return tuple(node.input_shape), np.arange(int(np.prod(node.input_shape)))
 
     def gathered_width(self, node: Any) -> int:
         return int(node.windows().width)

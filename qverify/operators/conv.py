@@ -19,6 +19,10 @@ class ConvOperator(MacOperator):
     kind = "conv"
     weight_shape = "(out channel, in channel, row, column)"
 
+    def input_image(self, node: Any) -> tuple[tuple[int, ...], np.ndarray] | None:
+        """A convolution reads a CHW image in its own order."""
+        return tuple(node.input_shape), np.arange(int(np.prod(node.input_shape)))
+
     def expanded_bias(self, layer: QuantizedLayer) -> np.ndarray:
         return layer.bias[layer.source.channel_of()]  # type: ignore[union-attr]
 

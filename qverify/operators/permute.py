@@ -14,6 +14,13 @@ from qverify.quant.network import QuantizedLayer, QuantizedNetwork
 class PermuteOperator(JoinOperator):
     kind = "permute"
 
+    def input_image(self, node: Any) -> tuple[tuple[int, ...], np.ndarray] | None:
+        """A permutation into a (C, H, W) image (the TFLite reader's, tf2onnx's Transpose): the input
+        holds the image's values in the file's order."""
+        if len(node.output_shape) != 3:
+            return None
+        return tuple(node.output_shape), np.asarray(node.order)
+
     def forward(self, node: Any, values: np.ndarray) -> np.ndarray:
         return values[:, node.order]
 
