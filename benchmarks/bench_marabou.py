@@ -974,6 +974,9 @@ def main(argv: list[str] | None = None) -> int:
     if not instances:
         print("error: no instance matches the selection", file=sys.stderr)
         return 2
+    if args.baseline_python is not None and shutil.which(args.baseline_python) is None:
+        print(f"error: {args.baseline_python}: no such Python (--baseline-python)", file=sys.stderr)
+        return 2
     references = []
     missing = "" if args.no_marabou else marabou_missing()
     if missing:
