@@ -507,21 +507,28 @@ def run_abcrown(instance: Instance, timeout_s: float, scratch: Path, abcrown: Ab
         "--cex_path", str(stem.with_suffix(".cex.txt")), "--output_file", str(stem.with_suffix(".out.pkl")),
     ]  # fmt: skip
     run = _run_child(command, timeout_s + GRACE_S, cwd=abcrown.script.parent)
-    if run.code is None:
+    if run.code is None:  # (its branch and bound's progress so far still counts for its node rate)
         reason = f"killed after {timeout_s + GRACE_S:g} s"
-        return Outcome(ABCROWN, "real", instance.name, "UNKNOWN", run.wall_s, reason, _usage(run))
+        return Outcome(ABCROWN, "real", instance.name, "UNKNOWN", run.wall_s, reason, _bab_detail(run))
     if run.code != 0 or not results.is_file():
         last = run.err.strip().splitlines()[-1] if run.err.strip() else f"exit code {run.code}"
         return Outcome(ABCROWN, "real", instance.name, "ERROR", run.wall_s, last[:200], _usage(run))
     answer = read_abcrown_results(results.read_text())
-    detail = _usage(run)
-    if visited := _DOMAINS_VISITED.findall(run.out):
-        detail["domains_visited"] = int(visited[-1])  # its branch and bound's nodes (absent: none ran)
-    if rounds := _BAB_SECONDS.findall(run.out):
-        detail["bab_s"] = float(rounds[-1])  # (up to its last finished round: the node rate's seconds)
+    detail = _bab_detail(run)
     if answer.verdict == "UNSAFE":
         detail.update(_float32_witness(instance, np.array(answer.witness)))
     return Outcome(ABCROWN, "real", instance.name, answer.verdict, run.wall_s, answer.reason, detail)
+
+
+def _bab_detail(run: ChildRun) -> dict:
+    """The run's usage, and from alpha-beta-CROWN's log its branch and bound's domains visited and
+    seconds (up to its last finished round; absent: no round finished)."""
+    detail = _usage(run)
+    if visited := _DOMAINS_VISITED.findall(run.out):
+        detail["domains_visited"] = int(visited[-1])
+    if rounds := _BAB_SECONDS.findall(run.out):
+        detail["bab_s"] = float(rounds[-1])
+    return detail
 
 
 def _float32_witness(instance: Instance, witness: np.ndarray) -> dict:
@@ -966,6 +973,9 @@ def main(argv: list[str] | None = None) -> int:
     instances = select(instances, None if args.all else args.instances, args.limit, args.sample)
     if not instances:
         print("error: no instance matches the selection", file=sys.stderr)
+        return 2
+    if args.baseline_python is not None and shutil.which(args.baseline_python) is None:
+        print(f"error: {args.baseline_python}: no such Python (--baseline-python)", file=sys.stderr)
         return 2
     references = []
     missing = "" if args.no_marabou else marabou_missing()

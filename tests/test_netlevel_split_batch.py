@@ -31,9 +31,9 @@ from qverify.quant import (
     Overflow,
     Rounding,
     quantize_network,
-    simulate,
 )
 from tests.conftest import SAFETY_NET_S, budgeted, random_network
+from tests.test_netlevel_bab import _executions
 
 IMPLEMENTATION, REAL = Arithmetic.IMPLEMENTATION, Arithmetic.REAL
 CASES = [
@@ -58,28 +58,6 @@ def _property(n_inputs: int, lo: Fraction, hi: Fraction) -> Property:
         for other in (1, 2)
     )
     return Property("split-batch", (Box((lo,) * n_inputs, (hi,) * n_inputs),), OutputCondition(clauses))
-
-
-def _executions(query, model, rng, count: int = 2000):
-    """Sampled executions of the query's box (corners included): pre-activation values per layer in
-    real units, the real outputs, and which rows the bounds describe (no overflow)."""
-    qnet, region = query.qnet, query.regions[0]
-    lo, hi, n = region.lo, region.hi, len(region.lo)
-    corners = np.array(np.meshgrid(*[[0, 1]] * n, indexing="ij")).reshape(n, -1).T
-    if qnet.is_fixed:
-        points = np.vstack([lo + corners * (hi - lo), rng.integers(lo, hi + 1, (count, n))]).astype(np.int64)
-    else:
-        inside = rng.uniform(lo, hi, (count, n)).astype(qnet.number.dtype).astype(np.float64)
-        points = np.vstack([lo + corners * (hi - lo), np.clip(inside, lo, hi)])
-    if query.arithmetic is REAL:
-        from qverify.engine.netlevel.attack import surrogate_forward
-
-        outputs, pres = surrogate_forward(model, model.input_reals(points))
-        return pres, outputs, np.ones(len(points), dtype=bool)
-    run = simulate(qnet, points, trace=True)
-    scale = model.unit if model.is_fixed else 1.0
-    pres = [trace.pre.astype(np.float64) * scale for trace in run.layers]
-    return pres, run.outputs.astype(np.float64) * scale, ~np.asarray(run.overflowed)
 
 
 def _with_phases(model, pres, fine, phases):
