@@ -71,7 +71,9 @@ def test_the_study_records_the_runtime_reference(tmp_path):
 def test_a_journalled_cell_reads_back_as_it_was():
     nan = Estimate(math.nan, math.nan, math.nan)
     scores = Scores(Estimate(0.5, 0.4, 0.6), None, Estimate(0.25, 0.2, 0.3))
-    cell = Cell("awgn", 0.1, scores, (Comparison("int8", scores, nan, Estimate(1e-3, 0.0, 2e-3), nan, nan, 3),))
+    cell = Cell(
+        "awgn", 0.1, scores, (Comparison("int8", scores, nan, Estimate(1e-3, 0.0, 2e-3), nan, nan, 3),)
+    )
     back = cell_from_record(json.loads(json.dumps(cell_record(cell))))
     assert repr(back) == repr(cell)  # NaN != NaN: compare the printed records
 
