@@ -137,8 +137,15 @@ def check_provable(pair: ImplementationPair) -> None:
     """A clear error for a pair proof mode cannot decide: a side without C."""
     for implementation in (pair.reference, pair.candidate):
         if implementation.qnet is None:
-            raise InputError(f"proof mode needs C for both sides: {implementation.label} (the float64 network) has "
-                             "none; use --reference float or double")  # fmt: skip
+            what = (
+                "onnxruntime's run of the file"
+                if implementation.label == "onnxruntime"
+                else "the float64 network"
+            )
+            raise InputError(
+                f"proof mode needs C for both sides: {implementation.label} ({what}) has none; "
+                "use --reference float or double"
+            )
 
 
 def shared_program_obstacle(pair: ImplementationPair) -> str | None:
