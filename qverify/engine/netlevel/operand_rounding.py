@@ -48,43 +48,42 @@ OPERAND_TABLE_VALUES = 1 << 22  # (words x consumers) entries of one layer's tab
 ENUMERATED_SHARE = 0.5  # a layer's table is built when it covers at least this share of its live products
 
 
-CHUNK_VALUES = 1 << 22  # (rows x operands x words) products of one batched step at most
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class OperandGroup:
-    """Enumerated operands with the same number of words and of consumers, stacked so that one
-    batched product serves them all (a convolution's input pixels mostly share both)."""
-
-    consumers: np.ndarray  # int64 (operands, consumers): each operand's consumer neurons
-    errors: np.ndarray  # float64 (operands, words, consumers): the products' rounding errors, real units
-    operands: np.ndarray  # int64 (operands,): each operand's index
-    words: np.ndarray  # float64 (operands, words): each operand's words (its values / unit)
-
-    def chunks(self, rows: int):
-        """Slices of the operands such that a step's (rows, operands, words) stays within CHUNK_VALUES."""
-        count, words = self.errors.shape[:2]
-        step = max(1, CHUNK_VALUES // max(1, rows * words))
-        return (slice(start, min(start + step, count)) for start in range(0, count, step))
-
-
 @dataclass(frozen=True, slots=True, eq=False)
 class RoundingTable:
-    """One layer's product roundings per operand (module docstring). `groups`: the enumerated
-    operands, their consumers and errors (words, consumers) in real units; `generic`: per neuron,
+    """One layer's product roundings per operand (module docstring). `entries`: per enumerated
+    operand, its consumers and the errors (words, consumers) in real units; `generic`: per neuron,
     how many of its live products keep the interval [d_lo, d_hi] (operands not enumerated)."""
 
-    groups: tuple[OperandGroup, ...]
+    entries: tuple[tuple[np.ndarray, np.ndarray], ...]
     generic: np.ndarray  # (n_out,) live products per neuron read through the interval
     d_lo: float
     d_hi: float
     widest: int  # the most consumers of one enumerated operand (the dot products' length)
-    count: int  # enumerated operands
+    operands: np.ndarray  # per entry: the operand's index
+    words: tuple[np.ndarray, ...]  # per entry: the operand's words (its real values / unit)
 
     def lower(self, lam: np.ndarray) -> np.ndarray:
         """A sound lower bound of lam . e for every row of lam (..., R, n_out) (the float64
         rounding of the dot products, the minima's sum and the interval part charged)."""
-        return self._lower(lam)
+        shape = lam.shape[:-1]
+        rows = lam.reshape(-1, lam.shape[-1])
+        total = np.zeros(len(rows))
+        reach = np.zeros(len(rows))  # sum of |lam_o| |d| over the dot products
+        minima = np.zeros(len(rows))  # sum of |min_i|
+        bound = max(abs(self.d_lo), abs(self.d_hi))
+        for consumers, errors in self.entries:
+            part = rows[:, consumers]
+            values = errors @ part.T  # (words, rows)
+            least = values.min(axis=0)
+            total += least
+            minima += np.abs(least)
+            reach += np.abs(part).sum(axis=1) * bound
+        interval = np.minimum(rows * self.d_lo, rows * self.d_hi) * self.generic
+        total += interval.sum(axis=1)
+        charge = gamma(self.widest + 2) * reach + gamma(len(self.entries) + 4) * (
+            minima + np.abs(interval).sum(axis=1)
+        )
+        return (total - charge - TINY).reshape(shape)
 
     def joint_lower(
         self, lam: np.ndarray, mu: np.ndarray, unit: float, lo: np.ndarray, hi: np.ndarray
@@ -94,47 +93,29 @@ class RoundingTable:
         (lam W): each enumerated input's min over its words v of mu_i v unit + D_i(v) together
         (where the linear part pins v, D_i is read there, not at its own worst word), the other
         inputs' linear minimum, the interval part as in `lower`; float64 rounding charged."""
-        return self._lower(lam, (mu.reshape(-1, mu.shape[-1]), unit, lo, hi))
-
-    def _lower(self, lam: np.ndarray, joint: tuple | None = None) -> np.ndarray:
-        """`lower` (`joint` None) and `joint_lower` (`joint` = (mu, unit, lo, hi)) in one pass over
-        the groups: per enumerated operand the minimum over its words of D_i(v) (+ mu_i v unit), a
-        batched product per chunk of a group."""
-        mu, unit, lo, hi = joint if joint is not None else (None, 0.0, None, None)
         shape = lam.shape[:-1]
         rows = lam.reshape(-1, lam.shape[-1])
+        mu = mu.reshape(-1, mu.shape[-1])
         total = np.zeros(len(rows))
-        reach = np.zeros(len(rows))  # sum of |lam_o| |d| (+ |mu_i| max|v|) over the dot products
-        minima = np.zeros(len(rows))  # sum of |min_i|
+        reach = np.zeros(len(rows))
+        minima = np.zeros(len(rows))
         bound = max(abs(self.d_lo), abs(self.d_hi))
-        columns = np.ascontiguousarray(rows.T)  # (n_out, rows): a gather of consumers is contiguous
-        for group in self.groups:
-            for part_of in group.chunks(len(rows)):
-                part = columns[group.consumers[part_of]]  # (operands, consumers, rows)
-                values = np.matmul(group.errors[part_of], part)  # (operands, words, rows)
-                reach += np.abs(part).sum(axis=(0, 1)) * bound
-                if mu is not None:
-                    linear = mu[:, group.operands[part_of]].T  # (operands, rows)
-                    reals = group.words[part_of] * unit  # (exact: words below 2^31 times a power of two)
-                    values += reals[:, :, None] * linear[:, None, :]
-                    reach += (np.abs(linear) * np.abs(reals).max(axis=1)[:, None]).sum(axis=0)
-                least = values.min(axis=1)  # (operands, rows)
-                total += least.sum(axis=0)
-                minima += np.abs(least).sum(axis=0)
+        rest = np.ones(mu.shape[-1], dtype=bool)
+        for (consumers, errors), operand, words in zip(self.entries, self.operands, self.words):
+            rest[operand] = False
+            part = rows[:, consumers]
+            reals = words * unit  # (exact: words below 2^31 times a power of two)
+            values = errors @ part.T + reals[:, None] * mu[None, :, operand]
+            least = values.min(axis=0)
+            total += least
+            minima += np.abs(least)
+            reach += np.abs(part).sum(axis=1) * bound + np.abs(mu[:, operand]) * np.abs(reals).max()
+        linear = np.minimum(mu[:, rest] * lo[rest], mu[:, rest] * hi[rest])
         interval = np.minimum(rows * self.d_lo, rows * self.d_hi) * self.generic
-        total += interval.sum(axis=1)
-        terms = self.count + 4
-        rest_sum = np.zeros(len(rows))
-        if mu is not None:
-            rest = np.ones(mu.shape[-1], dtype=bool)
-            for group in self.groups:
-                rest[group.operands] = False
-            linear_rest = np.minimum(mu[:, rest] * lo[rest], mu[:, rest] * hi[rest])
-            total += linear_rest.sum(axis=1)
-            rest_sum = np.abs(linear_rest).sum(axis=1)
-            terms += mu.shape[-1]
-        dots = self.widest + (3 if mu is not None else 2)
-        charge = gamma(dots) * reach + gamma(terms) * (minima + np.abs(interval).sum(axis=1) + rest_sum)
+        total += linear.sum(axis=1) + interval.sum(axis=1)
+        charge = gamma(self.widest + 3) * reach + gamma(len(self.entries) + mu.shape[-1] + 4) * (
+            minima + np.abs(interval).sum(axis=1) + np.abs(linear).sum(axis=1)
+        )
         return (total - charge - TINY).reshape(shape)
 
 
@@ -183,7 +164,7 @@ def rounding_table(model, layer_index: int, h_lo: np.ndarray, h_hi: np.ndarray) 
     generic = np.bincount(columns.indices[kept], minlength=layer.n_out).astype(np.float64)
     frac_bits = model.qnet.number.frac_bits
     rounding = model.qnet.number.rounding
-    stacks: dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray, int, np.ndarray]]] = {}
+    entries, operands, operand_words = [], [], []
     widest = 0
     for i in np.flatnonzero(enumerated):
         start, end = columns.indptr[i], columns.indptr[i + 1]
@@ -192,20 +173,18 @@ def rounding_table(model, layer_index: int, h_lo: np.ndarray, h_hi: np.ndarray) 
         values = np.arange(int(low[i]), int(high[i]) + 1, dtype=np.int64)
         products = values[:, None] * weights[None, :]
         numerator = round_shift(products, frac_bits, rounding) * (1 << frac_bits) - products
-        errors = numerator.astype(np.float64) * (unit * unit)
-        stacks.setdefault((len(values), len(consumers)), []).append((consumers, errors, int(i), values))
+        entries.append((consumers, numerator.astype(np.float64) * (unit * unit)))
+        operands.append(int(i))
+        operand_words.append(values.astype(np.float64))
         widest = max(widest, len(consumers))
-    groups = tuple(
-        OperandGroup(
-            np.stack([entry[0] for entry in stack]).astype(np.int64),
-            np.stack([entry[1] for entry in stack]),
-            np.array([entry[2] for entry in stack], dtype=np.int64),
-            np.stack([entry[3] for entry in stack]).astype(np.float64),
-        )
-        for stack in stacks.values()
-    )
     return RoundingTable(
-        groups, generic, model.round_lo, model.round_hi, widest, sum(len(g.operands) for g in groups)
+        tuple(entries),
+        generic,
+        model.round_lo,
+        model.round_hi,
+        widest,
+        np.array(operands, dtype=np.int64),
+        tuple(operand_words),
     )
 
 
