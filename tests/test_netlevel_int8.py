@@ -491,3 +491,40 @@ def test_int8_x86_pair_saturating_sums_are_declined(rng):
             assert "int8-x86" in unsupported_reason(query)
             return
     pytest.fail("no random network with pair-saturating sums")
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)
+def test_staircase_sides_are_the_exact_extreme_deviations(mode, rng):
+    """`Staircase.sides` (alpha-CROWN's per-row lines, read through each neuron's window of
+    thresholds): for random slopes per row, c and t are the least and largest deviation of the
+    codes from the lines over every integer of [L, U] (less or plus the float64 charge, far below
+    one code), and zeta, xi points of [L, U] where they are reached."""
+    checked = 0
+    qnet = _int8_net(rng, (3, 6, 4), mode)
+    model = build_model(_query(qnet, *_code_box(rng, qnet, 1), ()))
+    for layer in model.layers:
+        stairs = layer.stairs
+        table = stairs.table
+        finite = table[(table > -(2.0**31)) & (table < 2.0**31 - 1)]
+        for width in (3, 40, 600, 3000):
+            centre = float(rng.choice(finite)) if finite.size else 0.0
+            lo = np.floor(centre - rng.uniform(0, width, layer.n_out))
+            hi = lo + np.floor(rng.uniform(0, width, layer.n_out))
+            scale = stairs.slope_scale(lo, hi)
+            lower = rng.uniform(0, 2, (5, layer.n_out)) * scale
+            upper = rng.uniform(0, 2, (5, layer.n_out)) * scale
+            c, t, zeta, xi = stairs.sides(lower, upper, lo, hi)
+            for j in range(layer.n_out):
+                acc = np.arange(lo[j], hi[j] + 1)
+                codes = stairs.codes(np.broadcast_to(acc[:, None], (len(acc), layer.n_out)))[:, j]
+                for row in range(5):
+                    below = codes - lower[row, j] * acc
+                    above = codes - upper[row, j] * acc
+                    assert below.min() - 1e-6 <= c[row, j] <= below.min()
+                    assert above.max() <= t[row, j] <= above.max() + 1e-6
+                    assert lo[j] <= zeta[row, j] <= hi[j] and lo[j] <= xi[row, j] <= hi[j]
+                    at = np.searchsorted(acc, [zeta[row, j], xi[row, j]])
+                    assert below[at[0]] == pytest.approx(below.min(), abs=1e-6)
+                    assert above[at[1]] == pytest.approx(above.max(), abs=1e-6)
+                checked += len(acc)
+    assert checked > 5_000

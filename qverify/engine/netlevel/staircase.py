@@ -52,6 +52,34 @@ from qverify.quant.affine import INT32_MAX, INT32_MIN, thresholds_reached
 RELAXATION_CHUNK_VALUES = 1 << 21  # (neurons x thresholds) entries of one block of `relaxation`
 
 
+@dataclass(frozen=True, slots=True)
+class StepWindow:
+    """Per neuron, the steps of each side's table inside its interval (`Staircase._window`):
+    thresholds (..., n, width), the values from each threshold on (upper side) or just below it
+    (lower side), and which columns hold one of the neuron's own (`*_held`; the others repeat a
+    threshold and must not be read)."""
+
+    upper_table: np.ndarray
+    after: np.ndarray
+    upper_held: np.ndarray
+    lower_table: np.ndarray
+    before: np.ndarray
+    lower_held: np.ndarray
+    width: int
+
+    def neurons(self, block: slice) -> StepWindow:
+        """The window of neurons `block`."""
+        return StepWindow(
+            self.upper_table[..., block, :],
+            self.after[..., block, :],
+            self.upper_held[..., block, :],
+            self.lower_table[..., block, :],
+            self.before[..., block, :],
+            self.lower_held[..., block, :],
+            self.width,
+        )
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Staircase:
     """Sorted thresholds per row (rows: one per neuron, or one for every neuron), the value from
@@ -170,20 +198,48 @@ class Staircase:
         """(a, c, s, t): a z + c <= value(z) <= s z + t at every domain point z of [lo, hi] (module
         docstring); arrays (..., n). Each side's slope is the best of `_candidates`, all >= 0, by
         the line's vertical distance from the steps at the interval's two ends, which for a ReLU
-        is DeepPoly's choice of lower slope. Computed a block of neurons at a time (each neuron's
-        lines are its own), so that the (..., block, thresholds) temporaries stay below
-        `RELAXATION_CHUNK_VALUES` (digits28-maxpool int8: 23,328 neurons x 255 thresholds, 48 MB an
-        array, were most of the peak after the attack's)."""
-        n = lo.shape[-1]
-        per_neuron = int(np.prod(lo.shape[:-1], dtype=np.int64)) * self.upper_table.shape[-1]
+        is DeepPoly's choice of lower slope. Only each neuron's thresholds inside its interval
+        are read (`_window`), a block of neurons at a time (each neuron's lines are its own), so
+        that the (..., block, thresholds) temporaries stay below `RELAXATION_CHUNK_VALUES`
+        (digits28-maxpool int8: 23,328 neurons x 255 thresholds, 48 MB an array, were most of the
+        peak after the attack's)."""
+        low = self._on_grid(lo, down=False)
+        high = np.maximum(self._on_grid(hi, down=True), low)
+        window = self._window(low, high)
+        n = low.shape[-1]
+        per_neuron = int(np.prod(low.shape[:-1], dtype=np.int64)) * window.width
         block = max(1, RELAXATION_CHUNK_VALUES // max(per_neuron, 1))
-        if n <= block:
-            return self._relaxation(lo, hi)
         parts = [
-            self._neurons(slice(i, i + block), n)._relaxation(lo[..., i : i + block], hi[..., i : i + block])
+            self._neurons(slice(i, i + block), n)._relaxation(
+                low[..., i : i + block], high[..., i : i + block], window.neurons(slice(i, i + block))
+            )
             for i in range(0, n, block)
         ]
+        if len(parts) == 1:
+            return parts[0]
         return tuple(np.concatenate([part[i] for part in parts], axis=-1) for i in range(4))  # type: ignore[return-value]
+
+    def _window(self, low: np.ndarray, high: np.ndarray) -> StepWindow:
+        """Per neuron, the thresholds in (low, high] of each side's table with their values (low,
+        high on the grid, (..., n)): the only steps the deviations read. The tables are sorted, so
+        they are one run of columns per neuron, at most `width` long. A requantization's 255 thresholds shrink to the 2-6 a hidden neuron's
+        interval spans on cifar10-resnet2b int8 (eps 0.002), and the per-row work with them."""
+        shape = (*low.shape, self.upper_table.shape[-1])
+        sides = []
+        for table, values in ((self.upper_table, self.after), (self.lower_table, self.before)):
+            table = np.broadcast_to(table, shape)
+            first = (table <= low[..., None]).sum(axis=-1)
+            count = (table <= high[..., None]).sum(axis=-1) - first
+            sides.append((table, np.broadcast_to(values, shape), first, count))
+        width = max(1, max(int(count.max(initial=0)) for _, _, _, count in sides))
+        columns = np.arange(width)
+        windowed = []
+        for table, values, first, count in sides:
+            index = np.minimum(first[..., None] + columns, shape[-1] - 1)
+            windowed.append(np.take_along_axis(table, index, axis=-1))
+            windowed.append(np.take_along_axis(values, index, axis=-1))
+            windowed.append(columns < count[..., None])
+        return StepWindow(*windowed, width)
 
     def _neurons(self, block: slice, n: int) -> Staircase:
         """The staircases of neurons `block` of n (per-neuron rows sliced; one shared row kept)."""
@@ -205,21 +261,17 @@ class Staircase:
         return dataclasses.replace(self, **changes)
 
     def _relaxation(
-        self, lo: np.ndarray, hi: np.ndarray
+        self, low: np.ndarray, high: np.ndarray, window: StepWindow
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """`relaxation` on one block of neurons."""
-        low = self._on_grid(lo, down=False)
-        high = np.maximum(self._on_grid(hi, down=True), low)
+        """`relaxation` on one block of neurons (low, high on the grid)."""
         code_lo, code_hi = self.values(low, "upper"), self.values(high, "lower")
         least, most = self.values(low, "lower"), self.values(high, "upper")
         span = high - low
         chord = np.where(most > least, (most - least) / np.where(span > 0, span, 1.0), 0.0)
-        inside_upper = (self.upper_table > low[..., None]) & (self.upper_table <= high[..., None])
-        inside_lower = (self.lower_table > low[..., None]) & (self.lower_table <= high[..., None])
         lower_side = upper_side = None
         for slope in self._candidates(low, high, chord):
             slope = np.maximum(slope, 0.0)
-            lower, upper = self._deviations(slope, low, high, code_lo, code_hi, inside_lower, inside_upper)
+            lower, upper = self._deviations(slope, low, high, code_lo, code_hi, window)
             lower_gap = least + most - slope * (low + high) - 2 * lower
             upper_gap = slope * (low + high) + 2 * upper - least - most
             if lower_side is None or upper_side is None:
@@ -243,15 +295,17 @@ class Staircase:
         return np.where(flat, 0.0, a), c, np.where(flat, 0.0, s), t
 
     def _deviations(
-        self, slope, low, high, code_lo, code_hi, inside_lower, inside_upper
+        self, slope, low, high, code_lo, code_hi, window: StepWindow
     ) -> tuple[np.ndarray, np.ndarray]:
         """min and max of value(z) - slope z over the domain points of [low, high] (slope >= 0, in
-        float64: the caller charges the rounding): the right and left ends of the steps (`code_lo`:
-        the upper staircase's value at low, `code_hi`: the lower one's at high)."""
+        float64: the caller charges the rounding): the right and left ends of the steps inside
+        (`window`) and the interval's ends (`code_lo`: the upper staircase's value at low,
+        `code_hi`: the lower one's at high)."""
         m = slope[..., None]
-        upper = np.where(inside_upper, self.after - m * self.upper_table, -np.inf).max(axis=-1)
+        upper = (window.after - m * window.upper_table).max(axis=-1, where=window.upper_held, initial=-np.inf)
         upper = np.maximum(upper, code_lo - slope * low)
-        lower = np.where(inside_lower, self.before - m * (self.lower_table - self.grid), np.inf).min(axis=-1)
+        ends = window.lower_table - self.grid
+        lower = (window.before - m * ends).min(axis=-1, where=window.lower_held, initial=np.inf)
         lower = np.minimum(lower, code_hi - slope * high)
         return lower, upper
 
@@ -275,57 +329,56 @@ class Staircase:
         steps' exact extreme deviations from the lines (`_deviations`), their float64 evaluation
         charged as in `relaxation` (so the lines hold for the stored numbers whatever the slope);
         zeta and xi are the points where the deviation is least and largest (the intercepts'
-        derivatives in the slope are -zeta and -xi: the optimiser's gradient). Computed a block of
-        neurons at a time within `RELAXATION_CHUNK_VALUES`."""
-        n = lo.shape[-1]
-        rows = int(np.prod(lower.shape[:-1], dtype=np.int64))
-        block = max(1, RELAXATION_CHUNK_VALUES // max(rows * self.upper_table.shape[-1], 1))
-        if n <= block:
-            return self._sides(lower, upper, lo, hi)
-        parts = [
-            self._neurons(slice(i, i + block), n)._sides(
-                lower[..., i : i + block],
-                upper[..., i : i + block],
-                lo[..., i : i + block],
-                hi[..., i : i + block],
-            )
-            for i in range(0, n, block)
-        ]
-        return tuple(np.concatenate([part[i] for part in parts], axis=-1) for i in range(4))  # type: ignore[return-value]
-
-    def _sides(self, lower, upper, lo, hi):
-        """`sides` on one block of neurons."""
+        derivatives in the slope are -zeta and -xi: the optimiser's gradient). Only the thresholds
+        inside each neuron's interval are read (`_window`: rows x neurons x 255 thresholds was 41 of
+        the 49 s cifar10-resnet2b int8's root spent in alpha-CROWN), a block of neurons at a time
+        within `RELAXATION_CHUNK_VALUES`."""
         low = self._on_grid(lo, down=False)
         high = np.maximum(self._on_grid(hi, down=True), low)
         code_lo, code_hi = self.values(low, "upper"), self.values(high, "lower")
+        window = self._window(low, high)
+        n = low.shape[-1]
+        rows = int(np.prod(lower.shape[:-1], dtype=np.int64))
+        block = max(1, RELAXATION_CHUNK_VALUES // max(rows * window.width, 1))
+        parts = [
+            self._sides(
+                lower[..., i : i + block],
+                upper[..., i : i + block],
+                low[..., i : i + block],
+                high[..., i : i + block],
+                code_lo[..., i : i + block],
+                code_hi[..., i : i + block],
+                window.neurons(slice(i, i + block)),
+            )
+            for i in range(0, n, block)
+        ]
+        if len(parts) == 1:
+            return parts[0]
+        return tuple(np.concatenate([part[i] for part in parts], axis=-1) for i in range(4))  # type: ignore[return-value]
+
+    def _sides(self, lower, upper, low, high, code_lo, code_hi, window: StepWindow):
+        """`sides` on one block of neurons (low, high on the grid, the values at the ends given)."""
         # per row: insert the rows' axis into the neurons' arrays
         low_r, high_r = low[..., None, :], high[..., None, :]
-        inside_upper = (self.upper_table > low[..., None]) & (self.upper_table <= high[..., None])
-        inside_lower = (self.lower_table > low[..., None]) & (self.lower_table <= high[..., None])
-        inside_upper, inside_lower = inside_upper[..., None, :, :], inside_lower[..., None, :, :]
-        m = upper[..., None]
-        above = np.where(inside_upper, self.after - m * self.upper_table, -np.inf)
-        best = np.argmax(above, axis=-1)
-        top = np.take_along_axis(above, best[..., None], axis=-1)[..., 0]
+        tops, ends = window.upper_table[..., None, :, :], window.lower_table[..., None, :, :] - self.grid
+        above = window.after[..., None, :, :] - upper[..., None] * tops
+        above = np.where(window.upper_held[..., None, :, :], above, -np.inf)
+        best = np.argmax(above, axis=-1)[..., None]
+        top = np.take_along_axis(above, best, axis=-1)[..., 0]
         start = code_lo[..., None, :] - upper * low_r
         xi = np.where(
-            start >= top,
-            low_r,
-            np.take_along_axis(np.broadcast_to(self.upper_table, above.shape), best[..., None], axis=-1)[
-                ..., 0
-            ],
+            start >= top, low_r, np.take_along_axis(np.broadcast_to(tops, above.shape), best, -1)[..., 0]
         )
         top = np.maximum(top, start)
-        m = lower[..., None]
-        ends = self.lower_table - self.grid
-        below = np.where(inside_lower, self.before - m * ends, np.inf)
-        worst = np.argmin(below, axis=-1)
-        bottom = np.take_along_axis(below, worst[..., None], axis=-1)[..., 0]
+        below = window.before[..., None, :, :] - lower[..., None] * ends
+        below = np.where(window.lower_held[..., None, :, :], below, np.inf)
+        worst = np.argmin(below, axis=-1)[..., None]
+        bottom = np.take_along_axis(below, worst, axis=-1)[..., 0]
         finish = code_hi[..., None, :] - lower * high_r
         zeta = np.where(
             finish <= bottom,
             high_r,
-            np.take_along_axis(np.broadcast_to(ends, below.shape), worst[..., None], axis=-1)[..., 0],
+            np.take_along_axis(np.broadcast_to(ends, below.shape), worst, -1)[..., 0],
         )
         bottom = np.minimum(bottom, finish)
         reach = np.maximum(np.abs(low_r), np.abs(high_r) + self.grid)
