@@ -131,17 +131,8 @@ def fixed_mac_interval(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qn
     fmt: FixedFormat = qnet.number  # type: ignore[assignment]
     arith = _FixedIntervalArithmetic(fmt, (lo.shape[0], layer.n_out))
     bias = layer.expanded_bias().astype(np.int64)
-    inputs_lo, inputs_hi, valid = _tap_bounds(layer, np.asarray(lo, np.int64), np.asarray(hi, np.int64))
-    weights = layer.tap_weights().astype(np.int64)
-    if qnet.options.accumulation is Accumulation.WIDE:
-        exact_lo = bias * fmt.scale + np.minimum(weights * inputs_lo, weights * inputs_hi).sum(axis=2)
-        exact_hi = bias * fmt.scale + np.maximum(weights * inputs_lo, weights * inputs_hi).sum(axis=2)
-        pre = arith.overflow(
-            round_shift(exact_lo, fmt.frac_bits, fmt.rounding),
-            round_shift(exact_hi, fmt.frac_bits, fmt.rounding),
-        )
-        return pre, arith.may_overflow
-    if qnet.options.layout is Layout.BALANCED:  # dense layers only (quantize_network checks)
+    if qnet.options.layout is Layout.BALANCED and qnet.options.accumulation is not Accumulation.WIDE:
+        # dense layers only (quantize_network checks): the C's pairwise tree over the inputs
         weights = layer.weights.astype(np.int64)
         product_lo, product_hi = arith.products(
             weights,
@@ -152,6 +143,16 @@ def fixed_mac_interval(layer: QuantizedLayer, lo: np.ndarray, hi: np.ndarray, qn
         start = np.broadcast_to(bias, (lo.shape[0], layer.n_out))
         pre = reduce_terms(
             layer.n_in, (start, start), lambda i: (product_lo[:, :, i], product_hi[:, :, i]), arith.add, True
+        )
+        return pre, arith.may_overflow
+    inputs_lo, inputs_hi, valid = _tap_bounds(layer, np.asarray(lo, np.int64), np.asarray(hi, np.int64))
+    weights = layer.tap_weights().astype(np.int64)
+    if qnet.options.accumulation is Accumulation.WIDE:
+        exact_lo = bias * fmt.scale + np.minimum(weights * inputs_lo, weights * inputs_hi).sum(axis=2)
+        exact_hi = bias * fmt.scale + np.maximum(weights * inputs_lo, weights * inputs_hi).sum(axis=2)
+        pre = arith.overflow(
+            round_shift(exact_lo, fmt.frac_bits, fmt.rounding),
+            round_shift(exact_hi, fmt.frac_bits, fmt.rounding),
         )
         return pre, arith.may_overflow
     product_lo, product_hi = arith.products(weights, inputs_lo, inputs_hi, valid)

@@ -163,38 +163,35 @@ class Bounds:
 
     def select(self, boxes: np.ndarray) -> Bounds:
         """The boxes `boxes` of a batch, as a batch (the caches carried over)."""
-        return Bounds(
-            [a[boxes] for a in self.pre_lo],
-            [a[boxes] for a in self.pre_hi],
-            [a[boxes] for a in self.free],
-            [a[boxes] for a in self.err_lo],
-            [a[boxes] for a in self.err_hi],
-            self.overflow_possible[boxes],
-            {k: value.select(boxes) for k, value in self.relaxations.items()},
-            {k: (center[boxes], charge[boxes]) for k, (center, charge) in self.affine.items()},
-            self.empty[boxes],
-            {
-                k: None if v is None else BoxTables(tuple(v.tables[b] for b in boxes))
-                for k, v in self.operands.items()
-            },
-            self.box_tables,
-        )
+        operands = {
+            k: None if v is None else BoxTables(tuple(v.tables[b] for b in boxes))
+            for k, v in self.operands.items()
+        }
+        return self._indexed(boxes, operands, self.box_tables)
 
     def box(self, b: int) -> Bounds:
         """Box b of a batch as one node's record (caches carried over as views)."""
-        return Bounds(
-            [a[b] for a in self.pre_lo],
-            [a[b] for a in self.pre_hi],
-            [a[b] for a in self.free],
-            [a[b] for a in self.err_lo],
-            [a[b] for a in self.err_hi],
-            self.overflow_possible[b],
-            {k: value.select(b) for k, value in self.relaxations.items()},
-            {k: (center[b], charge[b]) for k, (center, charge) in self.affine.items()},
-            self.empty[b],
+        operands = (
             {k: None if v is None else v.tables[b] for k, v in self.operands.items()}
             if self.box_tables
-            else {},
+            else {}
+        )
+        return self._indexed(b, operands, False)
+
+    def _indexed(self, index, operands: dict, box_tables: bool) -> Bounds:
+        """`select` and `box`: every per-box array indexed by `index` (boxes, or one box)."""
+        return Bounds(
+            [a[index] for a in self.pre_lo],
+            [a[index] for a in self.pre_hi],
+            [a[index] for a in self.free],
+            [a[index] for a in self.err_lo],
+            [a[index] for a in self.err_hi],
+            self.overflow_possible[index],
+            {k: value.select(index) for k, value in self.relaxations.items()},
+            {k: (center[index], charge[index]) for k, (center, charge) in self.affine.items()},
+            self.empty[index],
+            operands,
+            box_tables,
         )
 
 

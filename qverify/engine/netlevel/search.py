@@ -623,6 +623,21 @@ class Search:
         self.root_attack_seconds += time.monotonic() - started
         return found
 
+    def optimised_atoms(self, bounds, rows, xl, xu, phases, warm_alphas, warm_betas):
+        """alpha-beta-CROWN's bounds of the atoms `rows` (`beta.optimise_output_bounds`, the search's
+        steps), warm-started from a parent's slopes and multipliers: one node, or a batch."""
+        return optimise_output_bounds(
+            self.model,
+            bounds,
+            self.atom_matrix[rows],
+            xl,
+            xu,
+            phases,
+            self.beta_steps,
+            warm_alphas,
+            warm_betas,
+        )
+
     def node_atoms(self, node: Node, bounds: Bounds, xl: np.ndarray, xu: np.ndarray):
         """(lower, lam_input, lam_post, refuted) of one node: its atoms' bounds (`atom_bounds`, no
         lower than its parent's) and the clauses they refute, with its parent's refuted ones."""
@@ -764,17 +779,7 @@ class Search:
                 phases = [
                     np.stack([n.phases[k] for n in members])[:, None, :] for k in range(len(model.layers))
                 ]
-                found = optimise_output_bounds(
-                    model,
-                    bounds,
-                    self.atom_matrix[rows],
-                    xl,
-                    xu,
-                    phases,
-                    self.beta_steps,
-                    warm_alphas,
-                    warm_betas,
-                )
+                found = self.optimised_atoms(bounds, rows, xl, xu, phases, warm_alphas, warm_betas)
             shift = self.atom_shift(*bounds.post(model, len(model.layers) - 1))[:, rows]
             mine = open_rows[:, rows]
             lower[:, rows] = np.where(mine, found.bound.lower + shift, -np.inf)
@@ -1003,17 +1008,7 @@ class Search:
         warm_alphas = None if node.alphas is None else {k: v[rows] for k, v in node.alphas.items()}
         warm_betas = None if node.betas is None else {k: v[rows] for k, v in node.betas.items()}
         with self.rec.timer("netlevel.beta"):
-            found = optimise_output_bounds(
-                model,
-                bounds,
-                self.atom_matrix[rows],
-                xl,
-                xu,
-                node.phases,
-                self.beta_steps,
-                warm_alphas,
-                warm_betas,
-            )
+            found = self.optimised_atoms(bounds, rows, xl, xu, node.phases, warm_alphas, warm_betas)
         node.alphas = _scatter(node.alphas, found.alphas, rows, count)
         node.betas = _scatter(node.betas, found.betas, rows, count)
         shift = self.atom_shift(*bounds.post(model, len(model.layers) - 1))[rows]
