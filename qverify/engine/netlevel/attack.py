@@ -349,13 +349,15 @@ def gradient_attack(
     batch: int = 32,
     steps: int = 30,
     start: np.ndarray | None = None,
+    whole_rounds: int = 0,
 ) -> Counterexample | None:
     """Projected (sign-)gradient descent on the unsafe margin from random starts (the centre first),
     each round's points rounded into the region and confirmed; stops at the deadline. With `start`
     (a point, e.g. an LP solution, or rows of points, e.g. the inputs that minimise the worst
     bounds of the branch and bound's open nodes), one round from them and points around them.
     A clause of several atoms (a conjunction: an output box) is descended by LP steps on the whole
-    clause instead (`box_descent`), where the inputs are few enough."""
+    clause instead (`box_descent`), where the inputs are few enough. The first `whole_rounds` rounds
+    run all their steps whatever the deadline (a round cut short confirms barely descended points)."""
     xl, xu = model.input_reals(region.lo), model.input_reals(region.hi)
     width = xu - xl
     by_lp = conjunctive(forms, len(xl))
@@ -371,14 +373,15 @@ def gradient_attack(
         step = width / (64 if start is not None else 4)
         if by_lp:
             x = box_descent(model, forms, xl, xu, x, 4 * step, deadline)
+        whole = round_index < whole_rounds
         for _ in range(0 if by_lp else steps):
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline and not whole:
                 break
             _, grad = unsafe_loss(model, forms, x)
             x = np.clip(x - step * np.sign(grad), xl, xu)
             step = step * 0.85
         found = confirmer.first(to_implementation(model, region, x))
-        if found is not None or time.monotonic() > deadline:
+        if found is not None or (time.monotonic() > deadline and round_index + 1 >= whole_rounds):
             return found
     return None
 
