@@ -222,20 +222,32 @@ class Staircase:
     def _window(self, low: np.ndarray, high: np.ndarray) -> StepWindow:
         """Per neuron, the thresholds in (low, high] of each side's table with their values (low,
         high on the grid, (..., n)): the only steps the deviations read. The tables are sorted, so
-        they are one run of columns per neuron, at most `width` long. A requantization's 255 thresholds shrink to the 2-6 a hidden neuron's
-        interval spans on cifar10-resnet2b int8 (eps 0.002), and the per-row work with them."""
-        shape = (*low.shape, self.upper_table.shape[-1])
+        they are one run of columns per neuron, at most `width` long. A requantization's 255
+        thresholds shrink to the 2-6 a hidden neuron's interval spans on cifar10-resnet2b int8 (eps
+        0.002), and the per-row work with them. The runs are found a block of neurons at a time
+        (`RELAXATION_CHUNK_VALUES`: a batch of 64 boxes of digits28-maxpool int8 would compare 380
+        million thresholds at once)."""
+        n, thresholds = low.shape[-1], self.upper_table.shape[-1]
+        shape = (*low.shape, thresholds)
+        block = max(
+            1, RELAXATION_CHUNK_VALUES // max(int(np.prod(shape[:-2], dtype=np.int64)) * thresholds, 1)
+        )
         sides = []
         for table, values in ((self.upper_table, self.after), (self.lower_table, self.before)):
-            table = np.broadcast_to(table, shape)
-            first = (table <= low[..., None]).sum(axis=-1)
-            count = (table <= high[..., None]).sum(axis=-1) - first
-            sides.append((table, np.broadcast_to(values, shape), first, count))
+            first = np.empty(low.shape, dtype=np.int64)
+            count = np.empty(low.shape, dtype=np.int64)
+            for i in range(0, n, block):
+                rows = table if table.shape[0] == 1 else table[i : i + block]
+                first[..., i : i + block] = (rows <= low[..., i : i + block, None]).sum(axis=-1)
+                count[..., i : i + block] = (rows <= high[..., i : i + block, None]).sum(axis=-1)
+            sides.append(
+                (np.broadcast_to(table, shape), np.broadcast_to(values, shape), first, count - first)
+            )
         width = max(1, max(int(count.max(initial=0)) for _, _, _, count in sides))
         columns = np.arange(width)
         windowed = []
         for table, values, first, count in sides:
-            index = np.minimum(first[..., None] + columns, shape[-1] - 1)
+            index = np.minimum(first[..., None] + columns, thresholds - 1)
             windowed.append(np.take_along_axis(table, index, axis=-1))
             windowed.append(np.take_along_axis(values, index, axis=-1))
             windowed.append(columns < count[..., None])
