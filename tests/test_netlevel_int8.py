@@ -528,3 +528,24 @@ def test_staircase_sides_are_the_exact_extreme_deviations(mode, rng):
                     assert above[at[1]] == pytest.approx(above.max(), abs=1e-6)
                 checked += len(acc)
     assert checked > 5_000
+
+
+def test_staircase_relaxation_of_a_batch_is_each_box_s(rng, monkeypatch):
+    """A batch of boxes (bounds (B, n)) gets each box's own lines, also when the thresholds'
+    windows are found a few neurons at a time (`RELAXATION_CHUNK_VALUES` made small)."""
+    from qverify.engine.netlevel import staircase
+
+    qnet = _int8_net(rng, (3, 6, 4), RequantMode.ONNXRUNTIME)
+    model = build_model(_query(qnet, *_code_box(rng, qnet, 1), ()))
+    stairs = model.layers[0].stairs
+    finite = stairs.table[(stairs.table > -(2.0**31)) & (stairs.table < 2.0**31 - 1)]
+    centre = float(np.median(finite))
+    lo = np.floor(centre - rng.uniform(0, 600, (5, model.layers[0].n_out)))
+    hi = lo + np.floor(rng.uniform(0, 600, lo.shape))
+    alone = [stairs.relaxation(lo[b], hi[b]) for b in range(len(lo))]
+    for chunk in (staircase.RELAXATION_CHUNK_VALUES, 300):
+        monkeypatch.setattr(staircase, "RELAXATION_CHUNK_VALUES", chunk)
+        together = stairs.relaxation(lo, hi)
+        for b, lines in enumerate(alone):
+            for mine, theirs in zip(lines, together):
+                assert np.array_equal(mine, theirs[b])
