@@ -53,6 +53,10 @@ from qverify.quant import LayerBounds
 from qverify.quant.intervals import node_interval
 
 REFINE_CHUNK_VALUES = 1 << 23  # one node's back-substitution rows x width at once (64 MB of float64)
+# `tighten_intermediate`: rows x the neurons below them optimised at once (each row has its own
+# slopes: a staircase layer's lines are six such arrays). digits28-avgpool int8's root had 4,000+
+# rows over 12,000+ staircase neurons at once and passed the engine's 4 GB (3 of 32 instances)
+INTERMEDIATE_CHUNK_VALUES = 1 << 22
 STAIR_SLOPE_RANGE = 2.0  # a staircase's optimised slopes, in units of `Staircase.slope_scale`
 
 
@@ -864,7 +868,15 @@ def tighten_intermediate(
         eye = np.zeros((2 * len(rows), len(lo)))
         eye[np.arange(len(rows)), rows] = 1.0
         eye[len(rows) + np.arange(len(rows)), rows] = -1.0
-        found = optimised_bound(model, bounds, eye, xl, xu, steps, index=k).lower
+        # each row has its own slopes for every neuron below: a block of rows at a time
+        below = sum(model.layers[j].n_out for j in range(k)) or 1
+        chunk = max(1, INTERMEDIATE_CHUNK_VALUES // below)
+        found = np.concatenate(
+            [
+                optimised_bound(model, bounds, eye[i : i + chunk], xl, xu, steps, index=k).lower
+                for i in range(0, len(eye), chunk)
+            ]
+        )
         lo, hi = lo.copy(), hi.copy()
         lo[rows] = np.maximum(lo[rows], found[: len(rows)])
         hi[rows] = np.minimum(hi[rows], -found[len(rows) :])
