@@ -413,6 +413,35 @@ def test_optimised_intermediate_bounds_contain_every_execution(options, rng):
     assert shrunk > 0  # the optimisation did tighten something
 
 
+def test_intermediate_bounds_row_by_row_are_the_same(rng, monkeypatch):
+    """`tighten_intermediate` optimises a block of rows at a time (`INTERMEDIATE_CHUNK_VALUES`):
+    each row has its own slopes, so one row at a time gives the same bounds (to float64 noise of
+    the products' blocking) as all rows at once."""
+    from qverify.engine.netlevel import bounds as bounds_module
+
+    options = FIXED_OPTIONS[0]
+    net = random_network(rng, (3, 6, 6, 6, 2), Activation.RELU, scale=0.8)
+    qnet = quantize_network(net, options)
+    words_per_unit = options.number.scale // 16
+    lo = rng.integers(-24, 0, 3) * words_per_unit
+    hi = lo + rng.integers(10, 20, 3) * words_per_unit
+    box = [[Fraction(int(v), options.number.scale) for v in ends] for ends in (lo, hi)]
+    query = query_for(qnet, _threshold_property(*box, 0, Fraction(0), None))
+    model = build_model(query)
+    region = query.regions[0]
+    xl, xu = model.input_reals(region.lo), model.input_reals(region.hi)
+    phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
+    found = []
+    for chunk in (bounds_module.INTERMEDIATE_CHUNK_VALUES, 1):
+        monkeypatch.setattr(bounds_module, "INTERMEDIATE_CHUNK_VALUES", chunk)
+        start = node_bounds(model, xl, xu, phases, region_words=(region.lo, region.hi))
+        found.append(tighten_intermediate(model, start, xl, xu, phases, 8, time.monotonic() + SAFETY_NET_S))
+    together, alone = found
+    for k in range(len(model.layers)):
+        assert np.allclose(together.pre_lo[k], alone.pre_lo[k], rtol=1e-9, atol=1e-9)
+        assert np.allclose(together.pre_hi[k], alone.pre_hi[k], rtol=1e-9, atol=1e-9)
+
+
 @pytest.mark.usefixtures("phase_splitting_above_8_inputs")
 def test_relu_splitting_agrees_with_brute_force(rng):
     """More inputs than input splitting takes (ReLU phase splitting, with the root's optimised
