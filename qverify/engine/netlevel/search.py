@@ -585,11 +585,12 @@ class Search:
             if bounds is None:
                 return NodeVerdict(closed=True)
             lower, lam_input, lam_post, refuted = self.node_atoms(node, bounds, xl, xu)
-            if node.parent is None and self.intermediate_alpha_steps and not refuted.all():
-                found = self.open_root_attack(time.monotonic() - started)
-                if found is not None:
-                    return NodeVerdict(counterexample=found, by_attack=True)
-                # the root of ReLU splitting: every node inherits its intermediate bounds
+        if node.parent is None and self.intermediate_alpha_steps and not refuted.all():
+            found = self.open_root_attack(time.monotonic() - started)
+            if found is not None:
+                return NodeVerdict(counterexample=found, by_attack=True)
+            # the root of ReLU splitting: every node inherits its intermediate bounds
+            with self.rec.timer("netlevel.bounds"):
                 with self.rec.timer("netlevel.intermediate_alpha"):
                     budget = INTERMEDIATE_ALPHA_SHARE * (self.deadline - time.monotonic())
                     bounds = tighten_intermediate(
