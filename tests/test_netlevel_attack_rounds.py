@@ -15,14 +15,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from qverify.engine.netlevel.attack import gradient_attack
 from qverify.engine.netlevel.query import NO_VIOLATION, Arithmetic, query_for
-from qverify.engine.netlevel.search import Search
-from qverify.engine.result import Recorder
 from qverify.network import Activation, Dense, Network
 from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Relation
 from qverify.quant import FloatFormat, FloatKind, ImplementationOptions, quantize_network
-from tests.conftest import SAFETY_NET_S, budgeted
+from tests.test_netlevel_conjunctions import _attack
 
 INPUTS = 40
 
@@ -38,23 +35,9 @@ def _corner_query():
     )
 
 
-def _attack(deadline: float, whole_rounds: int):
-    query = _corner_query()
-    search = Search(query, budgeted(), time.monotonic() + 10 * SAFETY_NET_S, Recorder())
-    found = gradient_attack(
-        search.model,
-        search.confirmer,
-        query.regions[0],
-        search.forms,
-        np.random.default_rng(0),
-        deadline,
-        whole_rounds=whole_rounds,
-    )
-    return query, found
-
-
 def test_a_whole_round_descends_past_its_deadline():
-    query, found = _attack(time.monotonic() - 1.0, whole_rounds=1)
+    query = _corner_query()
+    _, found = _attack(query, time.monotonic() - 1.0, whole_rounds=1)
     assert found is not None
     assert query.violation(found.point) != NO_VIOLATION
 
@@ -62,5 +45,5 @@ def test_a_whole_round_descends_past_its_deadline():
 def test_a_round_past_its_deadline_takes_no_step():
     """What the test above guards: without a whole round, a deadline already past leaves the
     starting points (the centre and uniform samples) undescended, and none of them is unsafe."""
-    _, found = _attack(time.monotonic() - 1.0, whole_rounds=0)
+    _, found = _attack(_corner_query(), time.monotonic() - 1.0, whole_rounds=0)
     assert found is None

@@ -63,8 +63,9 @@ def _box_query(seed: int, mode=REAL):
     return query_for(quantize_network(net, options), prop, arithmetic)
 
 
-def _attack(query):
-    """(the query's search, what the gradient attack of its root finds: a counterexample or None)."""
+def _attack(query, deadline: float | None = None, whole_rounds: int = 0):
+    """(the query's search, what the gradient attack of its root finds: a counterexample or None),
+    by `deadline` (default: one that never comes) with its first `whole_rounds` rounds whole."""
     search = Search(query, budgeted(), time.monotonic() + FAR, Recorder())
     found = gradient_attack(
         search.model,
@@ -72,7 +73,8 @@ def _attack(query):
         query.regions[0],
         search.forms,
         np.random.default_rng(0),
-        time.monotonic() + FAR,
+        time.monotonic() + FAR if deadline is None else deadline,
+        whole_rounds=whole_rounds,
     )
     return search, found
 

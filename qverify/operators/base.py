@@ -314,7 +314,7 @@ class PoolOperator(Operator):
 
     def input_image(self, node: Any) -> tuple[tuple[int, ...], np.ndarray] | None:
         """A window reads a CHW image in its own order."""
-        return tuple(node.input_shape), np.arange(int(np.prod(node.input_shape)))
+        return chw_image(node)
 
     def gathered_width(self, node: Any) -> int:
         return int(node.windows().width)
@@ -457,6 +457,12 @@ class JoinOperator(Operator):
     def exact_values(self, node: Any, values: np.ndarray) -> np.ndarray:
         """The join on exact numerators (Python ints): its input is its output."""
         return values
+
+
+def chw_image(node: Any) -> tuple[tuple[int, ...], np.ndarray]:
+    """`Operator.input_image` of a spatial node (convolution, pool): it reads its input as the
+    CHW image `node.input_shape`, in its own order."""
+    return tuple(node.input_shape), np.arange(int(np.prod(node.input_shape)))
 
 
 def requantized_rows(layer: QuantizedLayer, codes: np.ndarray) -> np.ndarray:

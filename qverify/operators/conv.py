@@ -10,7 +10,7 @@ import numpy as np
 from qverify.errors import UnsupportedError
 from qverify.network.evaluate import DENSE_MATRIX_BYTES
 from qverify.network.im2col import conv_values
-from qverify.operators.base import MacOperator
+from qverify.operators.base import MacOperator, chw_image
 from qverify.quant.network import QuantizedLayer, QuantizedNetwork
 from qverify.quant.x86 import conv_can_saturate, operand_offset
 
@@ -21,7 +21,7 @@ class ConvOperator(MacOperator):
 
     def input_image(self, node: Any) -> tuple[tuple[int, ...], np.ndarray] | None:
         """A convolution reads a CHW image in its own order."""
-        return tuple(node.input_shape), np.arange(int(np.prod(node.input_shape)))
+        return chw_image(node)
 
     def expanded_bias(self, layer: QuantizedLayer) -> np.ndarray:
         return layer.bias[layer.source.channel_of()]  # type: ignore[union-attr]
