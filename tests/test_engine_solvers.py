@@ -266,3 +266,52 @@ def test_lp_lower_bound_is_safe_for_any_multipliers():
             duals = rng.normal(0, 3, m) if trial else np.zeros(m)
             bound = safe_lower_bound(arrays, duals)
             assert bound <= exact.fun + 1e-12 * (1 + abs(exact.fun))
+
+
+def _market_split(rng: np.random.Generator, rows: int, columns: int) -> MilpModel:
+    """Cornuejols and Dahl's market split: sum_j a_ij x_j = floor(sum_j a_ij / 2) over binaries,
+    a_ij uniform in 0..99. Branch and bound needs minutes for 4 x 30 (no LP bound prunes)."""
+    weights = rng.integers(0, 100, (rows, columns)).astype(float)
+    model = MilpModel()
+    columns_of = [model.add_column(0, 1, True, 0.0) for _ in range(columns)]
+    for row in weights:
+        target = float(np.floor(row.sum() / 2))
+        model.add_row(dict(zip(columns_of, row, strict=True)), target, target)
+    return model
+
+
+def test_a_highs_run_ends_at_its_deadline_whatever_highs_does():
+    """HiGHS's own time limit is not checked everywhere (its MIP's root cut separation): a MILP
+    given time goes to a child process that is killed at the deadline. Here HiGHS's own limit is
+    set far past the deadline, as if it ignored it, on a MILP it cannot finish in a few seconds."""
+    from qverify.engine.solvers.base import NoAnswer
+    from qverify.engine.solvers.highs import _lp, run_until
+
+    model = _market_split(np.random.default_rng(7), 4, 30)
+    solver = HighsSolver()
+    highs = solver._solver(600.0)
+    highs.passModel(_lp(model.arrays()))
+    start = time.monotonic()
+    answer = run_until(highs, time.monotonic() + 1.0)
+    assert isinstance(answer, NoAnswer) and answer.timed_out
+    assert time.monotonic() - start < 10  # far below HiGHS's own 600 s
+    # through `solve`: the same stop, reported as a time limit
+    result = solver.solve(model.arrays(), model.inputs, True, time.monotonic() + 1.0)
+    assert result.status is CheckStatus.UNKNOWN and "time limit" in result.reason
+
+
+def test_a_highs_run_in_a_child_process_answers_as_in_process():
+    """The child's answer (status, solution) is the in-process run's: x + y = 7, x - y = 1 over
+    integers gives x = 4, y = 3; x + y = 7.5 has no integer solution."""
+    model = MilpModel()
+    x = model.add_column(-10, 10, True, 0.0)
+    y = model.add_column(-10, 10, True, 0.0)
+    model.add_row({x: 1.0, y: 1.0}, 7, 7)
+    model.add_row({x: 1.0, y: -1.0}, 1, 1)
+    model.inputs = {0: x, 1: y}
+    for seconds in (0.2, 30.0):  # in process, in a child
+        answer = HighsSolver().check(model, time.monotonic() + seconds)
+        assert answer.status is CheckStatus.SAT and answer.inputs == {0: 4.0, 1: 3.0}
+    model.row_lo[0] = model.row_hi[0] = 7.5
+    for seconds in (0.2, 30.0):
+        assert HighsSolver().check(model, time.monotonic() + seconds).status is CheckStatus.UNSAT
