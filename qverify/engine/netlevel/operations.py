@@ -61,6 +61,11 @@ class LinearOperation(ABC):
     def backward(self, lam: np.ndarray) -> np.ndarray:
         """lam W for rows lam (..., n_out)."""
 
+    def backward_estimate(self, lam: np.ndarray) -> np.ndarray:
+        """lam W in float32, for estimates that only choose (FSB's children, `branching`): never
+        a bound. (Default: `backward`'s float64 product, stored in float32.)"""
+        return self.backward(lam).astype(np.float32, copy=False)
+
     @abstractmethod
     def magnitude(self, v: np.ndarray) -> np.ndarray:
         """|W| v for v >= 0 (..., n_in)."""
@@ -108,6 +113,7 @@ class DenseOperation(LinearOperation):
     positive_t: np.ndarray = field(init=False)  # max(W, 0).T and min(W, 0).T, as `interval` uses them
     negative_t: np.ndarray = field(init=False)
     nonzero_t: np.ndarray = field(init=False)  # (n_in, n_out): 1.0 where the weight is not zero
+    weights32: np.ndarray | None = field(init=False, default=None)  # W in float32, made when first used
     n_in: int = field(init=False)
     n_out: int = field(init=False)
 
@@ -137,6 +143,12 @@ class DenseOperation(LinearOperation):
         if lam.ndim > 2:  # one product for every row of every box (numpy would loop over boxes)
             return (lam.reshape(-1, lam.shape[-1]) @ self.weights).reshape(*lam.shape[:-1], self.n_in)
         return lam @ self.weights
+
+    def backward_estimate(self, lam: np.ndarray) -> np.ndarray:
+        if self.weights32 is None:
+            object.__setattr__(self, "weights32", self.weights.astype(np.float32))
+        rows = np.asarray(lam, dtype=np.float32).reshape(-1, lam.shape[-1])
+        return (rows @ self.weights32).reshape(*lam.shape[:-1], self.n_in)
 
     def magnitude(self, v: np.ndarray) -> np.ndarray:
         return v @ self.abs_weights.T
