@@ -181,8 +181,8 @@ def main() -> int:
             folder = out / model / f"dense-{depth}"
             if not args.report_only:
                 run_layer(model, dense[depth - 1], depth, sets, out, args)
-            elif not (folder / "repair.json").is_file():
-                print(f"{model} dense-{depth}: not run (no {folder / 'repair.json'})")
+            if not (folder / "repair.json").is_file():  # --report-only, or a run stopped or refused
+                print(f"{model} dense-{depth}: not finished (no {folder / 'repair.json'})")
                 continue
             record = json.loads((folder / "repair.json").read_text())
             rows.append((model, depth, record))
