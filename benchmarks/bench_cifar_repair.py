@@ -57,6 +57,8 @@ PAPER = {
     ("VGGNet", 2): "best FL 78.83 (every metric, Table 7: 100 neurons), random 78.38",
     ("VGGNet", 3): "Table 7: 78.64-78.66 per metric, random 78.22",
     ("ResNet-18", 1): "float 79.32, int8 79.16; best FL 79.20 (5 neurons), random 78.92",
+    ("ResNet-18", 2): "not in the paper (its Table 3 repairs ResNet-18's dense-1 only)",
+    ("ResNet-18", 3): "not in the paper (its Table 3 repairs ResNet-18's dense-1 only)",
 }
 
 
