@@ -15,6 +15,7 @@ from qverify.assurance.diff.criteria import Criterion, jensen_shannon
 from qverify.assurance.diff.inputs import SeedSource
 from qverify.assurance.diff.proof import ProofSettings, prefixed_network, prove_regions
 from qverify.assurance.diff.search import METHODS, LinfBall, PairOracle, SearchSettings, run_search
+from qverify.assurance.diff.search_journal import run_identity
 from qverify.assurance.diff.space import distortion_space
 from qverify.backends.esbmc_locate import locate_esbmc
 from qverify.data import load_dataset
@@ -243,6 +244,16 @@ def test_first_dii_stops_each_seed_at_the_full_searchs_first_dii():
             assert first.valid <= first.queries
         assert [o.dii > 0 for o in stopped.outcomes] == [True, True, False], stopped.summary.method
         assert stopped.summary.queries < full.summary.queries
+
+
+def test_journal_keys_of_runs_without_first_dii_are_those_before_the_option():
+    """A journal written before --first-dii existed keeps resuming: without the option the run's
+    identity is the one the earlier code computed (this digest, from main before the option); with
+    it, another identity, so a full search and a stopped one never reuse each other's seeds."""
+    settings = SearchSettings(budget=120, seed=3)
+    assert run_identity("float vs 8.8", "top1", settings, 0.1, None) == "67d15e006724c25aca7cecc8b27a24c1"
+    stopped = SearchSettings(budget=120, seed=3, first_dii=True)
+    assert run_identity("float vs 8.8", "top1", stopped, 0.1, None) != "67d15e006724c25aca7cecc8b27a24c1"
 
 
 # (radius 0.02 for the SAFE cases: the engine decides [0.28, 0.32] in about a second and [0.2, 0.4] in ~50 s)
