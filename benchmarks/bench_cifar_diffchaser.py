@@ -16,9 +16,18 @@ reference kernels, `int8-tflite`; the NHWC input paired with the ONNX model's NC
 10,000 CIFAR-10 test images (`benchmarks/cifar10/data/cifar10_test.npz`, not committed: README
 there). The budget per seed is `--budget` queries and/or `--time-budget` seconds (the paper's 120 s).
 
-Two totals are printed: "search s", every seed's whole budget (qverify's search does not stop at the
-first DII, so it also counts #DII), and "DiffChaser s", what DiffChaser's protocol spends: up to the
-first DII on a successful seed, the seed's whole budget otherwise.
+Two totals are printed: "search s", what the search spent, and "DiffChaser s", what DiffChaser's
+protocol spends: up to the first DII on a successful seed, the seed's whole budget otherwise. By
+default qverify's search spends every seed's whole budget (it also counts #DII); with `--first-dii`
+(`qverify diff --first-dii`) it stops each seed at its first DII, DiffChaser's protocol, and the two
+totals are one measure (a 120 s row of 100 seeds then costs the seeds' times to a DII, not 3.3 h).
+
+With `--prove-unbroken`, the seeds of a row that no search broke go to proof mode (the issue's "and
+`--prove` on the seeds it cannot break"): their images are written to `unbroken-seeds.npz` in the
+row's folder and `qverify diff --methods none --prove` runs on them (float32 reference, the C's: the
+float64 `real` reference has no C; L-inf radius `--prove-radius`, default 0.1 of the range, the ball
+the GA searched; `--prove-timeout` s per region), into the row's `prove/` folder, journalled per
+region. Its table gives each region's verdict and what decided it.
 
 Every finished seed is journalled by `qverify diff` (`search.jsonl` in the row's folder) and a run
 resumes where it stopped; a finished row keeps its `diff.json` (with wall time and load average) and
@@ -26,7 +35,9 @@ is only printed again. Delete a row's folder to measure it again.
 
 Usage:
   python benchmarks/bench_cifar_diffchaser.py [--out results/bench-cifar-diffchaser] [--seeds 100]
-      [--budget 1000] [--time-budget 120] [--rows lenet5/tflite,resnet20/ort,...] [--no-progress]
+      [--budget 1000] [--time-budget 120] [--first-dii] [--pool 2000]
+      [--rows lenet5/tflite,resnet20/ort,...] [--prove-unbroken [--prove-radius 0.1]
+      [--prove-timeout 60]] [--no-progress]
 """
 
 from __future__ import annotations
@@ -40,7 +51,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import numpy as np
+
 from benchmarks.bench_diff import run
+from qverify.assurance.diff.records import RegionVerdict
+from qverify.assurance.diff.report import REGION_HEADER, region_rows
 from qverify.assurance.impact.tables import aligned
 
 MODELS = ROOT / "benchmarks" / "cifar10" / "models"
@@ -89,6 +104,8 @@ def row_arguments(model: str, candidate: str, args: argparse.Namespace, data: Pa
     budget = ["--budget", str(args.budget)]
     if args.time_budget is not None:
         budget += ["--time-budget", str(args.time_budget)]
+    if args.first_dii:
+        budget.append("--first-dii")
     return [str(MODELS / f"{model}.onnx"), "--reference", args.reference or REFERENCE[model],
             "--candidate", f"{label}={MODELS / file.format(model)}", "--data", str(data),
             "--seeds", str(args.seeds), "--seed", str(args.seed), "--methods", "ga", *budget]  # fmt: skip
@@ -97,12 +114,57 @@ def row_arguments(model: str, candidate: str, args: argparse.Namespace, data: Pa
 def folder_name(row: str, args: argparse.Namespace) -> str:
     name = f"{row.replace('/', '-')}-{args.reference or 'real'}-s{args.seeds}-q{args.budget}"
     name += f"-pool{args.pool}" if args.pool is not None else ""
-    return name + (f"-t{args.time_budget:g}" if args.time_budget is not None else "")
+    name += f"-t{args.time_budget:g}" if args.time_budget is not None else ""
+    return name + ("-first" if args.first_dii else "")
 
 
 def diffchaser_seconds(per_seed: list[dict]) -> float:
     """DiffChaser's total: each seed stops at its first DII, else spends its whole budget."""
     return sum(s["first_s"] if s["dii"] > 0 and s["first_s"] is not None else s["seconds"] for s in per_seed)
+
+
+def unbroken_seeds(folder: Path, data: dict) -> tuple[Path, list[int]] | None:
+    """The row's seeds without a DII (indices among its seeds) as an .npz of raw images with their
+    labels, for proof mode; None when every seed was broken."""
+    unbroken = [seed["seed"] for seed in data["methods"][0]["per_seed"] if seed["dii"] == 0]
+    if not unbroken:
+        return None
+    with np.load(DATA) as images:
+        shape, domain = images["x"].shape[1:], images["domain"]
+    with np.load(folder / "diis.npz") as diis:
+        x, y = diis["seeds"][unbroken], diis["seed_labels"][unbroken]
+    path = folder / "unbroken-seeds.npz"
+    np.savez(path, x=x.reshape(len(unbroken), *shape), y=y, domain=domain)
+    return path, unbroken
+
+
+def prove_unbroken(model: str, candidate: str, folder: Path, data: dict, args: argparse.Namespace) -> None:
+    """`qverify diff --prove` on the seeds no search broke: one L-inf region around each."""
+    found = unbroken_seeds(folder, data)
+    if found is None:
+        print(f"{model}/{candidate}: every seed has a DII, none left to prove", flush=True)
+        return
+    seeds, unbroken = found
+    label, file = CANDIDATES[candidate]
+    arguments = [str(MODELS / f"{model}.onnx"), "--reference", "float",
+                 "--candidate", f"{label}={MODELS / file.format(model)}", "--data", str(seeds),
+                 "--seeds", str(len(unbroken)), "--seed", str(args.seed), "--methods", "none", "--prove",
+                 "--radius", str(args.prove_radius), "--timeout", str(args.prove_timeout)]  # fmt: skip
+    print(f"{model}/{candidate}: proof mode on the {len(unbroken)} seeds without a DII ...", file=sys.stderr)
+    result, wall = run(folder / "prove", arguments, not args.no_progress)
+    regions = [RegionVerdict.from_json(region) for region in result["regions"]]
+    load = result.get("bench_load")
+    print(f"\n## {model} vs {label}: proof mode on the seeds without a DII (radius {args.prove_radius:g} of the "
+          f"range, {args.prove_timeout:g} s per region, float32 reference; wall {wall:,.0f} s"
+          + (f", load {load[0]:.1f}-{load[3]:.1f}" if load else "") + ")")  # fmt: skip
+    print(aligned(REGION_HEADER, region_rows(regions)))
+    whole = len(regions) == len(unbroken)  # else proof mode's own seed choice left some out
+    rows = [(str(unbroken[r.seed_index]) if whole else f"proof seed {r.seed_index}", r.status, r.method,
+             f"{r.seconds:.1f}", r.reason) for r in regions]  # fmt: skip
+    print(aligned(("seed", "status", "decided by", "s", "reason"), rows))
+    if not whole:
+        print(f"({len(regions)} regions of {len(unbroken)} seeds: the float32 reference and the candidate "
+              "disagree on, or misclassify, the others)")  # fmt: skip
 
 
 def table_row(model: str, candidate: str, data: dict, wall: float, budget: str) -> tuple[str, ...]:
@@ -127,12 +189,22 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=1000, help="queries per seed (default 1000)")
     parser.add_argument("--time-budget", type=float, help="also stop a seed after S seconds (paper: 120)")
     parser.add_argument(
+        "--first-dii", action="store_true", help="stop each seed at its first DII (DiffChaser's protocol)"
+    )
+    parser.add_argument(
         "--rows",
         default="lenet5/tflite,resnet20/tflite,lenet5/ort,resnet20/ort",
         help="MODEL/CANDIDATE rows, candidate tflite or ort (default: all four)",
     )
     parser.add_argument("--pool", type=int, help="draw the seeds from a seeded random N of the test images")
     parser.add_argument("--reference", choices=("real", "float"), help="the float reference (default real)")
+    parser.add_argument(
+        "--prove-unbroken", action="store_true", help="proof mode on each row's seeds without a DII"
+    )
+    parser.add_argument(
+        "--prove-radius", type=float, default=0.1, help="L-inf radius of a proof region (default 0.1)"
+    )
+    parser.add_argument("--prove-timeout", type=float, default=60.0, help="seconds per region (default 60)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args()
     if not DATA.exists():
@@ -140,6 +212,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     budget = f"{args.budget:,} q" + (f" / {args.time_budget:g} s" if args.time_budget is not None else "")
+    budget += ", to the first DII" if args.first_dii else ""
     rows = []
     started = time.perf_counter()
     for row in [r.strip() for r in args.rows.split(",") if r.strip()]:
@@ -153,6 +226,8 @@ def main() -> None:
         data, wall = run(out / folder_name(row, args), arguments, not args.no_progress)
         rows.append(table_row(model, candidate, data, wall, budget))
         print(aligned(HEADER, rows[-1:]), flush=True)
+        if args.prove_unbroken:
+            prove_unbroken(model, candidate, out / folder_name(row, args), data, args)
     print(f"\n## DiffChaser's Table 1/2 on CIFAR-10 ({args.seeds} seeds, GA, 1-UF; {budget} per seed)")
     print(aligned(HEADER, rows))
     print(

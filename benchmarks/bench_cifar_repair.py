@@ -57,6 +57,8 @@ PAPER = {
     ("VGGNet", 2): "best FL 78.83 (every metric, Table 7: 100 neurons), random 78.38",
     ("VGGNet", 3): "Table 7: 78.64-78.66 per metric, random 78.22",
     ("ResNet-18", 1): "float 79.32, int8 79.16; best FL 79.20 (5 neurons), random 78.92",
+    ("ResNet-18", 2): "not in the paper (its Table 3 repairs ResNet-18's dense-1 only)",
+    ("ResNet-18", 3): "not in the paper (its Table 3 repairs ResNet-18's dense-1 only)",
 }
 
 
@@ -181,8 +183,8 @@ def main() -> int:
             folder = out / model / f"dense-{depth}"
             if not args.report_only:
                 run_layer(model, dense[depth - 1], depth, sets, out, args)
-            elif not (folder / "repair.json").is_file():
-                print(f"{model} dense-{depth}: not run (no {folder / 'repair.json'})")
+            if not (folder / "repair.json").is_file():  # --report-only, or a run stopped or refused
+                print(f"{model} dense-{depth}: not finished (no {folder / 'repair.json'})")
                 continue
             record = json.loads((folder / "repair.json").read_text())
             rows.append((model, depth, record))

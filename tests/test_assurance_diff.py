@@ -15,6 +15,7 @@ from qverify.assurance.diff.criteria import Criterion, jensen_shannon
 from qverify.assurance.diff.inputs import SeedSource
 from qverify.assurance.diff.proof import ProofSettings, prefixed_network, prove_regions
 from qverify.assurance.diff.search import METHODS, LinfBall, PairOracle, SearchSettings, run_search
+from qverify.assurance.diff.search_journal import run_identity
 from qverify.assurance.diff.space import distortion_space
 from qverify.backends.esbmc_locate import locate_esbmc
 from qverify.data import load_dataset
@@ -212,6 +213,47 @@ def test_search_is_deterministic_under_the_seed():
     first = found(1)
     assert first == found(1) and first != found(2)
     assert all(dii > 0 for dii, _ in first)  # the flip zone lies within reach of seed 0.3
+
+
+def test_first_dii_stops_each_seed_at_the_full_searchs_first_dii():
+    """--first-dii (DiffChaser's protocol), every method: a seed's search with a query budget stops
+    with exactly one DII, the one the full search finds first (same query, same input), after fewer
+    queries than the budget (its queries: up to and including that DII); a seed without a DII spends
+    the whole budget either way. Boundary pair: seeds 0.3 and 0.27 reach the flip zone (0.29, 0.34375),
+    0.9 cannot (L-inf radius 0.05; the distortions here cannot bring 0.9 below 0.75)."""
+    pair = boundary_pair()
+    oracle = PairOracle(pair, Criterion(), lambda v: np.asarray(v, float))
+    seeds = np.array([[0.3], [0.27], [0.9]])
+    canvas = Canvas(0.0, 1.0)
+    space = distortion_space(canvas, ["brightness", "awgn"], {"brightness": (-0.15, 0.15)})
+
+    def search(first_dii: bool):
+        settings = SearchSettings(budget=300, seed=5, min_psnr=0.0, first_dii=first_dii)
+        return run_search(oracle, seeds, LinfBall(canvas, 0.05), space, METHODS, settings, progress=False)
+
+    for full, stopped in zip(search(False), search(True), strict=True):
+        assert stopped.summary.sr == full.summary.sr
+        for whole, first in zip(full.outcomes, stopped.outcomes, strict=True):
+            if whole.dii == 0:
+                assert first.dii == 0 and first.queries == whole.queries == 300
+                continue
+            assert whole.dii > 1 and first.dii == 1 and len(first.kept) == 1
+            assert first.first_query == whole.first_query == first.kept[0].query
+            assert first.kept[0].x.tobytes() == whole.kept[0].x.tobytes()
+            assert first.queries == first.first_query + 1 < 300
+            assert first.valid <= first.queries
+        assert [o.dii > 0 for o in stopped.outcomes] == [True, True, False], stopped.summary.method
+        assert stopped.summary.queries < full.summary.queries
+
+
+def test_journal_keys_of_runs_without_first_dii_are_those_before_the_option():
+    """A journal written before --first-dii existed keeps resuming: without the option the run's
+    identity is the one the earlier code computed (this digest, from main before the option); with
+    it, another identity, so a full search and a stopped one never reuse each other's seeds."""
+    settings = SearchSettings(budget=120, seed=3)
+    assert run_identity("float vs 8.8", "top1", settings, 0.1, None) == "67d15e006724c25aca7cecc8b27a24c1"
+    stopped = SearchSettings(budget=120, seed=3, first_dii=True)
+    assert run_identity("float vs 8.8", "top1", stopped, 0.1, None) != "67d15e006724c25aca7cecc8b27a24c1"
 
 
 # (radius 0.02 for the SAFE cases: the engine decides [0.28, 0.32] in about a second and [0.2, 0.4] in ~50 s)

@@ -89,6 +89,31 @@ def test_search_resumes_from_its_journal(search_run, tmp_path, capsys):
     assert "reused" not in capsys.readouterr().out
 
 
+def test_first_dii_is_recorded_and_resumed_apart(search_run, tmp_path, capsys):
+    """--first-dii: every seed stops at its first DII (at most one per seed, fewer queries than the
+    full run of the same seeds); the option is in diff.json and report.md; a resumed --first-dii run
+    reuses its own journalled seeds, never a full run's (nor a full run a --first-dii one's)."""
+    out = tmp_path / "first"
+    args = (MLP, "--candidate", "6.4", *SMALL, "--methods", "ga,random", "--seed", "3", "-o", str(out))
+    assert diff(*args, "--first-dii") == 0
+    data = json.loads((out / "diff.json").read_text())
+    full = {m["method"]: m for m in json.loads((search_run / "diff.json").read_text())["methods"]}
+    assert data["settings"]["first_dii"] is True and full["ga"]["sr"] > 0
+    for method in data["methods"]:
+        assert method["sr"] == full[method["method"]]["sr"]
+        assert method["queries"] < full[method["method"]]["queries"]
+        for seed, whole in zip(method["per_seed"], full[method["method"]]["per_seed"], strict=True):
+            assert seed["dii"] == min(whole["dii"], 1) and seed["first_query"] == whole["first_query"]
+            assert seed["queries"] == (120 if whole["dii"] == 0 else whole["first_query"] + 1)
+    assert "stopped at its first DII (--first-dii" in (out / "report.md").read_text()
+    capsys.readouterr()
+    assert diff(*args, "--first-dii", "--resume") == 0
+    assert "reused 8 seed results" in capsys.readouterr().out
+    assert diff(*args, "--resume") == 0
+    assert "reused" not in capsys.readouterr().out
+    assert json.loads((out / "diff.json").read_text())["settings"]["first_dii"] is False
+
+
 def test_a_folder_holding_a_run_is_refused_or_replaced(search_run, tmp_path, capsys):
     """Like `suite run`: a non-empty folder needs --overwrite (the previous run's files go, the
     user's stay) or --resume; the count of files written is what the folder holds."""

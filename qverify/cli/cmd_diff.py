@@ -95,6 +95,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     search.add_argument("--time-budget", type=float, metavar="S", help="also stop a seed after S seconds")
     search.add_argument(
+        "--first-dii",
+        action="store_true",
+        help="stop each seed's search at its first DII (DiffChaser's protocol; every method): SR and the "
+        "time to a DII at the least cost, no #DII/DiR comparison (default: spend the whole budget)",
+    )
+    search.add_argument(
         "--population",
         type=int,
         default=20,
@@ -252,7 +258,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("nothing to do: --methods none without --prove")
     _check_search_options(args, net)
     settings = SearchSettings(args.budget, args.time_budget, args.population, args.epsilon, args.mutation_rate,
-                              args.k, args.optimizer, args.keep, args.min_psnr, args.seed)  # fmt: skip
+                              args.k, args.optimizer, args.keep, args.min_psnr, args.seed,
+                              args.first_dii)  # fmt: skip
     proof = _proof_settings(args) if args.prove else None
     domain = domain_of(args.domain) if args.domain else None
     if args.data is None:  # seeds drawn uniformly: DRAWN_PER_SEED per seed asked for
@@ -298,6 +305,7 @@ def run(args: argparse.Namespace) -> int:
         seeds=seeds,
         seed_labels=seed_labels,
         settings={"seed": args.seed, "budget": args.budget, "time_budget_s": args.time_budget,
+                  "first_dii": args.first_dii,
                   "population": args.population, "epsilon": args.epsilon, "mutation_rate": args.mutation_rate,
                   "k": args.k, "optimizer": args.optimizer, "min_psnr": args.min_psnr,
                   "families": list(space.names) if space else [],

@@ -240,6 +240,10 @@ def render_markdown(study: DiffStudy, files: dict[str, str]) -> str:
                   "inputs; SR: share of seeds with at least one DII; first DII: median over successful seeds; "
                   "diversity: mean pairwise RMS distance of a seed's kept DIIs / input range; VR: share of "
                   "generated inputs with PSNR at least the threshold (invalid inputs never count as DIIs)."), ""]  # fmt: skip
+        if study.settings.get("first_dii"):
+            lines += [("Each seed's search stopped at its first DII (--first-dii, DiffChaser's protocol): at most "
+                       "one DII per seed, its queries and seconds are the cost of that first DII (of the whole "
+                       "budget on a seed without one); #DII and DiR do not compare methods here."), ""]  # fmt: skip
         if "sr_dir" in files:
             lines += [f"![SR and DiR per method]({files['sr_dir']})", ""]
     if study.regions:

@@ -17,8 +17,13 @@ Validity (DiverGet's VR): an input whose PSNR against its seed is below `min_psn
 input range) is no test of the same input: it counts as generated, never as a DII, and ranks below
 every valid input (nearer to valid first), so every method searches the same valid neighbourhood. `--min-psnr 0` turns this off.
 
-Unlike DiffChaser, a search does not stop at the first DII: it spends its whole budget and counts
-every distinct DII, so #DII and DiR compare methods at equal cost (time to the first DII is kept).
+By default a search does not stop at the first DII: it spends its whole budget and counts every
+distinct DII, so #DII and DiR compare methods at equal cost (time to the first DII is kept). With
+`first_dii` (`--first-dii`) every method stops a seed at its first DII, DiffChaser's protocol: the
+seed's outcome holds that one DII, its queries are the inputs generated up to and including it (a
+generation is run as one batch; the rows after the DII are discarded uncounted), its time what the
+search spent until then. With a query budget the stopped search is the prefix of the full one: the
+same first DII at the same query.
 
 Determinism: each (method, seed) draws from a generator keyed by (run seed, method, seed index), and
 each distortion query's own randomness (noise, occlusion slots) from one keyed by (run seed, seed
@@ -67,6 +72,7 @@ class SearchSettings:
     keep: int = 50
     min_psnr: float = 20.0
     seed: int = 0
+    first_dii: bool = False  # stop a seed at its first DII (DiffChaser's protocol)
 
     def __post_init__(self) -> None:
         if self.budget < 1:
@@ -122,7 +128,7 @@ class SeedSearch:
         self.started = time.perf_counter()
 
     def exhausted(self) -> bool:
-        if self.queries >= self.settings.budget:
+        if self.queries >= self.settings.budget or (self.settings.first_dii and self.dii > 0):
             return True
         limit = self.settings.time_budget_s
         return limit is not None and time.perf_counter() - self.started >= limit
@@ -136,13 +142,17 @@ class SeedSearch:
         reference, candidate, disagree = self.oracle(xs[:count])
         quality = psnr(self.seed, xs[:count], self.width)
         valid = quality >= self.settings.min_psnr
+        hits = np.flatnonzero(disagree & valid)
+        if self.settings.first_dii and len(hits):  # no DII yet (else exhausted): the batch's first is new
+            count = int(hits[0]) + 1
+            valid = valid[:count]
         fitness[:count] = np.where(
             valid,
-            self.oracle.criterion.fitness(reference, candidate, self.settings.k, self.jsd),
-            INVALID_FITNESS + (self.settings.min_psnr - quality),
+            self.oracle.criterion.fitness(reference[:count], candidate[:count], self.settings.k, self.jsd),
+            INVALID_FITNESS + (self.settings.min_psnr - quality[:count]),
         )
         self.valid += int(np.sum(valid))
-        for row in np.flatnonzero(disagree & valid):
+        for row in np.flatnonzero(disagree[:count] & valid):
             key = xs[row].tobytes()
             if key in self.seen:
                 continue

@@ -3,7 +3,8 @@ an interrupted `qverify diff` run resumes where it stopped instead of searching 
 
 A line is {"key": ..., "record": SeedOutcome JSON with a "status" (`found`: a DII, or `none`)},
 the shape of every qverify journal record. The key digests everything the outcome depends
-on: the pair, the criterion, the settings (budget, population, radius, seed, ...), the search space
+on: the pair, the criterion, the settings (budget, population, radius, seed, whether a seed stops at
+its first DII, ...), the search space
 (the L-inf radius, distortion families and their ranges), the method (with its family), the seed's
 index and its exact values. A line whose key matches is reused; anything changed runs again. With a
 query budget the search is deterministic (search module docstring), so a resumed run reports what
@@ -41,7 +42,10 @@ def run_identity(pair: str, criterion: str, settings: object, radius: float, spa
             [float(v).hex() for v in space.low],
             [float(v).hex() for v in space.high],
         )  # type: ignore[attr-defined]
-    return _digest(pair, criterion, asdict(settings), float(radius).hex(), space_text)  # type: ignore[call-overload]
+    fields = asdict(settings)  # type: ignore[call-overload]
+    if not fields.get("first_dii", True):  # off: the keys of journals written before the option existed
+        del fields["first_dii"]
+    return _digest(pair, criterion, fields, float(radius).hex(), space_text)
 
 
 class SearchJournal:
