@@ -1,4 +1,4 @@
-"""Shared fixtures: repository paths, the hypothesis profile, tiny networks."""
+"""Shared fixtures: repository paths, the hypothesis profile, tiny networks, a query's root bounds."""
 
 from __future__ import annotations
 
@@ -25,6 +25,20 @@ SAFETY_NET_S = 600.0
 # boxes or nodes per query: far above what the tests' small queries need (the largest when written,
 # ReLU splitting's hardest UNSAFE, 13,451), low enough that a regression fails in seconds, not hours
 NODE_BUDGET = 20_000
+
+
+def root_bounds(query):
+    """(model, xl, xu, phases, bounds): a network query's model and the root node's bounds over its
+    first region, every phase open (what a search's root starts from)."""
+    from qverify.engine.netlevel.bounds import node_bounds
+    from qverify.engine.netlevel.model import build_model
+
+    model = build_model(query)
+    region = query.regions[0]
+    xl, xu = model.input_reals(region.lo), model.input_reals(region.hi)
+    phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
+    words = (region.lo, region.hi) if model.is_fixed else None
+    return model, xl, xu, phases, node_bounds(model, xl, xu, phases, region_words=words)
 
 
 def budgeted(**options) -> EngineOptions:

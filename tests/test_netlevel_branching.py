@@ -12,14 +12,12 @@ import numpy as np
 import pytest
 
 from qverify.engine.netlevel.activations import relu_relaxation
-from qverify.engine.netlevel.bounds import node_bounds
 from qverify.engine.netlevel.branching import _children_bounds
-from qverify.engine.netlevel.model import build_model
 from qverify.engine.netlevel.query import query_for
 from qverify.network import Activation
 from qverify.properties import Atom, Box, Clause, OutputCondition, Property, Relation
 from qverify.quant import FixedFormat, FloatFormat, FloatKind, ImplementationOptions, quantize_network
-from tests.conftest import random_network
+from tests.conftest import random_network, root_bounds
 from tests.test_graph_oracle import random_graph
 
 
@@ -88,12 +86,7 @@ def test_shared_walks_give_each_child_its_own_bound(options):
     for name, network, n_in, n_out in _models(rng):
         qnet = quantize_network(network, options)
         query = query_for(qnet, _property(n_in, n_out, Fraction(-1), Fraction(1)))
-        model = build_model(query)
-        region = query.regions[0]
-        xl, xu = model.input_reals(region.lo), model.input_reals(region.hi)
-        phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
-        words = (region.lo, region.hi) if model.is_fixed else None
-        bounds = node_bounds(model, xl, xu, phases, region_words=words)
+        model, xl, xu, _, bounds = root_bounds(query)
         candidates = [
             (k, int(j))
             for k, layer in enumerate(model.layers)
