@@ -223,11 +223,12 @@ def main() -> None:
             )
         print(f"{row}: {args.seeds} seeds x {budget} ...", file=sys.stderr, flush=True)
         arguments = row_arguments(model, candidate, args, seed_pool(out, args.pool))
-        data, wall = run(out / folder_name(row, args), arguments, not args.no_progress)
+        folder = out / folder_name(row, args)
+        data, wall = run(folder, arguments, not args.no_progress)
         rows.append(table_row(model, candidate, data, wall, budget))
         print(aligned(HEADER, rows[-1:]), flush=True)
         if args.prove_unbroken:
-            prove_unbroken(model, candidate, out / folder_name(row, args), data, args)
+            prove_unbroken(model, candidate, folder, data, args)
     print(f"\n## DiffChaser's Table 1/2 on CIFAR-10 ({args.seeds} seeds, GA, 1-UF; {budget} per seed)")
     print(aligned(HEADER, rows))
     print(

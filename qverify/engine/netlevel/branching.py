@@ -111,13 +111,13 @@ def _children_bounds(
             lam = pending.pop(depth)
             if model.layers[depth].relu:
                 joining = by_layer.get(depth, ())
+                first = len(owner)  # the joining children's first entry
                 if joining:  # copies of the base (entry 0) for each joining child
                     base = np.zeros(2 * len(joining), dtype=np.intp)
                     lam = np.concatenate([lam, lam[base]])
                     pending = {key: np.concatenate([part, part[base]]) for key, part in pending.items()}
                     lam_input = np.concatenate([lam_input, lam_input[base]])
                     const = np.concatenate([const, const[base]])
-                    first = len(owner)
                     owner.extend(2 * index + phase for index, _ in joining for phase in (0, 1))
                 count = len(owner)
                 lo = np.broadcast_to(bounds.pre_lo[depth].astype(f32), (count, 1, len(bounds.pre_lo[depth])))

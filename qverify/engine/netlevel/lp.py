@@ -346,8 +346,7 @@ def _exact_choice(
         stairs = model.layers[k].stairs
         lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
         opened = stairs.open(lo, hi)
-        low = stairs._on_grid(lo, down=False)
-        high = np.maximum(stairs._on_grid(hi, down=True), low)
+        low, high = stairs.grid_ends(lo, hi)
         crossed = ((stairs.lower_table > low[:, None]) & (stairs.upper_table <= high[:, None])).sum(axis=1)
         crossed = np.broadcast_to(crossed, lo.shape)
         if k == last:  # the outputs the clause reads: always exact

@@ -150,6 +150,19 @@ class Staircase:
             return np.floor(z) if down else np.ceil(z)
         return (np.floor(z / self.grid) if down else np.ceil(z / self.grid)) * self.grid
 
+    def grid_ends(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """[lo, hi]'s first and last domain points (high at least low: an interval between two
+        grid points reads as its lower end's point)."""
+        low = self._on_grid(lo, down=False)
+        return low, np.maximum(self._on_grid(hi, down=True), low)
+
+    def _chord(self, low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(least, most, chord): the values at the two ends of [low, high] (on the grid) and the
+        slope between them (0 where the value does not change)."""
+        least, most = self.values(low, "lower"), self.values(high, "upper")
+        span = high - low
+        return least, most, np.where(most > least, (most - least) / np.where(span > 0, span, 1.0), 0.0)
+
     def _count(self, z: np.ndarray, table: np.ndarray) -> np.ndarray:
         """#{k : table[j, k] <= z[..., j]} per neuron (z on the grid)."""
         if self.thresholds is not None:  # int8: integer rows per neuron
@@ -203,8 +216,7 @@ class Staircase:
         that the (..., block, thresholds) temporaries stay below `RELAXATION_CHUNK_VALUES`
         (digits28-maxpool int8: 23,328 neurons x 255 thresholds, 48 MB an array, were most of the
         peak after the attack's)."""
-        low = self._on_grid(lo, down=False)
-        high = np.maximum(self._on_grid(hi, down=True), low)
+        low, high = self.grid_ends(lo, hi)
         window = self._window(low, high)
         n = low.shape[-1]
         per_neuron = int(np.prod(low.shape[:-1], dtype=np.int64)) * window.width
@@ -215,9 +227,7 @@ class Staircase:
             )
             for i in range(0, n, block)
         ]
-        if len(parts) == 1:
-            return parts[0]
-        return tuple(np.concatenate([part[i] for part in parts], axis=-1) for i in range(4))  # type: ignore[return-value]
+        return _joined(parts)
 
     def _window(self, low: np.ndarray, high: np.ndarray) -> StepWindow:
         """Per neuron, the thresholds in (low, high] of each side's table with their values (low,
@@ -277,9 +287,7 @@ class Staircase:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """`relaxation` on one block of neurons (low, high on the grid)."""
         code_lo, code_hi = self.values(low, "upper"), self.values(high, "lower")
-        least, most = self.values(low, "lower"), self.values(high, "upper")
-        span = high - low
-        chord = np.where(most > least, (most - least) / np.where(span > 0, span, 1.0), 0.0)
+        least, most, chord = self._chord(low, high)
         lower_side = upper_side = None
         for slope in self._candidates(low, high, chord):
             slope = np.maximum(slope, 0.0)
@@ -325,11 +333,8 @@ class Staircase:
         """Per neuron, the unit of `sides`' optimised slopes on [lo, hi] (..., n): the largest of the
         chord's slope and the nominal one (int8) or the function's derivative at the ends and the
         middle (lookup tables), so that slopes from 0 to twice it cover every useful line."""
-        low = self._on_grid(lo, down=False)
-        high = np.maximum(self._on_grid(hi, down=True), low)
-        least, most = self.values(low, "lower"), self.values(high, "upper")
-        span = high - low
-        chord = np.where(most > least, (most - least) / np.where(span > 0, span, 1.0), 0.0)
+        low, high = self.grid_ends(lo, hi)
+        _, _, chord = self._chord(low, high)
         return np.maximum.reduce([np.maximum(c, 0.0) for c in self._candidates(low, high, chord)])
 
     def sides(
@@ -345,8 +350,7 @@ class Staircase:
         inside each neuron's interval are read (`_window`: rows x neurons x 255 thresholds was 41 of
         the 49 s cifar10-resnet2b int8's root spent in alpha-CROWN), a block of neurons at a time
         within `RELAXATION_CHUNK_VALUES`."""
-        low = self._on_grid(lo, down=False)
-        high = np.maximum(self._on_grid(hi, down=True), low)
+        low, high = self.grid_ends(lo, hi)
         code_lo, code_hi = self.values(low, "upper"), self.values(high, "lower")
         window = self._window(low, high)
         n = low.shape[-1]
@@ -364,9 +368,7 @@ class Staircase:
             )
             for i in range(0, n, block)
         ]
-        if len(parts) == 1:
-            return parts[0]
-        return tuple(np.concatenate([part[i] for part in parts], axis=-1) for i in range(4))  # type: ignore[return-value]
+        return _joined(parts)
 
     def _sides(self, lower, upper, low, high, code_lo, code_hi, window: StepWindow):
         """`sides` on one block of neurons (low, high on the grid, the values at the ends given)."""
@@ -409,8 +411,7 @@ class Staircase:
         is sound whatever its slope (>= 0). Where the range spans a few steps the hull is much
         tighter than two lines (img00 eps 0.004 of digits32rgb-conv: the LP's bound -0.114 with the
         two lines, -0.035 with the hull). Returns arrays (owner, slope, offset, upper)."""
-        low = self._on_grid(lo, down=False)
-        high = np.maximum(self._on_grid(hi, down=True), low)
+        low, high = self.grid_ends(lo, hi)
         code_lo, code_hi = self.values(low), self.values(high)
         owners, slopes, uppers = [], [], []
         for j in neurons:
@@ -453,6 +454,13 @@ class Staircase:
         if self.derivative is not None:
             return self.derivative(acc)
         return np.where((acc >= self.first - 1) & (acc <= self.last), self.nominal, 0.0)
+
+
+def _joined(parts: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Four arrays per block of neurons, joined along the neurons' axis (`relaxation`, `sides`)."""
+    if len(parts) == 1:
+        return parts[0]  # type: ignore[return-value]
+    return tuple(np.concatenate([part[i] for part in parts], axis=-1) for i in range(4))  # type: ignore[return-value]
 
 
 def _hull_slopes(xs: np.ndarray, ys: np.ndarray, upper: bool) -> list[float]:
