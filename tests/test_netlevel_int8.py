@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections import Counter
 from fractions import Fraction
 from pathlib import Path
 
@@ -24,7 +25,7 @@ import pytest
 from qverify.codegen import run_lines
 from qverify.engine import EngineStatus, check_file
 from qverify.engine.netlevel import search
-from qverify.engine.netlevel.bounds import batch_bounds, node_bounds
+from qverify.engine.netlevel.bounds import batch_bounds, node_bounds, with_phase
 from qverify.engine.netlevel.lift import lift_file
 from qverify.engine.netlevel.model import build_model, unsupported_reason
 from qverify.engine.netlevel.points import enumerate_box
@@ -204,34 +205,122 @@ def _verdict_cases(rng: np.random.Generator, count: int, shapes=VERDICT_SHAPES):
         yield _query(qnet, lo, hi, clauses)
 
 
-def _check_verdicts(rng: np.random.Generator, count: int, shapes=VERDICT_SHAPES) -> int:
-    """(the MILPs the verdicts ran)"""
-    wrong, split, verdicts, milps = [], 0, set(), 0
+def _check_verdicts(rng: np.random.Generator, count: int, shapes=VERDICT_SHAPES) -> Counter:
+    """(the verdicts' counts summed: MILPs, value splits)"""
+    wrong, split, verdicts, counts = [], 0, set(), Counter()
     for query in _verdict_cases(rng, count, shapes):
         assert unsupported_reason(query) is None
         result = _decide(query)
         assert result.status is not EngineStatus.UNKNOWN, result.reason
         verdicts.add(result.status)
         split += result.counts.get("netlevel.nodes", 0) > 1
-        milps += result.counts.get("netlevel.milp", 0)
+        counts.update(result.counts)
         if (result.status is EngineStatus.UNSAFE) != _truth(query):
             wrong.append((query.unsafe.clauses[0].text(), result))
         if result.status is EngineStatus.UNSAFE:
             assert query.violation(np.array(result.counterexample)) != NO_VIOLATION
     assert not wrong
     assert verdicts == {EngineStatus.SAFE, EngineStatus.UNSAFE}
-    assert split > 0 or milps > 0  # some verdicts needed the branch and bound (or the root's MILP)
-    return milps
+    # some verdicts needed the branch and bound (or the root's MILP)
+    assert split > 0 or counts["netlevel.milp"] > 0
+    return counts
 
 
 @pytest.mark.slow
-def test_int8_root_milp_verdicts_agree_with_brute_force(rng, monkeypatch):
-    """High-dimensional int8 roots (10 and 12 inputs) with the MILP of `Search.by_stepped_milp` made
-    to run on every open root whatever its gap: the verdicts agree with brute force, and the MILP
-    did run (~3 min under load: slow; `test_int8_milp_is_exact_on_conv_pool_dense` checks the
-    encoding itself in the default run)."""
+def test_int8_root_milp_verdicts_agree_with_brute_force(rng, monkeypatch, phase_splitting_above_8_inputs):
+    """High-dimensional int8 roots (10 and 12 inputs: above the pinned input-splitting range) with
+    the MILP of `Search.by_stepped_milp` made to run on every open root whatever its gap: the
+    verdicts agree with brute force, and the MILP did run (~3 min under load: slow;
+    `test_int8_milp_is_exact_on_conv_pool_dense` checks the encoding itself in the default run)."""
     monkeypatch.setattr(search, "STEPPED_MILP_CODES", np.inf)
-    assert _check_verdicts(rng, 6, (((10, 8, 8, 3), 3), ((11, 12, 8, 3), 2))) > 0
+    assert _check_verdicts(rng, 6, (((10, 8, 8, 3), 3), ((11, 12, 8, 3), 2)))["netlevel.milp"] > 0
+
+
+# (9-14 inputs: above the pinned input-splitting range; boxes of 2^12 to 3^10 input codes)
+THRESHOLD_SPLIT_SHAPES = (
+    ((9, 8, 6, 3), 2),
+    ((10, 8, 8, 3), 2),
+    ((12, 10, 6, 3), 1),
+    ((10, 12, 8, 3), 2),
+    ((14, 6, 3), 1),
+    ((9, 16, 3), 2),
+)
+
+
+def test_int8_threshold_splitting_verdicts_agree_with_brute_force(
+    rng, monkeypatch, phase_splitting_above_8_inputs
+):
+    """High-dimensional int8 queries searched by splitting requantizations at thresholds (the box
+    never split while a staircase can be: `TABLE_SPLIT_MIN_POINTS` made small, as an image's box is
+    too large to enumerate): every verdict agrees with brute force over every input code, every
+    UNSAFE is an exact violation, and threshold splits decided some SAFE queries. A query may end
+    at the node budget: where a neuron's interval spans many steps, making it exact costs about a
+    child per step (what it does on these random networks' wide accumulators)."""
+    monkeypatch.setattr(search, "TABLE_SPLIT_MIN_POINTS", 16)
+    options = budgeted(max_nodes=400)
+    wrong, decided_by_splits = [], 0
+    for query in _verdict_cases(rng, 14, THRESHOLD_SPLIT_SHAPES):
+        result = decide(query, options, time.monotonic() + options.timeout_s, Recorder())
+        if result.status is EngineStatus.UNKNOWN:
+            assert "node budget" in result.reason
+            continue
+        if (result.status is EngineStatus.UNSAFE) != _truth(query):
+            wrong.append((query.unsafe.clauses[0].text(), result))
+        if result.status is EngineStatus.UNSAFE:
+            assert query.violation(np.array(result.counterexample)) != NO_VIOLATION
+        decided_by_splits += result.counts.get("netlevel.value_splits", 0) > 0
+    assert not wrong
+    assert decided_by_splits >= 2
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)
+def test_threshold_split_children_hold_their_executions(mode, rng):
+    """A requantization neuron split at `Stairs.split_value` (half a unit below a threshold in its
+    interval): the children's intervals at the neuron are the parent's integers below and from
+    that threshold of the neuron's own table, and each child's bounds, the layers after the split
+    bounded again, contain every simulated execution on its side."""
+    checked = 0
+    for sizes, span in (((3, 6, 6, 3), 12), ((2, 5, 4, 2), 60)):
+        qnet = _int8_net(rng, sizes, mode)
+        lo, hi = _code_box(rng, qnet, span)
+        model = build_model(_query(qnet, lo, hi, ()))
+        xl, xu = np.array(lo, dtype=np.float64), np.array(hi, dtype=np.float64)
+        phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
+        parent = node_bounds(model, xl, xu, phases)
+        grid = enumerate_box(qnet, np.array(lo), np.array(hi))
+        run = simulate(qnet, grid, trace=True)
+        accumulators, h = [], grid.astype(np.float64)
+        for k, layer in enumerate(model.layers):
+            accumulators.append(h @ layer.weights.T + layer.bias)
+            h = run.layers[k].post.astype(np.float64)
+        for k, layer in enumerate(model.layers):
+            pre_lo, pre_hi = parent.pre_lo[k], parent.pre_hi[k]
+            at = layer.activation.split_value(pre_lo, pre_hi, layer.stairs.grid)
+            for j in np.flatnonzero(layer.open_neurons(pre_lo, pre_hi)):
+                threshold = at[j] + 0.5
+                assert threshold == np.floor(threshold)
+                assert pre_lo[j] < threshold <= pre_hi[j] and threshold in layer.stairs.table[j]
+                for phase, side in (
+                    (-1, accumulators[k][:, j] < threshold),
+                    (1, accumulators[k][:, j] >= threshold),
+                ):
+                    child = with_phase(model, parent, k, int(j), phase, float(at[j]))
+                    if child is None:
+                        assert not side.any()
+                        continue
+                    if phase < 0:
+                        assert child.pre_hi[k][j] == threshold - 1
+                    else:
+                        assert child.pre_lo[k][j] == threshold
+                    child = node_bounds(model, xl, xu, phases, child, k + 1)
+                    assert child is not None or not side.any()
+                    if child is None:
+                        continue
+                    for later in range(k, len(model.layers)):
+                        acc = accumulators[later][side]
+                        assert np.all(acc >= child.pre_lo[later]) and np.all(acc <= child.pre_hi[later])
+                    checked += int(side.sum())
+    assert checked > 1_000
 
 
 def test_int8_verdicts_agree_with_brute_force(rng):

@@ -226,7 +226,11 @@ class Stairs(Elementwise):
         return Relaxation(*self.stairs.relaxation(lo, hi), np.maximum(np.abs(lo), np.abs(hi)))
 
     def split_value(self, lo: np.ndarray, hi: np.ndarray, grid: float) -> np.ndarray:
-        """Where to split each neuron's z: the middle of its interval (on the grid)."""
+        """Where to split each neuron's z: int8, half an accumulator unit below a threshold in its
+        interval (`Staircase.split_points`: each child's interval then holds whole steps); a lookup
+        table, the middle of its interval (on the grid)."""
+        if self.stairs.thresholds is not None:
+            return self.stairs.split_points(lo, hi)[0]
         middle = (lo + hi) / 2
         return np.floor(middle / grid) * grid if grid else middle
 

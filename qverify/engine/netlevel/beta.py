@@ -33,6 +33,7 @@ from qverify.engine.netlevel.bounds import (
     relaxed_gradients,
     stair_layers,
     stair_relaxation,
+    stair_setup,
     stair_start,
 )
 from qverify.engine.netlevel.model import NetModel
@@ -106,6 +107,7 @@ def optimise_output_bounds(
     # staircases (lookup tables, int8 requantizations): both slopes per row, `stair_relaxation`'s
     # parameters (a parent's, when it has them for the layer)
     stairs = stair_layers(model, bounds, last + 1)
+    setups = {k: stair_setup(model, bounds, k) for k in stairs}
     for k in stairs:
         given = None if alphas is None else alphas.get(k)
         usable = given is not None and np.shape(given) == (rows, 2 * model.layers[k].n_out)
@@ -119,7 +121,7 @@ def optimise_output_bounds(
     output_rows = np.atleast_2d(coefficients)
 
     def substituted() -> tuple[LinearBound, dict]:
-        lines = {k: stair_relaxation(model, bounds, k, current_alphas[k]) for k in stairs}
+        lines = {k: stair_relaxation(model, bounds, k, current_alphas[k], setups[k]) for k in stairs}
         slopes = {**current_alphas, **lines}
         return backsubstitute(model, bounds, coefficients, last, True, xl, xu, slopes, True, splits), slopes
 

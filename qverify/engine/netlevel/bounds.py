@@ -48,6 +48,7 @@ from qverify.engine.netlevel.activations import Relaxation, relu_lower_slopes, s
 from qverify.engine.netlevel.model import NetLayer, NetModel
 from qverify.engine.netlevel.operand_rounding import BoxTables, RoundingTable
 from qverify.engine.netlevel.roundoff import TINY, U64, gamma
+from qverify.engine.netlevel.staircase import SidesOn
 from qverify.network import NETWORK_INPUT
 from qverify.quant import LayerBounds
 from qverify.quant.intervals import node_interval
@@ -355,34 +356,58 @@ def stair_start(model: NetModel, bounds: Bounds, k: int, rows: int) -> np.ndarra
     return np.repeat(np.clip(start, 0.0, STAIR_SLOPE_RANGE)[None, :], rows, axis=0)
 
 
-def stair_relaxation(model: NetModel, bounds: Bounds, k: int, rho: np.ndarray) -> RowRelaxation:
-    """Layer k's staircase relaxation per row for the parameters rho (rows, 2 n): slopes rho x
-    `slope_scale` (clipped to [0, STAIR_SLOPE_RANGE] units), their intercepts exact for those
-    slopes (`Staircase.sides`: sound whatever the slopes); neurons that are not open keep the
-    node's relaxation (exact there)."""
+class StairSetup(NamedTuple):
+    """What `stair_relaxation` reads of a staircase layer on one node whatever the slopes: the
+    node's relaxation (kept where a neuron is not open), the open neurons, the slopes' unit per
+    neuron and the open neurons' staircases on their intervals (`Staircase.on`)."""
+
+    base: Relaxation
+    opened: np.ndarray
+    scale: np.ndarray
+    lines: SidesOn | None
+
+
+def stair_setup(model: NetModel, bounds: Bounds, k: int) -> StairSetup:
+    """Layer k's `StairSetup` on the node `bounds`: found once for an optimisation's steps."""
     layer = model.layers[k]
     stairs = layer.stairs
     assert stairs is not None
     lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
     n = layer.n_out
+    scale = np.zeros(n)
+    opened = np.flatnonzero(layer.open_neurons(lo, hi))
+    lines = None
+    if len(opened):
+        part = stairs._neurons(opened, n) if stairs.thresholds is not None else stairs
+        scale[opened] = part.slope_scale(lo[opened], hi[opened])
+        lines = part.on(lo[opened], hi[opened])
+    return StairSetup(bounds.relaxation(model, k), opened, scale, lines)
+
+
+def stair_relaxation(
+    model: NetModel, bounds: Bounds, k: int, rho: np.ndarray, setup: StairSetup | None = None
+) -> RowRelaxation:
+    """Layer k's staircase relaxation per row for the parameters rho (rows, 2 n): slopes rho x
+    `slope_scale` (clipped to [0, STAIR_SLOPE_RANGE] units), their intercepts exact for those
+    slopes (`Staircase.sides`: sound whatever the slopes); neurons that are not open keep the
+    node's relaxation (exact there). `setup`: the layer's `stair_setup` on this node, when the
+    caller holds it."""
+    setup = setup or stair_setup(model, bounds, k)
+    n = model.layers[k].n_out
     rho = np.clip(rho, 0.0, STAIR_SLOPE_RANGE)
-    base = bounds.relaxation(model, k)
+    base, opened = setup.base, setup.opened
     rows = rho.shape[0]
     a, c = np.repeat(base.a[None, :], rows, 0), np.repeat(base.c[None, :], rows, 0)
     s, t = np.repeat(base.s[None, :], rows, 0), np.repeat(base.t[None, :], rows, 0)
     zeta, xi = np.zeros((rows, n)), np.zeros((rows, n))
-    scale = np.zeros(n)
-    opened = np.flatnonzero(layer.open_neurons(lo, hi))
-    if len(opened):
-        part = stairs._neurons(opened, n) if stairs.thresholds is not None else stairs
-        part_scale = part.slope_scale(lo[opened], hi[opened])
+    if setup.lines is not None:
+        part_scale = setup.scale[opened]
         lower = rho[:, opened] * part_scale
         upper = rho[:, n + opened] * part_scale
-        found = part.sides(lower, upper, lo[opened], hi[opened])
+        found = setup.lines.sides(lower, upper)
         a[:, opened], s[:, opened] = lower, upper
         c[:, opened], t[:, opened], zeta[:, opened], xi[:, opened] = found
-        scale[opened] = part_scale
-    return RowRelaxation(a, c, s, t, zeta, xi, scale)
+    return RowRelaxation(a, c, s, t, zeta, xi, setup.scale)
 
 
 def backsubstitute(
@@ -852,8 +877,8 @@ def tighten_intermediate(
     next. On image-size networks DeepPoly's
     fixed slopes leave most deep ReLUs open where the optimised ones close many (digits784, eps
     0.015: a root margin of -1.1 becomes +1.4). The bounds shrink in place (intersected, settled to
-    the node); None when they become empty (the node holds no execution). Stops between layers at
-    `deadline` (what is done stays: every bound is sound on its own)."""
+    the node); None when they become empty (the node holds no execution). Stops between blocks of
+    rows at `deadline` (what is done stays: every bound is sound on its own)."""
     for k in range(1, len(model.layers) - 1):
         if time.monotonic() > deadline:
             break
@@ -865,21 +890,26 @@ def tighten_intermediate(
         rows = np.flatnonzero(opened & (phases[k] == 0) if layer.relu else opened)
         if not len(rows):
             continue
+        # each neuron's two rows side by side (+e_j, then -e_j): a block cut short by the
+        # deadline leaves whole neurons as they were
         eye = np.zeros((2 * len(rows), len(lo)))
-        eye[np.arange(len(rows)), rows] = 1.0
-        eye[len(rows) + np.arange(len(rows)), rows] = -1.0
-        # each row has its own slopes for every neuron below: a block of rows at a time
+        eye[2 * np.arange(len(rows)), rows] = 1.0
+        eye[2 * np.arange(len(rows)) + 1, rows] = -1.0
+        # each row has its own slopes for every neuron below: a block of rows at a time (an even
+        # number), and between blocks the deadline is read (digits28-avgpool int8: a layer's
+        # blocks took 66 s of a 60 s run, so the root never reached its branching)
         below = sum(model.layers[j].n_out for j in range(k)) or 1
-        chunk = max(1, INTERMEDIATE_CHUNK_VALUES // below)
-        found = np.concatenate(
-            [
-                optimised_bound(model, bounds, eye[i : i + chunk], xl, xu, steps, index=k).lower
-                for i in range(0, len(eye), chunk)
-            ]
-        )
+        chunk = 2 * max(1, INTERMEDIATE_CHUNK_VALUES // below // 2)
+        found = np.full(len(eye), -np.inf)
+        for i in range(0, len(eye), chunk):
+            if i and time.monotonic() > deadline:
+                break
+            found[i : i + chunk] = optimised_bound(
+                model, bounds, eye[i : i + chunk], xl, xu, steps, index=k
+            ).lower
         lo, hi = lo.copy(), hi.copy()
-        lo[rows] = np.maximum(lo[rows], found[: len(rows)])
-        hi[rows] = np.minimum(hi[rows], -found[len(rows) :])
+        lo[rows] = np.maximum(lo[rows], found[0::2])
+        hi[rows] = np.minimum(hi[rows], -found[1::2])
         lo, hi = settle(model, k, lo, hi, phases[k])
         if np.any(lo > hi):
             return None
@@ -938,8 +968,9 @@ def optimised_bound(
         lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
         alphas[k] = np.repeat(np.where(hi >= -lo, 1.0, 0.0)[..., None, :], rows, axis=-2)
     rhos = {k: stair_start(model, bounds, k, rows) for k in stairs}
+    setups = {k: stair_setup(model, bounds, k) for k in stairs}
     for k in stairs:
-        alphas[k] = stair_relaxation(model, bounds, k, rhos[k])
+        alphas[k] = stair_relaxation(model, bounds, k, rhos[k], setups[k])
     output_rows = np.atleast_2d(coefficients) if post else None
     current = best
     step_size = 0.5
@@ -950,7 +981,7 @@ def optimised_bound(
             alphas[k] = np.clip(alphas[k] + step_size * np.sign(gradients[k]), 0.0, 1.0)
         for k in (k for k in stairs if k in gradients):
             rhos[k] = np.clip(rhos[k] + step_size * np.sign(gradients[k]), 0.0, STAIR_SLOPE_RANGE)
-            alphas[k] = stair_relaxation(model, bounds, k, rhos[k])
+            alphas[k] = stair_relaxation(model, bounds, k, rhos[k], setups[k])
         step_size *= 0.7
         current = backsubstitute(model, bounds, coefficients, index, post, xl, xu, alphas, keep=True)
         better = current.lower > best.lower
@@ -1046,7 +1077,8 @@ def with_phase(
     model: NetModel, bounds: Bounds, layer: int, neuron: int, phase: int, at: float | None = None
 ) -> Bounds | None:
     """The parent's bounds with one ReLU's phase fixed (active: z >= 0, one word for fixed point;
-    inactive: z <= 0), or a max pool's input split at `at` (phase 1: z >= at, -1: z <= at), every
+    inactive: z <= 0), or a max pool's, table's or requantization's input split at `at` (phase 1:
+    z >= at, -1: z <= at; on a staircase's grid, moved inward to its points), every
     other layer's bounds kept (the parent's bounds hold on the child's subset; the search then bounds
     the layers after the split again with `node_bounds`, and every later node intersects its bounds
     with its parent's, so the split holds below). None when it contradicts the bounds."""
@@ -1056,6 +1088,10 @@ def with_phase(
             lo[neuron] = max(lo[neuron], at)
         else:
             hi[neuron] = min(hi[neuron], at)
+        stairs = model.layers[layer].stairs
+        if stairs is not None and stairs.grid:  # z is on the staircase's grid: whole points
+            lo[neuron] = np.ceil(lo[neuron] / stairs.grid) * stairs.grid
+            hi[neuron] = np.floor(hi[neuron] / stairs.grid) * stairs.grid
     elif phase > 0:
         lo[neuron] = max(lo[neuron], model.unit if model.is_fixed and not model.real else 0.0)
     else:

@@ -77,6 +77,7 @@ from qverify.engine.netlevel.model import NetModel, build_model, unsupported_rea
 from qverify.engine.netlevel.query import Arithmetic, InputRegion, NetworkQuery
 from qverify.engine.netlevel.roundoff import U64, gamma
 from qverify.engine.netlevel.splitting import input_split_scores
+from qverify.engine.netlevel.staircase import Staircase
 from qverify.engine.netlevel.workers import Workers
 from qverify.engine.result import EngineOptions, EngineResult, EngineStatus, Recorder
 from qverify.engine.solvers.base import CheckStatus
@@ -142,6 +143,7 @@ SPLIT_BATCH_NODES = 32
 # (1,701 nodes, 89 per CPU s); <16,16>, 60 CPU s: 6,975 nodes against 1,887, both open
 REBOUND_AFTER_SPLIT = False
 TABLE_SPLIT_MIN_POINTS = 1 << 20  # boxes with fewer inputs split the box, not a table neuron
+REQUANT_SPLIT_CANDIDATES = 32  # int8 neurons per layer whose children's gaps are computed
 # alpha-CROWN steps on a batch's atom bounds: off, 6 steps cost more than they saved (ACAS Xu phi2
 # in real arithmetic, CPU seconds to decide: 3_3 61.0 -> 71.6, 4_2 74.9 -> 86.9)
 BATCH_ALPHA_STEPS = 0
@@ -1167,8 +1169,8 @@ class Search:
                 abandoned="netlevel: the bounds leave the query open and splitting is disabled"
             )
         atoms = [a for _, a in open_clauses if a is not None]
-        # (int8: no ReLU phases, input splitting in any dimension)
-        if self.high_dimensional and atoms and not model.qnet.is_int8:
+        # (int8: no ReLU phases; its requantizations' staircases are split at a threshold)
+        if self.high_dimensional and atoms:
             with self.rec.timer("netlevel.branching"):
                 if self.relu_only:  # FSB (`branching`): its estimates read ReLU relaxations only
                     chosen = choose_relu(
@@ -1192,6 +1194,8 @@ class Search:
                     best = self.relu_to_split(node, bounds, lam_post, atoms, tables)
             if best is not None:
                 k, j, at = best
+                if at is not None:  # (a pool's input, a table's or requantization's neuron)
+                    self.rec.add("netlevel.value_splits", 1)
                 children = []
                 for phase in (1, -1):
                     phases = node.phases
@@ -1245,9 +1249,14 @@ class Search:
         scored by the chord's gap the same way), or None when every phase is fixed."""
         model = self.model
         best, best_score = None, 0.0
+        last = len(model.layers) - 1
         for k, layer in enumerate(model.layers):
-            if tables and layer.activation.repeat_splits and k in lam_post and k < len(model.layers) - 1:
-                found = self._table_split(bounds, k, lam_post[k][atoms])
+            # (int8's output codes are a staircase too: the atoms read them, with their coefficients)
+            coefficients = lam_post[k][atoms] if k in lam_post and k < last else None
+            if k == last and model.qnet.is_int8:
+                coefficients = self.atom_matrix[atoms]
+            if tables and layer.activation.repeat_splits and coefficients is not None:
+                found = self._table_split(bounds, k, coefficients)
                 if found is not None and found[0] > best_score:
                     best_score, best = found[0], (k, found[1], found[2])
             if not layer.activation.elementwise and k in lam_post:  # a max pool's window
@@ -1281,14 +1290,41 @@ class Search:
         slope, offset = relaxation.s - relaxation.a, relaxation.t - relaxation.c
         gap = np.maximum(slope * lo + offset, slope * hi + offset)
         layer = self.model.layers[k]
-        grid = layer.stairs.grid if layer.stairs is not None else self.model.unit
+        weight = np.abs(coefficients).sum(axis=0)
+        stairs = layer.stairs
+        if stairs is not None and stairs.thresholds is not None:
+            return self._requantization_split(stairs, lo, hi, weight * gap, weight)
+        grid = stairs.grid if stairs is not None else self.model.unit
         at = layer.activation.split_value(lo, hi, grid)
         splittable = (at > lo) & (at < hi) & self.model.layers[k].open_neurons(lo, hi)
-        score = np.where(splittable, np.abs(coefficients).sum(axis=0) * gap + 1e-30, -1.0)
+        score = np.where(splittable, weight * gap + 1e-30, -1.0)
         j = int(np.argmax(score))
         if score[j] <= 0:
             return None
         return float(score[j]), j, float(at[j])
+
+    @staticmethod
+    def _requantization_split(
+        stairs: Staircase, lo: np.ndarray, hi: np.ndarray, estimate: np.ndarray, weight: np.ndarray
+    ) -> tuple[float, int, float] | None:
+        """int8: among the `REQUANT_SPLIT_CANDIDATES` open neurons of the best `estimate` (their
+        coefficient x gap), the one whose split saves most (coefficient x `split_points`' saving:
+        the parent's gap less the worse child's; where no split saves at once, the best estimate
+        split at its middle step, scored far below any saving of another layer), (score, neuron,
+        value), or None."""
+        opened = np.flatnonzero(stairs.open(lo, hi))
+        if not len(opened):
+            return None
+        chosen = opened[np.argsort(-estimate[opened], kind="stable")[:REQUANT_SPLIT_CANDIDATES]]
+        part = stairs._neurons(chosen, len(lo))
+        at, saving = part.split_points(lo[chosen], hi[chosen])
+        score = weight[chosen] * saving
+        if not score.max() > 0:  # no split saves at once: the best estimate, at its middle step
+            score = estimate[chosen] * 1e-9
+        best = int(np.argmax(score))
+        if score[best] <= 0:
+            return None
+        return float(score[best]) + 1e-30, int(chosen[best]), float(at[best])
 
 
 def _scatter(

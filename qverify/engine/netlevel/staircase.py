@@ -57,7 +57,8 @@ class StepWindow:
     """Per neuron, the steps of each side's table inside its interval (`Staircase._window`):
     thresholds (..., n, width), the values from each threshold on (upper side) or just below it
     (lower side), and which columns hold one of the neuron's own (`*_held`; the others repeat a
-    threshold and must not be read)."""
+    threshold and must not be read: their values are -inf on the upper side and +inf on the
+    lower, so that no maximum or minimum picks them)."""
 
     upper_table: np.ndarray
     after: np.ndarray
@@ -187,6 +188,51 @@ class Staircase:
         accumulator as the integer below it); a lookup table's value the same way."""
         return self.values(acc)
 
+    def split_points(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """int8, per neuron (lo, hi of shape (n,)): where to split its accumulator's interval and
+        what the split saves, (at, saving). `at` is t - 1/2 for a threshold t in (lo, hi], so that
+        the children (z <= t - 1/2 and z >= t - 1/2 on the integers) leave the step at t to neither;
+        the middle where no threshold lies inside (a neuron whose code is constant: never chosen).
+        t is the best of three candidates -- the first and last threshold inside and the one
+        nearest the middle -- by the worse child's relaxation gap (`gaps`), and `saving` is the
+        parent's gap less that child's (where none saves anything: the one nearest the middle,
+        saving 0; halving the steps leads to one step in each child in the end). A staircase's two
+        lines stand about a code apart however many steps they span, so a split at the middle saves
+        little until a child holds one step; a split at the first threshold of a fused ReLU's
+        staircase (the kink: constant below, steps above) saves most of it at once
+        (digits32rgb-conv's dense layer)."""
+        low, high = self.grid_ends(lo, hi)
+        middle = (low + high) / 2
+        table = self.thresholds.astype(np.float64)
+        if table.shape[0] == 1:
+            table = np.broadcast_to(table, (len(low), table.shape[1]))
+        inside = (table > low[:, None]) & (table <= high[:, None])
+        found = inside.any(axis=-1)
+        nearest = np.take_along_axis(
+            table, np.where(inside, np.abs(table - middle[:, None]), np.inf).argmin(axis=-1)[:, None], axis=-1
+        )[:, 0]
+        candidates = [
+            np.where(inside, table, np.inf).min(axis=-1),
+            np.where(inside, table, -np.inf).max(axis=-1),
+            nearest,
+        ]
+        parent = self.gaps(low, high)
+        best_at, best_worse = np.where(found, nearest - 0.5, middle), parent
+        for threshold in candidates:
+            threshold = np.where(found, threshold, middle)
+            worse = np.maximum(
+                self.gaps(low, np.maximum(threshold - 1, low)), self.gaps(np.minimum(threshold, high), high)
+            )
+            better = found & (worse < best_worse)
+            best_at = np.where(better, threshold - 0.5, best_at)
+            best_worse = np.where(better, worse, best_worse)
+        return best_at, np.where(found, np.maximum(parent - best_worse, 0.0), 0.0)
+
+    def gaps(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per neuron, how far apart the relaxation's two lines stand on [lo, hi] at its wider end."""
+        a, c, s, t = self.relaxation(lo, hi)
+        return np.maximum((s - a) * lo + (t - c), (s - a) * hi + (t - c))
+
     def code_bounds(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The exact value range over the domain's points of [lo, hi] (monotone: its two ends)."""
         return self.values(self._on_grid(lo, down=False), "lower"), self.values(hi, "upper")
@@ -256,11 +302,12 @@ class Staircase:
         width = max(1, max(int(count.max(initial=0)) for _, _, _, count in sides))
         columns = np.arange(width)
         windowed = []
-        for table, values, first, count in sides:
+        for (table, values, first, count), absent in zip(sides, (-np.inf, np.inf)):
             index = np.minimum(first[..., None] + columns, thresholds - 1)
+            held = columns < count[..., None]
             windowed.append(np.take_along_axis(table, index, axis=-1))
-            windowed.append(np.take_along_axis(values, index, axis=-1))
-            windowed.append(columns < count[..., None])
+            windowed.append(np.where(held, np.take_along_axis(values, index, axis=-1), absent))
+            windowed.append(held)
         return StepWindow(*windowed, width)
 
     def _neurons(self, block: slice, n: int) -> Staircase:
@@ -346,37 +393,28 @@ class Staircase:
         steps' exact extreme deviations from the lines (`_deviations`), their float64 evaluation
         charged as in `relaxation` (so the lines hold for the stored numbers whatever the slope);
         zeta and xi are the points where the deviation is least and largest (the intercepts'
-        derivatives in the slope are -zeta and -xi: the optimiser's gradient). Only the thresholds
-        inside each neuron's interval are read (`_window`: rows x neurons x 255 thresholds was 41 of
-        the 49 s cifar10-resnet2b int8's root spent in alpha-CROWN), a block of neurons at a time
-        within `RELAXATION_CHUNK_VALUES`."""
+        derivatives in the slope are -zeta and -xi: the optimiser's gradient). `on(lo, hi)` holds
+        what does not depend on the slopes, for many calls on one interval."""
+        return self.on(lo, hi).sides(lower, upper)
+
+    def on(self, lo: np.ndarray, hi: np.ndarray) -> SidesOn:
+        """What `sides` reads on [lo, hi] whatever the slopes: the interval's grid ends, the values
+        there and the thresholds inside (`_window`). An optimisation of the slopes on one node
+        reads them at every step: found once, they are most of a step's work (digits32rgb-conv
+        int8, a node split at a requantization's threshold: 25 of the 40 s spent on lines were
+        these, at every step)."""
         low, high = self.grid_ends(lo, hi)
-        code_lo, code_hi = self.values(low, "upper"), self.values(high, "lower")
-        window = self._window(low, high)
-        n = low.shape[-1]
-        rows = int(np.prod(lower.shape[:-1], dtype=np.int64))
-        block = max(1, RELAXATION_CHUNK_VALUES // max(rows * window.width, 1))
-        parts = [
-            self._sides(
-                lower[..., i : i + block],
-                upper[..., i : i + block],
-                low[..., i : i + block],
-                high[..., i : i + block],
-                code_lo[..., i : i + block],
-                code_hi[..., i : i + block],
-                window.neurons(slice(i, i + block)),
-            )
-            for i in range(0, n, block)
-        ]
-        return _joined(parts)
+        return SidesOn(
+            self, low, high, self.values(low, "upper"), self.values(high, "lower"), self._window(low, high)
+        )
 
     def _sides(self, lower, upper, low, high, code_lo, code_hi, window: StepWindow):
         """`sides` on one block of neurons (low, high on the grid, the values at the ends given)."""
         # per row: insert the rows' axis into the neurons' arrays
         low_r, high_r = low[..., None, :], high[..., None, :]
         tops, ends = window.upper_table[..., None, :, :], window.lower_table[..., None, :, :] - self.grid
+        # (a column the neuron does not hold has the value -inf, +inf below: never the extreme)
         above = window.after[..., None, :, :] - upper[..., None] * tops
-        above = np.where(window.upper_held[..., None, :, :], above, -np.inf)
         best = np.argmax(above, axis=-1)[..., None]
         top = np.take_along_axis(above, best, axis=-1)[..., 0]
         start = code_lo[..., None, :] - upper * low_r
@@ -385,7 +423,6 @@ class Staircase:
         )
         top = np.maximum(top, start)
         below = window.before[..., None, :, :] - lower[..., None] * ends
-        below = np.where(window.lower_held[..., None, :, :], below, np.inf)
         worst = np.argmin(below, axis=-1)[..., None]
         bottom = np.take_along_axis(below, worst, axis=-1)[..., 0]
         finish = code_hi[..., None, :] - lower * high_r
@@ -461,6 +498,42 @@ def _joined(parts: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, np.ndarray
     if len(parts) == 1:
         return parts[0]  # type: ignore[return-value]
     return tuple(np.concatenate([part[i] for part in parts], axis=-1) for i in range(4))  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SidesOn:
+    """A staircase on fixed intervals (`Staircase.on`): its lines for any slopes, `sides`. Only the
+    thresholds inside each neuron's interval are read (`_window`: rows x neurons x 255 thresholds
+    was 41 of the 49 s cifar10-resnet2b int8's root spent in alpha-CROWN), a block of neurons at a
+    time within `RELAXATION_CHUNK_VALUES`."""
+
+    stairs: Staircase
+    low: np.ndarray  # the intervals' ends on the grid (..., n)
+    high: np.ndarray
+    code_lo: np.ndarray  # the upper staircase's value at low, the lower one's at high
+    code_hi: np.ndarray
+    window: StepWindow
+
+    def sides(
+        self, lower: np.ndarray, upper: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """`Staircase.sides` for slopes (..., R, n) on these intervals."""
+        n = self.low.shape[-1]
+        rows = int(np.prod(lower.shape[:-1], dtype=np.int64))
+        block = max(1, RELAXATION_CHUNK_VALUES // max(rows * self.window.width, 1))
+        parts = [
+            self.stairs._sides(
+                lower[..., i : i + block],
+                upper[..., i : i + block],
+                self.low[..., i : i + block],
+                self.high[..., i : i + block],
+                self.code_lo[..., i : i + block],
+                self.code_hi[..., i : i + block],
+                self.window.neurons(slice(i, i + block)),
+            )
+            for i in range(0, n, block)
+        ]
+        return _joined(parts)
 
 
 def _hull_slopes(xs: np.ndarray, ys: np.ndarray, upper: bool) -> list[float]:
