@@ -13,6 +13,7 @@ uint8 codes, per-tensor or per-channel weights, ReLU clamps) in both requantizat
 
 from __future__ import annotations
 
+import math
 import shutil
 import time
 from collections import Counter
@@ -25,6 +26,7 @@ import pytest
 from qverify.codegen import run_lines
 from qverify.engine import EngineStatus, check_file
 from qverify.engine.netlevel import search
+from qverify.engine.netlevel.attack import _lattice
 from qverify.engine.netlevel.bounds import batch_bounds, node_bounds, with_phase
 from qverify.engine.netlevel.lift import lift_file
 from qverify.engine.netlevel.model import build_model, unsupported_reason
@@ -271,6 +273,68 @@ def test_int8_threshold_splitting_verdicts_agree_with_brute_force(
         decided_by_splits += result.counts.get("netlevel.value_splits", 0) > 0
     assert not wrong
     assert decided_by_splits >= 2
+
+
+def test_lattice_refutation_is_exact_on_the_margins_values(rng):
+    """`OnLattice.refutes` against exact rationals: for margins sum c_i q_i + d over integer q
+    (coefficients multiples of a scale, constants on and off the lattice, strict and not), a bound
+    L refutes iff the least value g can take at or above L is > 0 (>= 0 strict); never wrongly, and
+    always where L is not within 1e-6 of a unit from one of g's values."""
+    checked = 0
+    for _ in range(400):
+        scale = Fraction(int(rng.integers(1, 1000)), int(rng.choice([7, 64, 997])))
+        multiples = [int(rng.integers(-2, 3)) for _ in range(3)]
+        if not any(multiples):
+            continue
+        exact = [m * scale for m in multiples]
+        unit = math.gcd(*multiples) * scale
+        constant = (
+            int(rng.integers(-40, 40)) * scale
+            if rng.random() < 0.5
+            else Fraction(int(rng.integers(-9000, 9000)), 977)
+        )
+        strict = bool(rng.random() < 0.5)
+        lattice = _lattice(exact, constant, strict)
+        values = [constant + k * unit for k in range(-60, 60)]
+        bounds = [float(constant + unit * Fraction(float(x))) for x in rng.uniform(-50, 50, 20)]
+        for bound in [*bounds, *(float(v) for v in values[50:70])]:
+            least = min(v for v in values if v >= Fraction(bound))
+            truth = least >= 0 if strict else least > 0
+            refuted = bool(lattice.refutes(np.array([bound]))[0])
+            assert truth or not refuted
+            near = min(abs(Fraction(bound) - v) for v in values) < unit * Fraction(1, 10**6)
+            assert refuted == truth or near
+            checked += 1
+    assert checked > 10_000
+
+
+def test_int8_thresholds_between_codes_agree_with_brute_force(rng):
+    """Thresholds half a code above and below output 0's largest value, and strict atoms at it and
+    one code below (where `OnLattice` moves a bound to the next value the margin takes): the
+    verdicts agree with brute force and every UNSAFE replays."""
+    wrong, cases = [], 0
+    for index in range(6):
+        sizes, span = VERDICT_SHAPES[index % 3]
+        qnet = _int8_net(rng, sizes, MODES[index % 2])
+        lo, hi = _code_box(rng, qnet, span)
+        outputs = simulate(qnet, enumerate_box(qnet, np.array(lo), np.array(hi))).outputs
+        top = int(outputs[:, 0].max())
+        half = Fraction(qnet.output_quant.scale) / 2
+        for threshold, relation in (
+            (_output_real(qnet, top) + half, Relation.GE),
+            (_output_real(qnet, top) - half, Relation.GE),
+            (_output_real(qnet, top), Relation.GT),
+            (_output_real(qnet, top - 1), Relation.GT),
+        ):
+            query = _query(qnet, lo, hi, (Clause((Atom(((0, Fraction(1)),), -threshold, relation),)),))
+            result = _decide(query)
+            assert result.status is not EngineStatus.UNKNOWN, result.reason
+            if (result.status is EngineStatus.UNSAFE) != _truth(query):
+                wrong.append((query.unsafe.clauses[0].text(), result))
+            if result.status is EngineStatus.UNSAFE:
+                assert query.violation(np.array(result.counterexample)) != NO_VIOLATION
+            cases += 1
+    assert not wrong and cases == 24
 
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)

@@ -12,6 +12,7 @@ points are worth the exact check, never a verdict.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from fractions import Fraction
@@ -34,15 +35,54 @@ LP_STEP_SECONDS = 0.2  # one step's LP at most (HiGHS's time limit)
 
 
 @dataclass(frozen=True, slots=True)
+class OnLattice:
+    """int8: an atom's margin g takes only the values offset + k unit (k an integer: the exact
+    coefficients on the output codes are integer multiples of `unit`), and `first` is the least k
+    whose value refutes the atom (g > 0, or g >= 0 when strict). A lower bound L of g then refutes
+    the atom once ceil((L - offset) / unit) >= first: the bound moved up to the next value g can
+    take, up to an output code (a threshold between two codes' values, or a strict atom at 0)."""
+
+    unit: float  # (rounded to float64; `refutes` allows for it)
+    offset: float
+    first: int
+
+    def refutes(self, lower: np.ndarray) -> np.ndarray:
+        """Lower bounds (float64, sound for the exact g) that refute the atom on the lattice: the
+        quotient (L - offset) / unit is computed in float64 and allowed 1e-9 of its magnitude (far
+        above its rounding), so that a quotient just below an integer never reads as above it."""
+        quotient = (lower - self.offset) / self.unit
+        margin = 1e-9 * (1.0 + np.abs(quotient) + abs(self.offset / self.unit))
+        return quotient - margin > self.first - 1
+
+
+@dataclass(frozen=True, slots=True)
 class AtomForm:
     """An atom as a margin g: the atom holds iff g <= 0 (g < 0 when strict); g = coefficients . Y +
     constant, in float64 (the exact Fractions rounded: `rounding` bounds the error relative to
-    sum |coefficient| |Y| + |constant|)."""
+    sum |coefficient| |Y| + |constant|); `lattice` the values g can take (int8's output codes)."""
 
     clause: int
     coefficients: np.ndarray  # (n_outputs,)
     constant: float
     strict: bool
+    lattice: OnLattice | None = None
+
+
+def _lattice(exact: list[Fraction], constant: Fraction, strict: bool) -> OnLattice | None:
+    """The values sum exact[i] q_i + constant takes over integer q (`OnLattice`), or None when
+    every coefficient is 0."""
+    nonzero = [abs(value) for value in exact if value]
+    if not nonzero:
+        return None
+    denominator = math.lcm(*(value.denominator for value in nonzero))
+    unit = Fraction(
+        math.gcd(*(value.numerator * (denominator // value.denominator) for value in nonzero)), denominator
+    )
+    # the least k with constant + k unit > 0 (>= 0 when strict)
+    first = math.floor(-constant / unit) + 1
+    if strict and (first - 1) * unit + constant == 0:
+        first -= 1
+    return OnLattice(float(unit), float(constant), first)
 
 
 def atom_forms(query: NetworkQuery) -> list[AtomForm]:
@@ -64,7 +104,8 @@ def atom_forms(query: NetworkQuery) -> list[AtomForm]:
                 constant -= Fraction(value) * scale * zero
             coefficients = np.array([float(v) for v in exact])
             strict = atom.relation in (Relation.LT, Relation.GT)
-            forms.append(AtomForm(index, coefficients, float(sign * constant), strict))
+            lattice = _lattice(exact, sign * constant, strict) if query.qnet.is_int8 else None
+            forms.append(AtomForm(index, coefficients, float(sign * constant), strict, lattice))
     return forms
 
 

@@ -842,7 +842,8 @@ class Search:
 
     def refuted_clauses(self, lower, lam_input, offset, xl, xu) -> np.ndarray:
         """(B, clauses): which clauses each box's atom bounds refute (one atom's lower bound on
-        the safe side, or a convex combination of them: `combination_refutes`). A clause without
+        the safe side -- int8: on the safe side once moved up to the next value the margin takes,
+        `OnLattice` --, or a convex combination of them: `combination_refutes`). A clause without
         atoms is never refuted."""
         refuted = np.zeros((len(lower), len(self.by_clause)), dtype=bool)
         for clause, rows in enumerate(self.clause_rows):
@@ -850,7 +851,11 @@ class Search:
                 continue
             strict = np.array([self.forms[i].strict for i in rows])
             bound = lower[:, rows]
-            single = np.where(strict, bound >= 0, bound > 0).any(axis=1)
+            single = np.where(strict, bound >= 0, bound > 0)
+            for position, i in enumerate(rows):  # int8: the next value the margin can take
+                if self.forms[i].lattice is not None:
+                    single[:, position] |= self.forms[i].lattice.refutes(bound[:, position])
+            single = single.any(axis=1)
             if len(rows) > 1 and not single.all():
                 left = np.flatnonzero(~single)
                 single[left] = combination_refutes(
