@@ -261,7 +261,7 @@ def test_int8_threshold_splitting_verdicts_agree_with_brute_force(
     monkeypatch.setattr(search, "TABLE_SPLIT_MIN_POINTS", 16)
     options = budgeted(max_nodes=400)
     wrong, decided_by_splits = [], 0
-    for query in _verdict_cases(rng, 14, THRESHOLD_SPLIT_SHAPES):
+    for query in _verdict_cases(rng, 39, THRESHOLD_SPLIT_SHAPES):
         result = decide(query, options, time.monotonic() + options.timeout_s, Recorder())
         if result.status is EngineStatus.UNKNOWN:
             assert "node budget" in result.reason
@@ -281,7 +281,7 @@ def test_lattice_refutation_is_exact_on_the_margins_values(rng):
     L refutes iff the least value g can take at or above L is > 0 (>= 0 strict); never wrongly, and
     always where L is not within 1e-6 of a unit from one of g's values."""
     checked = 0
-    for _ in range(400):
+    for _ in range(150):
         scale = Fraction(int(rng.integers(1, 1000)), int(rng.choice([7, 64, 997])))
         multiples = [int(rng.integers(-2, 3)) for _ in range(3)]
         if not any(multiples):
@@ -305,7 +305,7 @@ def test_lattice_refutation_is_exact_on_the_margins_values(rng):
             near = min(abs(Fraction(bound) - v) for v in values) < unit * Fraction(1, 10**6)
             assert refuted == truth or near
             checked += 1
-    assert checked > 10_000
+    assert checked > 4_000
 
 
 def test_int8_thresholds_between_codes_agree_with_brute_force(rng):
