@@ -216,20 +216,23 @@ class Staircase:
             np.where(inside, table, -np.inf).max(axis=-1),
             nearest,
         ]
-        parent = self.gaps(low, high)
+        thresholds = [np.where(found, threshold, middle) for threshold in candidates]
+        # the parent's gap and each candidate's two children's, as one batch of intervals
+        starts = np.stack([low, *(low for _ in thresholds), *(np.minimum(t, high) for t in thresholds)])
+        ends = np.stack([high, *(np.maximum(t - 1, low) for t in thresholds), *(high for _ in thresholds)])
+        gaps = self.gaps(starts, ends)
+        parent = gaps[0]
         best_at, best_worse = np.where(found, nearest - 0.5, middle), parent
-        for threshold in candidates:
-            threshold = np.where(found, threshold, middle)
-            worse = np.maximum(
-                self.gaps(low, np.maximum(threshold - 1, low)), self.gaps(np.minimum(threshold, high), high)
-            )
+        for index, threshold in enumerate(thresholds):
+            worse = np.maximum(gaps[1 + index], gaps[1 + len(thresholds) + index])
             better = found & (worse < best_worse)
             best_at = np.where(better, threshold - 0.5, best_at)
             best_worse = np.where(better, worse, best_worse)
         return best_at, np.where(found, np.maximum(parent - best_worse, 0.0), 0.0)
 
     def gaps(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """Per neuron, how far apart the relaxation's two lines stand on [lo, hi] at its wider end."""
+        """Per neuron, how far apart the relaxation's two lines stand on [lo, hi] at its wider end
+        (arrays (..., n): a batch of intervals per neuron)."""
         a, c, s, t = self.relaxation(lo, hi)
         return np.maximum((s - a) * lo + (t - c), (s - a) * hi + (t - c))
 
