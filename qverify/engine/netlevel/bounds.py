@@ -1089,9 +1089,9 @@ def with_phase(
         else:
             hi[neuron] = min(hi[neuron], at)
         stairs = model.layers[layer].stairs
-        if stairs is not None and stairs.grid:  # z is on the staircase's grid: whole points
-            lo[neuron] = np.ceil(lo[neuron] / stairs.grid) * stairs.grid
-            hi[neuron] = np.floor(hi[neuron] / stairs.grid) * stairs.grid
+        if stairs is not None:  # z is on the staircase's grid: whole points
+            lo[neuron] = stairs._on_grid(lo[neuron], down=False)
+            hi[neuron] = stairs._on_grid(hi[neuron], down=True)
     elif phase > 0:
         lo[neuron] = max(lo[neuron], model.unit if model.is_fixed and not model.real else 0.0)
     else:

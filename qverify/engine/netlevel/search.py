@@ -77,7 +77,7 @@ from qverify.engine.netlevel.model import NetModel, build_model, unsupported_rea
 from qverify.engine.netlevel.query import Arithmetic, InputRegion, NetworkQuery
 from qverify.engine.netlevel.roundoff import U64, gamma
 from qverify.engine.netlevel.splitting import input_split_scores
-from qverify.engine.netlevel.staircase import Staircase
+from qverify.engine.netlevel.staircase import Staircase, line_gap
 from qverify.engine.netlevel.workers import Workers
 from qverify.engine.result import EngineOptions, EngineResult, EngineStatus, Recorder
 from qverify.engine.solvers.base import CheckStatus
@@ -1292,8 +1292,7 @@ class Search:
         (upper line minus lower line at an end), or None when no neuron's interval can be split."""
         lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
         relaxation = bounds.relaxation(self.model, k)
-        slope, offset = relaxation.s - relaxation.a, relaxation.t - relaxation.c
-        gap = np.maximum(slope * lo + offset, slope * hi + offset)
+        gap = line_gap(relaxation.a, relaxation.c, relaxation.s, relaxation.t, lo, hi)
         layer = self.model.layers[k]
         weight = np.abs(coefficients).sum(axis=0)
         stairs = layer.stairs

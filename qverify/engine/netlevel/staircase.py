@@ -203,9 +203,7 @@ class Staircase:
         (digits32rgb-conv's dense layer)."""
         low, high = self.grid_ends(lo, hi)
         middle = (low + high) / 2
-        table = self.thresholds.astype(np.float64)
-        if table.shape[0] == 1:
-            table = np.broadcast_to(table, (len(low), table.shape[1]))
+        table = self.thresholds.astype(np.float64)  # (int8: one row per neuron)
         inside = (table > low[:, None]) & (table <= high[:, None])
         found = inside.any(axis=-1)
         nearest = np.take_along_axis(
@@ -233,8 +231,7 @@ class Staircase:
     def gaps(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Per neuron, how far apart the relaxation's two lines stand on [lo, hi] at its wider end
         (arrays (..., n): a batch of intervals per neuron)."""
-        a, c, s, t = self.relaxation(lo, hi)
-        return np.maximum((s - a) * lo + (t - c), (s - a) * hi + (t - c))
+        return line_gap(*self.relaxation(lo, hi), lo, hi)
 
     def code_bounds(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The exact value range over the domain's points of [lo, hi] (monotone: its two ends)."""
@@ -494,6 +491,11 @@ class Staircase:
         if self.derivative is not None:
             return self.derivative(acc)
         return np.where((acc >= self.first - 1) & (acc <= self.last), self.nominal, 0.0)
+
+
+def line_gap(a, c, s, t, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """How far apart the lines a z + c and s z + t stand on [lo, hi], at its wider end."""
+    return np.maximum((s - a) * lo + (t - c), (s - a) * hi + (t - c))
 
 
 def _joined(parts: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
