@@ -120,6 +120,11 @@ ATTACK_SLICE_SECONDS = 0.05
 ATTACK_RUNNING_AFTER_S = 0.3
 LEADS = 8  # the open nodes' leads kept for the next slice
 ALPHA_STEPS = 6  # alpha-CROWN steps on the atoms' bounds of a node they do not already refute
+# ... at the open root of a network with staircases (int8, lookup tables), once its hidden layers are
+# tightened: the root's bound is every node's floor (digits32rgb-conv int8 img02 eps 0.04, the worst
+# atom: -2.83 after 6 steps, -2.15 after 20, -2.12 after 60; digits28-avgpool img06 eps 0.08: -0.30,
+# -0.06, -0.03; 20 steps 1-2 s there)
+ROOT_STAIR_ALPHA_STEPS = 20
 # ReLU splitting: alpha-beta-CROWN steps on a node's open atoms (`beta.optimise_output_bounds`,
 # warm-started from the parent's slopes and multipliers)
 # (8 steps and FSB's 12 candidates: the same bounds within a few hundredths at 1.2-1.5 times the price of
@@ -606,7 +611,8 @@ class Search:
                     )
                 if bounds is None:
                     return NodeVerdict(closed=True)
-                lower, lam_input, lam_post, refuted = self.node_atoms(node, bounds, xl, xu)
+                steps = ROOT_STAIR_ALPHA_STEPS if model.stepped else None
+                lower, lam_input, lam_post, refuted = self.node_atoms(node, bounds, xl, xu, steps)
         verdict = self.conclude(node, bounds, xl, xu, lower, lam_input, lam_post, refuted)
         for child in verdict.children:
             child.inherited_lower, child.inherited_refuted = lower, refuted
@@ -648,13 +654,16 @@ class Search:
             warm_betas,
         )
 
-    def node_atoms(self, node: Node, bounds: Bounds, xl: np.ndarray, xu: np.ndarray):
+    def node_atoms(
+        self, node: Node, bounds: Bounds, xl: np.ndarray, xu: np.ndarray, steps: int | None = None
+    ):
         """(lower, lam_input, lam_post, refuted) of one node: its atoms' bounds (`atom_bounds`, no
-        lower than its parent's) and the clauses they refute, with its parent's refuted ones."""
+        lower than its parent's; `steps` of alpha-CROWN instead of the search's) and the clauses
+        they refute, with its parent's refuted ones."""
         if self.beta_steps and self.forms:
             lower, lam_input, lam_post, offset = self.split_atom_bounds(node, bounds, xl, xu)
         else:
-            lower, lam_input, lam_post, offset = self.atom_bounds(bounds, xl, xu)
+            lower, lam_input, lam_post, offset = self.atom_bounds(bounds, xl, xu, steps)
         if node.inherited_lower is not None:
             lower = np.maximum(lower, node.inherited_lower)
         refuted = self.refuted_clauses(lower[None], lam_input[None], offset[None], xl[None], xu[None])[0]
@@ -984,22 +993,24 @@ class Search:
                 return Counterexample(chunk[row].copy(), violated)
         return None
 
-    def atom_bounds(self, bounds: Bounds, xl: np.ndarray, xu: np.ndarray):
+    def atom_bounds(self, bounds: Bounds, xl: np.ndarray, xu: np.ndarray, steps: int | None = None):
         """Sound lower bounds of every atom's margin g over the node (with the conversion error of
-        the property's rational constants to float64 charged), input coefficients, layer ones."""
+        the property's rational constants to float64 charged), input coefficients, layer ones
+        (`steps` of alpha-CROWN where it may pay; the search's `alpha_steps` by default)."""
+        steps = self.alpha_steps if steps is None else steps
         if not self.forms:
             return np.zeros(0), np.zeros((0, len(xl))), {}, np.zeros(0)
         model = self.model
         last = len(model.layers) - 1
         matrix = self.atom_matrix
         linear = backsubstitute(model, bounds, matrix, last, True, xl, xu, keep=True)
-        if self.alpha_steps:
+        if steps:
             # alpha-CROWN where it may pay: rows not refuted, but within reach (the missing margin
             # is at most a quarter of how much the row's linear bound varies over the box)
             gap = -(linear.lower + self.atom_constants)
             reach = np.abs(linear.lam_input) @ (xu - xl)
             if np.any((gap >= 0) & (gap < ALPHA_REACH * reach)):
-                linear = optimised_bound(model, bounds, matrix, xl, xu, self.alpha_steps, linear)
+                linear = optimised_bound(model, bounds, matrix, xl, xu, steps, linear)
         shift = self.atom_shift(*bounds.post(model, last))
         return linear.lower + shift, linear.lam_input, linear.lam_post, linear.offset + shift
 
