@@ -950,6 +950,7 @@ def optimised_bound(
     steps: int,
     start: LinearBound | None = None,
     index: int | None = None,
+    warm: dict[int, np.ndarray] | None = None,
 ) -> LinearBound:
     """alpha-CROWN on rows of the outputs (or, with `index`, of that layer's pre-activation
     values): the lower ReLU slopes of every hidden layer below, one set per row (and box, for a
@@ -960,7 +961,12 @@ def optimised_bound(
     network's value of the neuron at the minimising input vertex; for a staircase's line, minus
     the point its intercept is set by); it only steers the search: every bound returned is a
     back-substitution result, sound for any slopes in [0, 1] (ReLU) or >= 0 (staircases). Per row,
-    the best bound seen wins."""
+    the best bound seen wins.
+
+    `warm` (one node): the staircase layers' parameters (rows, 2 n) to start from, a parent's, where
+    they have this node's shape; on return it holds the parameters of each row's best bound, for
+    the node's children (a child's intervals lie inside its parent's, so its parent's slopes are
+    a better start than its own DeepPoly lines)."""
     last = len(model.layers) - 1
     post = index is None
     index = last if index is None else index
@@ -976,12 +982,24 @@ def optimised_bound(
     for k in hidden:
         lo, hi = bounds.pre_lo[k], bounds.pre_hi[k]
         alphas[k] = np.repeat(np.where(hi >= -lo, 1.0, 0.0)[..., None, :], rows, axis=-2)
-    rhos = {k: stair_start(model, bounds, k, rows) for k in stairs}
+    own = {k: stair_start(model, bounds, k, rows) for k in stairs}
+    rhos = dict(own)
+    warmed = False
+    for k in stairs:
+        given = None if warm is None else warm.get(k)
+        if given is not None and given.shape == own[k].shape:
+            rhos[k], warmed = given, True
     setups = {k: stair_setup(model, bounds, k) for k in stairs}
     for k in stairs:
         alphas[k] = stair_relaxation(model, bounds, k, rhos[k], setups[k])
     output_rows = np.atleast_2d(coefficients) if post else None
     current = best
+    best_rhos = dict(own)
+    if warmed:  # the parent's slopes, where they bound a row better than this node's own lines
+        current = backsubstitute(model, bounds, coefficients, index, post, xl, xu, alphas, keep=True)
+        better = current.lower > best.lower
+        best = _best_rows(best, current)
+        best_rhos = {k: np.where(better[:, None], rhos[k], own[k]) for k in stairs}
     alpha_step, stair_step = ALPHA_STEP, STAIR_STEP
     for _ in range(steps):
         gradients = relaxed_gradients(model, bounds, current, alphas, xl, xu, index, None, output_rows)[0]
@@ -996,16 +1014,26 @@ def optimised_bound(
         current = backsubstitute(model, bounds, coefficients, index, post, xl, xu, alphas, keep=True)
         better = current.lower > best.lower
         if better.any():
-            best = LinearBound(
-                np.where(better, current.lower, best.lower),
-                np.where(better[..., None], current.lam_input, best.lam_input),
-                {
-                    k: np.where(better[..., None], current.lam_post[k], best.lam_post[k])
-                    for k in best.lam_post
-                },
-                np.where(better, current.offset, best.offset),
-            )
+            best = _best_rows(best, current)
+            for k in stairs:
+                best_rhos[k] = np.where(better[:, None], rhos[k], best_rhos[k])
+    if warm is not None:
+        warm.clear()
+        warm.update(best_rhos)
     return best
+
+
+def _best_rows(best: LinearBound, current: LinearBound) -> LinearBound:
+    """Per row, whichever of two back-substitution results of the same rows bounds higher."""
+    better = current.lower > best.lower
+    if not better.any():
+        return best
+    return LinearBound(
+        np.where(better, current.lower, best.lower),
+        np.where(better[..., None], current.lam_input, best.lam_input),
+        {k: np.where(better[..., None], current.lam_post[k], best.lam_post[k]) for k in best.lam_post},
+        np.where(better, current.offset, best.offset),
+    )
 
 
 def alpha_gradients(model, bounds, linear, alphas, xl, xu, stop: int | None = None):

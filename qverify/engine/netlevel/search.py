@@ -125,6 +125,10 @@ ALPHA_STEPS = 6  # alpha-CROWN steps on the atoms' bounds of a node they do not 
 # atom: -2.83 after 6 steps, -2.15 after 20, -2.12 after 60; digits28-avgpool img06 eps 0.08: -0.30,
 # -0.06, -0.03; 20 steps 1-2 s there)
 ROOT_STAIR_ALPHA_STEPS = 20
+# int8: a node's optimised staircase slopes are its children's start (float32) when there are at
+# most this many (digits32rgb-conv: 9 atoms x 2 x 3,172 neurons, 0.2 MB a node; cifar10-resnet2b's
+# ten requantizing layers would be 11 MB a node, and its frontier holds hundreds: those start cold)
+WARM_SLOPES_MAX_VALUES = 1 << 17
 # ReLU splitting: alpha-beta-CROWN steps on a node's open atoms (`beta.optimise_output_bounds`,
 # warm-started from the parent's slopes and multipliers)
 # (8 steps and FSB's 12 candidates: the same bounds within a few hundredths at 1.2-1.5 times the price of
@@ -662,6 +666,13 @@ class Search:
         they refute, with its parent's refuted ones."""
         if self.beta_steps and self.forms:
             lower, lam_input, lam_post, offset = self.split_atom_bounds(node, bounds, xl, xu)
+        elif self.model.stepped:
+            # the staircases' slopes from the parent's, kept for the children (a copy: siblings
+            # share their parent's) where they are few enough to carry
+            warm = dict(node.alphas or {})
+            lower, lam_input, lam_post, offset = self.atom_bounds(bounds, xl, xu, steps, warm)
+            kept = sum(v.size for v in warm.values()) <= WARM_SLOPES_MAX_VALUES
+            node.alphas = {k: v.astype(np.float32) for k, v in warm.items()} if kept else None
         else:
             lower, lam_input, lam_post, offset = self.atom_bounds(bounds, xl, xu, steps)
         if node.inherited_lower is not None:
@@ -993,10 +1004,18 @@ class Search:
                 return Counterexample(chunk[row].copy(), violated)
         return None
 
-    def atom_bounds(self, bounds: Bounds, xl: np.ndarray, xu: np.ndarray, steps: int | None = None):
+    def atom_bounds(
+        self,
+        bounds: Bounds,
+        xl: np.ndarray,
+        xu: np.ndarray,
+        steps: int | None = None,
+        warm: dict[int, np.ndarray] | None = None,
+    ):
         """Sound lower bounds of every atom's margin g over the node (with the conversion error of
         the property's rational constants to float64 charged), input coefficients, layer ones
-        (`steps` of alpha-CROWN where it may pay; the search's `alpha_steps` by default)."""
+        (`steps` of alpha-CROWN where it may pay; the search's `alpha_steps` by default; `warm`:
+        the staircases' slopes to start from, `optimised_bound`'s)."""
         steps = self.alpha_steps if steps is None else steps
         if not self.forms:
             return np.zeros(0), np.zeros((0, len(xl))), {}, np.zeros(0)
@@ -1010,7 +1029,7 @@ class Search:
             gap = -(linear.lower + self.atom_constants)
             reach = np.abs(linear.lam_input) @ (xu - xl)
             if np.any((gap >= 0) & (gap < ALPHA_REACH * reach)):
-                linear = optimised_bound(model, bounds, matrix, xl, xu, steps, linear)
+                linear = optimised_bound(model, bounds, matrix, xl, xu, steps, linear, warm=warm)
         shift = self.atom_shift(*bounds.post(model, last))
         return linear.lower + shift, linear.lam_input, linear.lam_post, linear.offset + shift
 
