@@ -126,9 +126,10 @@ ALPHA_STEPS = 6  # alpha-CROWN steps on the atoms' bounds of a node they do not 
 # -0.06, -0.03; 20 steps 1-2 s there)
 ROOT_STAIR_ALPHA_STEPS = 20
 # int8: a node's optimised staircase slopes are its children's start (float32) when there are at
-# most this many (digits32rgb-conv: 9 atoms x 2 x 3,172 neurons, 0.2 MB a node; cifar10-resnet2b's
-# ten requantizing layers would be 11 MB a node, and its frontier holds hundreds: those start cold)
-WARM_SLOPES_MAX_VALUES = 1 << 17
+# most this many (rows x 2 x staircase neurons: digits32rgb-conv 57,096, 0.2 MB a node;
+# cifar10-resnet2b 221,364; digits28-avgpool 448,308, 1.8 MB: two children share their parent's,
+# and these frontiers hold tens to hundreds of nodes)
+WARM_SLOPES_MAX_VALUES = 1 << 19
 # ReLU splitting: alpha-beta-CROWN steps on a node's open atoms (`beta.optimise_output_bounds`,
 # warm-started from the parent's slopes and multipliers)
 # (8 steps and FSB's 12 candidates: the same bounds within a few hundredths at 1.2-1.5 times the price of
