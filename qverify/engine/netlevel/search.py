@@ -94,7 +94,12 @@ MILP_SHARE = 0.3  # of the remaining time for one MILP
 # int8, high dimensions: the root's MILP (`by_stepped_milp`) may take this share of the remaining
 # time (the rest: the branch and bound's slices of attack)
 STEPPED_MILP_SHARE = 0.8
-STEPPED_MILP_CODES = 3.0  # ... when every open clause's bound is this few output codes short (`within_codes`)
+# ... when every open clause's bound is this few output codes short (`within_codes`). With the
+# staircases' own step schedule and warm starts the branch and bound closes roots 1.7 and 2.9 codes
+# short in 22-24 s (digits32rgb-conv img05 eps 0.025, img07 eps 0.03), where the MILP first spent
+# 37 s without closing them; it still closes those 0.2 and 0.5 codes short that the branch and bound
+# leaves open at 60 s (digits32rgb-conv img00 eps 0.004, digits28-maxpool img00 eps 0.015)
+STEPPED_MILP_CODES = 1.5
 LP_SHARE = 0.05  # of the remaining time for one LP
 LP_TIME_SHARE = 0.5  # the LPs' and MILPs' share of the search time, at most (`lp_affordable`) ...
 LP_TIME_SHARE_MAX = 0.9  # ... in low dimensions, while they close more of the region per second
@@ -120,10 +125,10 @@ ATTACK_SLICE_SECONDS = 0.05
 ATTACK_RUNNING_AFTER_S = 0.3
 LEADS = 8  # the open nodes' leads kept for the next slice
 ALPHA_STEPS = 6  # alpha-CROWN steps on the atoms' bounds of a node they do not already refute
-# ... at the open root of a network with staircases (int8, lookup tables), once its hidden layers are
-# tightened: the root's bound is every node's floor (digits32rgb-conv int8 img02 eps 0.04, the worst
-# atom: -2.83 after 6 steps, -2.15 after 20, -2.12 after 60; digits28-avgpool img06 eps 0.08: -0.30,
-# -0.06, -0.03; 20 steps 1-2 s there)
+# ... at an int8 network's open root in high dimensions, once its hidden layers are tightened: the
+# root's bound is every node's floor (digits32rgb-conv int8 img02 eps 0.04, the worst atom: -2.83
+# after 6 steps, -2.15 after 20, -2.12 after 60; digits28-avgpool img06 eps 0.08: -0.30, -0.06,
+# -0.03; 20 steps 1-2 s there)
 ROOT_STAIR_ALPHA_STEPS = 20
 # int8: a node's optimised staircase slopes are its children's start (float32) when there are at
 # most this many (rows x 2 x staircase neurons: digits32rgb-conv 57,096, 0.2 MB a node;
@@ -1090,9 +1095,10 @@ class Search:
     def within_codes(self, lower: np.ndarray, atom: int | None) -> bool:
         """int8: is the atom's bound short of refuting it by at most STEPPED_MILP_CODES output codes
         (its largest coefficient is one code's worth)? The root's MILP pays only there: on
-        digits32rgb-conv it closed clauses 0.75-2 codes short and none 3.8 or more; on
-        digits28-maxpool the open roots 20-60 codes short are UNSAFE or decided by the branch and
-        bound, which the MILP's time would take."""
+        digits32rgb-conv it closed clauses 0.75-2 codes short and none 3.8 or more while the int8
+        branch and bound was weaker (now the branch and bound closes those 1.5 or more codes short
+        first: `STEPPED_MILP_CODES`); on digits28-maxpool the open roots 20-60 codes short are
+        UNSAFE or decided by the branch and bound, which the MILP's time would take."""
         if atom is None:
             return False
         return bool(-lower[atom] <= STEPPED_MILP_CODES * np.abs(self.forms[atom].coefficients).max())
