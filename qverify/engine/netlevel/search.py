@@ -96,10 +96,10 @@ MILP_SHARE = 0.3  # of the remaining time for one MILP
 STEPPED_MILP_SHARE = 0.8
 # ... when every open clause's bound is this few output codes short (`within_codes`). With the
 # staircases' own step schedule and warm starts the branch and bound closes roots 1.7 and 2.9 codes
-# short in 22-24 s (digits32rgb-conv img05 eps 0.025, img07 eps 0.03), where the MILP first spent
+# short in 14-24 s (digits32rgb-conv img05 eps 0.025, img07 eps 0.03), where the MILP first spent
 # 37 s without closing them; it still closes those 0.2 and 0.5 codes short that the branch and bound
 # leaves open at 60 s (digits32rgb-conv img00 eps 0.004, digits28-maxpool img00 eps 0.015)
-STEPPED_MILP_CODES = 1.5
+STEPPED_MILP_CODES = 1.0
 LP_SHARE = 0.05  # of the remaining time for one LP
 LP_TIME_SHARE = 0.5  # the LPs' and MILPs' share of the search time, at most (`lp_affordable`) ...
 LP_TIME_SHARE_MAX = 0.9  # ... in low dimensions, while they close more of the region per second
@@ -1096,7 +1096,7 @@ class Search:
         """int8: is the atom's bound short of refuting it by at most STEPPED_MILP_CODES output codes
         (its largest coefficient is one code's worth)? The root's MILP pays only there: on
         digits32rgb-conv it closed clauses 0.75-2 codes short and none 3.8 or more while the int8
-        branch and bound was weaker (now the branch and bound closes those 1.5 or more codes short
+        branch and bound was weaker (now the branch and bound closes those more than a code short
         first: `STEPPED_MILP_CODES`); on digits28-maxpool the open roots 20-60 codes short are
         UNSAFE or decided by the branch and bound, which the MILP's time would take."""
         if atom is None:
