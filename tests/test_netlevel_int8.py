@@ -704,6 +704,20 @@ def test_staircase_relaxation_of_a_batch_is_each_box_s(rng, monkeypatch):
                 assert np.array_equal(mine, theirs[b])
 
 
+def _output_differences_case(rng: np.random.Generator, mode: RequantMode):
+    """A random 3-16-16-4 int8 network on a box of 25 codes per input: (qnet, lo, hi, model, xl,
+    xu, phases, the root's bounds, the rows Y_i - Y_j of every ordered pair of outputs)."""
+    qnet = _int8_net(rng, (3, 16, 16, 4), mode)
+    lo, hi = _code_box(rng, qnet, 24)
+    model = build_model(_query(qnet, lo, hi, ()))
+    xl, xu = np.array(lo, dtype=np.float64), np.array(hi, dtype=np.float64)
+    phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
+    bounds = node_bounds(model, xl, xu, phases)
+    eye = np.eye(model.layers[-1].n_out)
+    rows = np.array([eye[i] - eye[j] for i in range(len(eye)) for j in range(len(eye)) if i != j])
+    return qnet, lo, hi, model, xl, xu, phases, bounds, rows
+
+
 def test_optimised_staircase_slopes_improve_on_deeppoly_within_a_nodes_steps():
     """alpha-CROWN over the staircases' slopes (`optimised_bound`, the search's `ALPHA_STEPS` a
     node): every output difference's bound stays below its true minimum over every input code, and
@@ -716,16 +730,7 @@ def test_optimised_staircase_slopes_improve_on_deeppoly_within_a_nodes_steps():
     improved = rows_open = 0
     for mode in MODES:
         for _ in range(6):
-            qnet = _int8_net(rng, (3, 16, 16, 4), mode)
-            lo, hi = _code_box(rng, qnet, 24)
-            model = build_model(_query(qnet, lo, hi, ()))
-            xl, xu = np.array(lo, dtype=np.float64), np.array(hi, dtype=np.float64)
-            phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
-            bounds = node_bounds(model, xl, xu, phases)
-            n_out = model.layers[-1].n_out
-            rows = np.array(
-                [np.eye(n_out)[i] - np.eye(n_out)[j] for i in range(n_out) for j in range(n_out) if i != j]
-            )
+            qnet, lo, hi, model, xl, xu, _, bounds, rows = _output_differences_case(rng, mode)
             last = len(model.layers) - 1
             deeppoly = backsubstitute(model, bounds, rows, last, True, xl, xu, keep=True)
             optimised = optimised_bound(model, bounds, rows, xl, xu, search.ALPHA_STEPS, deeppoly)
@@ -750,16 +755,7 @@ def test_children_warm_started_from_their_parents_slopes():
     better = worse = children = 0
     for mode in MODES:
         for _ in range(6):
-            qnet = _int8_net(rng, (3, 16, 16, 4), mode)
-            lo, hi = _code_box(rng, qnet, 24)
-            model = build_model(_query(qnet, lo, hi, ()))
-            xl, xu = np.array(lo, dtype=np.float64), np.array(hi, dtype=np.float64)
-            phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
-            root = node_bounds(model, xl, xu, phases)
-            n_out = model.layers[-1].n_out
-            rows = np.array(
-                [np.eye(n_out)[i] - np.eye(n_out)[j] for i in range(n_out) for j in range(n_out) if i != j]
-            )
+            qnet, lo, hi, model, xl, xu, phases, root, rows = _output_differences_case(rng, mode)
             warm: dict[int, np.ndarray] = {}
             optimised_bound(model, root, rows, xl, xu, search.ALPHA_STEPS, warm=warm)
             assert warm and all(v.shape == (len(rows), 2 * model.layers[k].n_out) for k, v in warm.items())
