@@ -994,11 +994,11 @@ def optimised_bound(
         alphas[k] = stair_relaxation(model, bounds, k, rhos[k], setups[k])
     output_rows = np.atleast_2d(coefficients) if post else None
     current = best
-    best_rhos = dict(own)
+    best_rhos = dict(own)  # (kept only for `warm`)
     if warmed:  # the parent's slopes, where they bound a row better than this node's own lines
         current = backsubstitute(model, bounds, coefficients, index, post, xl, xu, alphas, keep=True)
         better = current.lower > best.lower
-        best = _best_rows(best, current)
+        best = _best_rows(best, current, better)
         best_rhos = {k: np.where(better[:, None], rhos[k], own[k]) for k in stairs}
     alpha_step, stair_step = ALPHA_STEP, STAIR_STEP
     for _ in range(steps):
@@ -1014,20 +1014,19 @@ def optimised_bound(
         current = backsubstitute(model, bounds, coefficients, index, post, xl, xu, alphas, keep=True)
         better = current.lower > best.lower
         if better.any():
-            best = _best_rows(best, current)
-            for k in stairs:
-                best_rhos[k] = np.where(better[:, None], rhos[k], best_rhos[k])
+            best = _best_rows(best, current, better)
+            if warm is not None:
+                for k in stairs:
+                    best_rhos[k] = np.where(better[:, None], rhos[k], best_rhos[k])
     if warm is not None:
         warm.clear()
         warm.update(best_rhos)
     return best
 
 
-def _best_rows(best: LinearBound, current: LinearBound) -> LinearBound:
-    """Per row, whichever of two back-substitution results of the same rows bounds higher."""
-    better = current.lower > best.lower
-    if not better.any():
-        return best
+def _best_rows(best: LinearBound, current: LinearBound, better: np.ndarray) -> LinearBound:
+    """Per row, `current`'s back-substitution result where `better` (its bound the higher), else
+    `best`'s."""
     return LinearBound(
         np.where(better, current.lower, best.lower),
         np.where(better[..., None], current.lam_input, best.lam_input),

@@ -678,7 +678,7 @@ class Search:
             warm = dict(node.alphas or {})
             lower, lam_input, lam_post, offset = self.atom_bounds(bounds, xl, xu, steps, warm)
             kept = sum(v.size for v in warm.values()) <= WARM_SLOPES_MAX_VALUES
-            node.alphas = {k: v.astype(np.float32) for k, v in warm.items()} if kept else None
+            node.alphas = {k: v.astype(np.float32, copy=False) for k, v in warm.items()} if kept else None
         else:
             lower, lam_input, lam_post, offset = self.atom_bounds(bounds, xl, xu, steps)
         if node.inherited_lower is not None:
