@@ -46,7 +46,7 @@ import numpy as np
 from qverify.engine.netlevel import operand_rounding
 from qverify.engine.netlevel.activations import Relaxation, relu_lower_slopes, scatter
 from qverify.engine.netlevel.model import NetLayer, NetModel
-from qverify.engine.netlevel.operand_rounding import BoxTables, RoundingTable
+from qverify.engine.netlevel.operand_rounding import BoxTables, RoundingTable, StreamedInput
 from qverify.engine.netlevel.roundoff import TINY, U64, gamma
 from qverify.engine.netlevel.staircase import SidesOn
 from qverify.network import NETWORK_INPUT
@@ -310,6 +310,10 @@ class LinearBound:
     lam_input: np.ndarray
     lam_post: dict[int, np.ndarray]
     offset: np.ndarray  # C[r] . v >= lam_input[r] . x + offset[r] for every x of the node's box
+    # (`input_statement`) the rows' coefficients on the input layer's statement and the interval
+    # term its roundings added to `offset`: `exact_input_lower` reads them exactly instead
+    input_rows: np.ndarray | None = None
+    input_term: np.ndarray | None = None
 
 
 def relaxed_constant(positive, negative, c, t):
@@ -431,6 +435,7 @@ def backsubstitute(
     keep: bool = False,
     terms: BoundTerms | None = None,
     statements: dict[int, np.ndarray] | None = None,
+    input_statement: bool = False,
 ) -> LinearBound:
     """Sound lower bounds of coefficients @ v over the node, v layer `index`'s pre-activation values
     (or post-activation with `post`), by substitution down to the input box [xl, xu]. A batch: xl
@@ -445,7 +450,12 @@ def backsubstitute(
 
     `statements` (measurement, `benchmarks/rounding_charge.py`): filled per layer j with the rows'
     coefficients on its statement z_j = W h + b + e_j ((..., R, n_j)), which its error term is
-    charged by."""
+    charged by.
+
+    `input_statement` (one node, fixed point): where the layer that alone reads the input has no
+    operand table (too wide), its roundings are read as their interval term and the rows'
+    coefficients on its statement kept with that term (`LinearBound.input_rows`), for
+    `exact_input_lower`."""
     lam = np.array(coefficients, dtype=np.float64, ndmin=2)
     if xl.ndim == 2 and lam.ndim == 2:
         lam = np.broadcast_to(lam, (xl.shape[0], *lam.shape))
@@ -455,6 +465,7 @@ def backsubstitute(
     pending: dict[int, np.ndarray] = {}  # per node, the coefficients on its post-activation values
     lam_input = None
     joint = None  # the input layer's operand table, its rows' coefficients and their term
+    kept_input = None  # (`input_statement`) the input layer's rows and their interval term
     if post:
         pending[index] = lam
     for j in range(index, -1, -1):
@@ -474,7 +485,12 @@ def backsubstitute(
         if statements is not None:
             statements[j] = lam
         table = bounds.operand_table(model, j, xl, xu) if model.is_fixed and not model.real else None
-        if table is None:
+        if table is None and input_statement and streams_input(model, j, xl):
+            center, charge = bounds.bias_terms(model, j, xl, xu)
+            term = interval_error(lam, bounds.err_lo[j], bounds.err_hi[j])
+            const = const + matvec(lam, center) + term
+            kept_input = (lam, term)
+        elif table is None:
             center, charge = bounds.affine_terms(model, j, xl, xu)
             const = const + matvec(lam, center)
         else:  # the error term read per operand (`operand_rounding`), or as the interval if better
@@ -509,7 +525,41 @@ def backsubstitute(
         together = offset - term + found
         together = together - 4 * U64 * (np.abs(offset) + np.abs(term) + np.abs(found)) - TINY
         lower = np.maximum(lower, together)
+    if kept_input is not None:
+        return LinearBound(lower, lam_input, lam_post, offset, *kept_input)
     return LinearBound(lower, lam_input, lam_post, offset)
+
+
+def input_layer(model: NetModel) -> int | None:
+    """The layer that alone reads the network's input, or None (several read it)."""
+    if _input_readers(model) != 1:
+        return None
+    return next(k for k in range(len(model.layers)) if NETWORK_INPUT in model.producers(k))
+
+
+def streams_input(model: NetModel, j: int, xl: np.ndarray) -> bool:
+    """Is layer j the one that alone reads the network's input, with product roundings
+    `operand_rounding` can read exactly, on one node (`backsubstitute(input_statement=True)`)?"""
+    return (
+        xl.ndim == 1
+        and model.producers(j) == (NETWORK_INPUT,)
+        and _input_readers(model) == 1
+        and operand_rounding.applies(model, j)
+    )
+
+
+def exact_input_lower(linear: LinearBound, reader: StreamedInput) -> np.ndarray:
+    """`linear`'s bounds with the input layer's roundings read exactly, jointly with the input's
+    linear part (`reader`, the node's box: `operand_rounding.StreamedInput`), where
+    `backsubstitute` kept that layer's rows (`input_statement`); each row the better of the two
+    readings."""
+    if linear.input_rows is None:
+        return linear.lower
+    found = reader.joint_lower(linear.input_rows, linear.lam_input)
+    offset, term = linear.offset, linear.input_term
+    together = offset - term + found
+    together = together - 4 * U64 * (np.abs(offset) + np.abs(term) + np.abs(found)) - TINY
+    return np.maximum(linear.lower, together)
 
 
 def _input_readers(model: NetModel) -> int:
@@ -879,6 +929,7 @@ def tighten_intermediate(
     phases: list[np.ndarray],
     steps: int,
     deadline: float,
+    exact_input: StreamedInput | None = None,
 ) -> Bounds | None:
     """alpha-CROWN on the hidden layers' own bounds of one node, first layer to last: each open
     (unstable, unsplit, not free) neuron's pre-activation bounds by `optimised_bound` with its own
@@ -887,8 +938,13 @@ def tighten_intermediate(
     fixed slopes leave most deep ReLUs open where the optimised ones close many (digits784, eps
     0.015: a root margin of -1.1 becomes +1.4). The bounds shrink in place (intersected, settled to
     the node); None when they become empty (the node holds no execution). Stops between blocks of
-    rows at `deadline` (what is done stays: every bound is sound on its own)."""
-    for k in range(1, len(model.layers) - 1):
+    rows at `deadline` (what is done stays: every bound is sound on its own).
+
+    `exact_input` (the node's box): each row's best bound is read again with the input layer's
+    roundings exact (`exact_input_lower`), from the first layer on (its own neurons' bounds become
+    exact)."""
+    exact = exact_input is not None
+    for k in range(0 if exact else 1, len(model.layers) - 1):
         if time.monotonic() > deadline:
             break
         layer = model.layers[k]
@@ -913,9 +969,10 @@ def tighten_intermediate(
         for i in range(0, len(eye), chunk):
             if i and time.monotonic() > deadline:
                 break
-            found[i : i + chunk] = optimised_bound(
-                model, bounds, eye[i : i + chunk], xl, xu, steps, index=k
-            ).lower
+            linear = optimised_bound(
+                model, bounds, eye[i : i + chunk], xl, xu, steps, index=k, input_statement=exact
+            )
+            found[i : i + chunk] = exact_input_lower(linear, exact_input) if exact else linear.lower
         lo, hi = lo.copy(), hi.copy()
         lo[rows] = np.maximum(lo[rows], found[0::2])
         hi[rows] = np.minimum(hi[rows], -found[1::2])
@@ -951,6 +1008,7 @@ def optimised_bound(
     start: LinearBound | None = None,
     index: int | None = None,
     warm: dict[int, np.ndarray] | None = None,
+    input_statement: bool = False,
 ) -> LinearBound:
     """alpha-CROWN on rows of the outputs (or, with `index`, of that layer's pre-activation
     values): the lower ReLU slopes of every hidden layer below, one set per row (and box, for a
@@ -966,7 +1024,10 @@ def optimised_bound(
     `warm` (one node): the staircase layers' parameters (rows, 2 n) to start from, a parent's, where
     they have this node's shape; on return it holds the parameters of each row's best bound, for
     the node's children (a child's intervals lie inside its parent's, so its parent's slopes are
-    a better start than its own DeepPoly lines)."""
+    a better start than its own DeepPoly lines).
+
+    `input_statement`: every back-substitution keeps the input layer's rows (`backsubstitute`), so
+    that the best rows can be read with `exact_input_lower` once, after the steps."""
     last = len(model.layers) - 1
     post = index is None
     index = last if index is None else index
@@ -975,7 +1036,9 @@ def optimised_bound(
         k for k in range(min(index + post, last)) if model.layers[k].relu and bounds.unstable(model, k).any()
     ]
     stairs = stair_layers(model, bounds, index + post) if np.ndim(xl) == 1 else []
-    best = start or backsubstitute(model, bounds, coefficients, index, post, xl, xu, keep=True)
+    best = start or backsubstitute(
+        model, bounds, coefficients, index, post, xl, xu, keep=True, input_statement=input_statement
+    )
     if not (hidden or stairs) or steps <= 0:
         return best
     alphas: dict[int, np.ndarray | RowRelaxation] = {}
@@ -996,7 +1059,9 @@ def optimised_bound(
     current = best
     best_rhos = dict(own)  # (kept only for `warm`)
     if warmed:  # the parent's slopes, where they bound a row better than this node's own lines
-        current = backsubstitute(model, bounds, coefficients, index, post, xl, xu, alphas, keep=True)
+        current = backsubstitute(
+            model, bounds, coefficients, index, post, xl, xu, alphas, keep=True, input_statement=input_statement
+        )
         better = current.lower > best.lower
         best = _best_rows(best, current, better)
         best_rhos = {k: np.where(better[:, None], rhos[k], own[k]) for k in stairs}
@@ -1011,7 +1076,9 @@ def optimised_bound(
             alphas[k] = stair_relaxation(model, bounds, k, rhos[k], setups[k])
         alpha_step *= ALPHA_STEP_DECAY
         stair_step *= STAIR_STEP_DECAY
-        current = backsubstitute(model, bounds, coefficients, index, post, xl, xu, alphas, keep=True)
+        current = backsubstitute(
+            model, bounds, coefficients, index, post, xl, xu, alphas, keep=True, input_statement=input_statement
+        )
         better = current.lower > best.lower
         if better.any():
             best = _best_rows(best, current, better)
@@ -1027,11 +1094,14 @@ def optimised_bound(
 def _best_rows(best: LinearBound, current: LinearBound, better: np.ndarray) -> LinearBound:
     """Per row, `current`'s back-substitution result where `better` (its bound the higher), else
     `best`'s."""
+    kept = current.input_rows is not None and best.input_rows is not None
     return LinearBound(
         np.where(better, current.lower, best.lower),
         np.where(better[..., None], current.lam_input, best.lam_input),
         {k: np.where(better[..., None], current.lam_post[k], best.lam_post[k]) for k in best.lam_post},
         np.where(better, current.offset, best.offset),
+        np.where(better[..., None], current.input_rows, best.input_rows) if kept else None,
+        np.where(better, current.input_term, best.input_term) if kept else None,
     )
 
 

@@ -17,7 +17,7 @@ value cannot change over v's range it is exact there, and both fall out of the e
 
 A table per layer and node (`rounding_table`) holds, for each operand whose range has at most
 `OPERAND_RANGE_MAX` words, the exact rounding errors of its products with every consumer (integers
-in int64: p = w v, R(p) by `quant.fixed.round_shift`, the error (R(p) 2^l - p) 2^-2l exact in
+in int64: p = w v, R(p) as `quant.fixed.round_shift` rounds (`error_numerators`), the error (R(p) 2^l - p) 2^-2l exact in
 float64), within `OPERAND_TABLE_VALUES` entries a layer; wider operands keep the per-product
 interval, and a layer whose table would cover less than `ENUMERATED_SHARE` of its live products
 gets none (a 784-256 layer at <16,16>, operands of ~2,000 words: 8 of 784 operands fit, at the cost
@@ -40,8 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qverify.engine.netlevel.roundoff import TINY, gamma
-from qverify.quant.fixed import round_shift
+from qverify.engine.netlevel.roundoff import TINY, U64, gamma
+from qverify.vocabulary import Rounding
 
 OPERAND_RANGE_MAX = 4096  # words of one operand enumerated at most
 OPERAND_TABLE_VALUES = 1 << 22  # (words x consumers) entries of one layer's table at most
@@ -171,8 +171,7 @@ def rounding_table(model, layer_index: int, h_lo: np.ndarray, h_hi: np.ndarray) 
         consumers = columns.indices[start:end]
         weights = np.rint(columns.data[start:end] / unit).astype(np.int64)  # words (exact: 2^-l scaling)
         values = np.arange(int(low[i]), int(high[i]) + 1, dtype=np.int64)
-        products = values[:, None] * weights[None, :]
-        numerator = round_shift(products, frac_bits, rounding) * (1 << frac_bits) - products
+        numerator = error_numerators(values, weights, frac_bits, rounding)
         entries.append((consumers, numerator.astype(np.float64) * (unit * unit)))
         operands.append(int(i))
         operand_words.append(values.astype(np.float64))
@@ -228,3 +227,128 @@ class BoxTables:
             if table is not None:
                 found[b] = table.joint_lower(lam[b], mu[b], unit, lo[b], hi[b])
         return found
+
+
+
+U32 = 2.0**-24  # float32 unit roundoff: the streamed reading's dot products
+STREAM_FLOAT32_FRAC_BITS = 23  # up to here every error numerator (|n| <= 2^l) is a float32 integer
+STREAM_WINDOW_MAX = 1024  # words of one input read at most per row (the rest: linear part less reach)
+STREAM_CACHE_VALUES = 1 << 27  # errors a `StreamedInput` keeps between readings (512 MB in float32)
+
+
+class StreamedInput:
+    """`RoundingTable.joint_lower` for an input layer too wide for a table (784 inputs of ~2,000
+    words at <16,16>: 4 x 10^8 entries), on one box: the same exact reading, each input's errors
+    computed when first read and only over the words that can hold a row's minimum.
+
+    Per input and row (input coefficient m, the row's errors D(v) = sum over the input's consumers
+    of lam_o d_o(v), |D| <= reach = sum |lam_o| max|d|): the row's part m v unit + D(v) is least at
+    some word within |m| |v - v0| unit <= D(v0) + reach of the word v0 where the linear part is
+    least (every other word's part exceeds v0's), so each row reads that window from its own end
+    of the range; rows are read in buckets of windows of 2^k words, one matrix product each. The
+    dot products run in float32 on the error numerators (integers of at most 2^l: exact there up to
+    `STREAM_FLOAT32_FRAC_BITS`; lam rounded to float32), their rounding charged as gamma32_(n+2) of
+    the reach, the rest as in `joint_lower`. The numerators read are kept for the next reading on
+    the same box (the root reads every hidden layer's rows, then the atoms'), up to
+    `STREAM_CACHE_VALUES`."""
+
+    def __init__(self, model, layer_index: int, lo: np.ndarray, hi: np.ndarray) -> None:
+        self.unit = model.unit
+        self.columns, _, self.weighted, _ = _columns(model.layers[layer_index].op, self.unit)
+        self.frac_bits = model.qnet.number.frac_bits
+        self.rounding = model.qnet.number.rounding
+        self.dtype = np.float32 if self.frac_bits <= STREAM_FLOAT32_FRAC_BITS else np.float64
+        self.dot_unit = U32 if self.dtype is np.float32 else U64
+        self.low = np.ceil(np.asarray(lo, dtype=np.float64) / self.unit).astype(np.int64)
+        self.high = np.floor(np.asarray(hi, dtype=np.float64) / self.unit).astype(np.int64)
+        self.bound = max(abs(model.round_lo), abs(model.round_hi))
+        self.cache: dict[tuple[int, bool], np.ndarray] = {}
+        self.cached = 0
+
+    def numerators(self, i: int, from_high: bool, count: int) -> np.ndarray:
+        """Input i's product error numerators (words, consumers; the errors / unit^2) in `dtype`,
+        its first `count` words from its low end (or from its high end, downwards)."""
+        found = self.cache.get((i, from_high))
+        if found is not None and len(found) >= count:
+            return found[:count]
+        start, end = self.columns.indptr[i], self.columns.indptr[i + 1]
+        weights = np.rint(self.columns.data[start:end][self.weighted[start:end]] / self.unit).astype(np.int64)
+        v = self.high[i] - np.arange(count) if from_high else self.low[i] + np.arange(count)
+        made = error_numerators(v, weights, self.frac_bits, self.rounding).astype(self.dtype)
+        grown = made.size - (0 if found is None else found.size)
+        if self.cached + grown <= STREAM_CACHE_VALUES:
+            self.cache[(i, from_high)] = made
+            self.cached += grown
+        return made
+
+    def joint_lower(self, lam: np.ndarray, mu: np.ndarray) -> np.ndarray:
+        """A sound lower bound per row of mu . x + lam . e over the box (`RoundingTable.joint_lower`
+        with every input enumerated)."""
+        unit, columns = self.unit, self.columns
+        scale = unit * unit  # (a numerator's error in real units: exact, a power of two)
+        rows = lam.reshape(-1, lam.shape[-1])
+        mu = mu.reshape(-1, mu.shape[-1])
+        rows_low = rows.astype(self.dtype)
+        total = np.zeros(len(rows))
+        reach_sum = np.zeros(len(rows))  # the dot products' magnitudes
+        magnitude = np.zeros(len(rows))  # |least| and the linear parts (the float64 sums)
+        widest = 1
+        for i in range(len(self.low)):
+            start, end = columns.indptr[i], columns.indptr[i + 1]
+            consumers = columns.indices[start:end][self.weighted[start:end]]
+            m = mu[:, i]
+            words = int(self.high[i] - self.low[i] + 1)
+            part = rows_low[:, consumers]
+            reach = np.abs(rows[:, consumers]).sum(axis=1) * self.bound
+            widest = max(widest, len(consumers))
+            least = np.empty(len(rows))
+            for from_high in (False, True):
+                side = (m < 0) if from_high else (m >= 0)
+                if not side.any():
+                    continue
+                members = np.flatnonzero(side)
+                if words <= 2 or not len(consumers):  # (every word, or no rounding: the ends)
+                    count = np.full(len(members), min(words, 2))
+                else:  # each row's window (its D(v0) read first, with its rounding's charge)
+                    first = self.numerators(i, from_high, 1)
+                    at_v0 = (first @ part[members].T)[0].astype(np.float64) * scale
+                    slack = 2 * gamma(len(consumers) + 2, self.dot_unit) * reach[members]
+                    allowed = (at_v0 + reach[members] + slack) * (1 + 1e-6)
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        span = np.where(m[members] != 0, allowed / (np.abs(m[members]) * unit), np.inf)
+                    window = np.minimum(np.floor(np.minimum(span, words)) + 2, words).astype(np.int64)
+                    # each row's bucket: the least power of two at or above its window (or every word)
+                    count = np.minimum(1 << np.ceil(np.log2(window)).astype(np.int64), words)
+                    count = np.minimum(count, STREAM_WINDOW_MAX)
+                numerators = self.numerators(i, from_high, int(count.max()))
+                v = self.high[i] - np.arange(len(numerators) + 1) if from_high else self.low[i] + np.arange(len(numerators) + 1)
+                reals = v * unit
+                for size in np.unique(count):
+                    chosen = members[count == size]
+                    dots = (numerators[:size] @ part[chosen].T).astype(np.float64) * scale
+                    least[chosen] = (dots + reals[:size, None] * m[None, chosen]).min(axis=0)
+                    if size < words:  # the words past the window: their linear part less the reach
+                        beyond = reals[size] * m[chosen] - reach[chosen] * (1 + 1e-6)
+                        least[chosen] = np.minimum(least[chosen], beyond)
+            total += least
+            reach_sum += reach
+            magnitude += np.abs(least) + np.abs(m) * max(abs(self.low[i]), abs(self.high[i])) * unit
+        charge = (
+            gamma(widest + 2, self.dot_unit) * reach_sum * (1 + 1e-6)
+            + gamma(widest + 3) * reach_sum
+            + gamma(len(self.low) + 4) * magnitude
+        )
+        return total - charge - TINY
+
+
+def error_numerators(v: np.ndarray, weights: np.ndarray, frac_bits: int, rounding) -> np.ndarray:
+    """R(p) 2^l - p for the products p = w v of each word v (rows) and weight w (columns; both
+    words), int64, in closed form (`quant.fixed.round_shift`'s roundings: to nearest with ties away
+    from zero, or down); times unit^2 it is the product's rounding error in real units."""
+    products = np.asarray(v, dtype=np.int64)[:, None] * np.asarray(weights, dtype=np.int64)[None, :]
+    mask = (1 << frac_bits) - 1
+    if rounding is Rounding.NEAREST:  # |n| = half - ((|p| + half) & mask), with p's sign
+        half = 1 << (frac_bits - 1)
+        numerator = half - ((np.abs(products) + half) & mask)
+        return np.where(products >= 0, numerator, -numerator)
+    return -(products & mask)  # floor: R(p) 2^l = p - (p & mask) (two's complement)

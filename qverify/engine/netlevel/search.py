@@ -64,16 +64,20 @@ from qverify.engine.netlevel.bounds import (
     Undecidable,
     backsubstitute,
     batch_bounds,
+    exact_input_lower,
+    input_layer,
     linear_minimum,
     matvec,
     node_bounds,
     optimised_bound,
+    streams_input,
     tighten_intermediate,
     with_phase,
 )
 from qverify.engine.netlevel.branching import choose_relu
 from qverify.engine.netlevel.lp import NodeSolution, solve_node
 from qverify.engine.netlevel.model import NetModel, build_model, unsupported_reason
+from qverify.engine.netlevel.operand_rounding import StreamedInput
 from qverify.engine.netlevel.query import Arithmetic, InputRegion, NetworkQuery
 from qverify.engine.netlevel.roundoff import U64, gamma
 from qverify.engine.netlevel.splitting import input_split_scores
@@ -146,6 +150,10 @@ ALPHA_REACH = 0.25
 # of the time)
 INTERMEDIATE_ALPHA_STEPS = 4
 INTERMEDIATE_ALPHA_SHARE = 0.25  # of the remaining time, at most
+# fixed point, high dimensions: an open root reads its input layer's product roundings exactly
+# (`operand_rounding.StreamedInput`) on its hidden layers' and atoms' bounds, within this share of
+# the remaining time (digits784 <16,16> img06 eps 0.015: the root -3.31 -> +1.28, 4 s)
+EXACT_INPUT_SHARE = 0.25
 COMBINATION_STEPS = 12  # supergradient steps choosing the weights of a clause's atoms
 BATCH_NODES = 64  # input splitting: open nodes bounded in one batch (`bounds.batch_bounds`)
 # ReLU splitting: open nodes bounded in one batch (`batch.split_batch_bounds`, alpha-beta-CROWN's
@@ -623,6 +631,25 @@ class Search:
                     return NodeVerdict(closed=True)
                 steps = ROOT_STAIR_ALPHA_STEPS if model.stepped else None
                 lower, lam_input, lam_post, refuted = self.node_atoms(node, bounds, xl, xu, steps)
+            if not refuted.all() and self.reads_input_exactly(bounds, xl, xu):
+                # the input layer's roundings read exactly: its every product's worst case at once
+                # (779 a neuron on digits784) widened each hidden layer's bounds
+                with self.rec.timer("netlevel.bounds"), self.rec.timer("netlevel.exact_input"):
+                    reader = StreamedInput(model, input_layer(model), xl, xu)
+                    budget = EXACT_INPUT_SHARE * (self.deadline - time.monotonic())
+                    bounds = tighten_intermediate(
+                        model,
+                        bounds,
+                        xl,
+                        xu,
+                        node.phases,
+                        self.intermediate_alpha_steps,
+                        time.monotonic() + budget,
+                        exact_input=reader,
+                    )
+                    if bounds is None:
+                        return NodeVerdict(closed=True)
+                    lower, lam_input, lam_post, refuted = self.node_atoms(node, bounds, xl, xu, exact_input=reader)
         verdict = self.conclude(node, bounds, xl, xu, lower, lam_input, lam_post, refuted)
         for child in verdict.children:
             child.inherited_lower, child.inherited_refuted = lower, refuted
@@ -649,6 +676,19 @@ class Search:
         self.root_attack_seconds += time.monotonic() - started
         return found
 
+    def reads_input_exactly(self, bounds: Bounds, xl: np.ndarray, xu: np.ndarray) -> bool:
+        """Does an open root read its input layer's roundings exactly (`EXACT_INPUT_SHARE`)? Fixed
+        point in its own arithmetic, high dimensions, one layer reading the input, whose products
+        `operand_rounding` reads and which has no table already (its operands too wide)."""
+        if not self.high_dimensional or self.real or not self.model.is_fixed:
+            return False
+        first = input_layer(self.model)
+        return (
+            first is not None
+            and streams_input(self.model, first, xl)
+            and bounds.operand_table(self.model, first, xl, xu) is None
+        )
+
     def optimised_atoms(self, bounds, rows, xl, xu, phases, warm_alphas, warm_betas):
         """alpha-beta-CROWN's bounds of the atoms `rows` (`beta.optimise_output_bounds`, the search's
         steps), warm-started from a parent's slopes and multipliers: one node, or a batch."""
@@ -665,11 +705,18 @@ class Search:
         )
 
     def node_atoms(
-        self, node: Node, bounds: Bounds, xl: np.ndarray, xu: np.ndarray, steps: int | None = None
+        self,
+        node: Node,
+        bounds: Bounds,
+        xl: np.ndarray,
+        xu: np.ndarray,
+        steps: int | None = None,
+        exact_input: StreamedInput | None = None,
     ):
         """(lower, lam_input, lam_post, refuted) of one node: its atoms' bounds (`atom_bounds`, no
-        lower than its parent's; `steps` of alpha-CROWN instead of the search's) and the clauses
-        they refute, with its parent's refuted ones."""
+        lower than its parent's; `steps` of alpha-CROWN instead of the search's; with `exact_input`
+        also alpha-CROWN's read with the input layer's roundings exact) and the clauses they
+        refute, with its parent's refuted ones."""
         if self.beta_steps and self.forms:
             lower, lam_input, lam_post, offset = self.split_atom_bounds(node, bounds, xl, xu)
         elif self.model.stepped:
@@ -681,6 +728,12 @@ class Search:
             node.alphas = {k: v.astype(np.float32, copy=False) for k, v in warm.items()} if kept else None
         else:
             lower, lam_input, lam_post, offset = self.atom_bounds(bounds, xl, xu, steps)
+        if exact_input is not None and self.forms:
+            model = self.model
+            steps = self.intermediate_alpha_steps if steps is None else steps
+            linear = optimised_bound(model, bounds, self.atom_matrix, xl, xu, steps, input_statement=True)
+            shift = self.atom_shift(*bounds.post(model, len(model.layers) - 1))
+            lower = np.maximum(lower, exact_input_lower(linear, exact_input) + shift)
         if node.inherited_lower is not None:
             lower = np.maximum(lower, node.inherited_lower)
         refuted = self.refuted_clauses(lower[None], lam_input[None], offset[None], xl[None], xu[None])[0]
