@@ -232,7 +232,7 @@ class BoxTables:
 
 U32 = 2.0**-24  # float32 unit roundoff: the streamed reading's dot products
 STREAM_FLOAT32_FRAC_BITS = 23  # up to here every error numerator (|n| <= 2^l) is a float32 integer
-STREAM_WINDOW_MAX = 1024  # words of one input read at most per row (the rest: linear part less reach)
+STREAM_WINDOW_MAX = 256  # words of one input read at most per row (the rest: linear part less reach)
 STREAM_CACHE_VALUES = 1 << 27  # errors a `StreamedInput` keeps between readings (512 MB in float32)
 
 
@@ -271,6 +271,9 @@ class StreamedInput:
         found = self.cache.get((i, from_high))
         if found is not None and len(found) >= count:
             return found[:count]
+        # (every window a reading can ask for, at once: a row's window starts with one word)
+        asked = count
+        count = max(count, min(int(self.high[i] - self.low[i] + 1), STREAM_WINDOW_MAX))
         start, end = self.columns.indptr[i], self.columns.indptr[i + 1]
         weights = np.rint(self.columns.data[start:end][self.weighted[start:end]] / self.unit).astype(np.int64)
         v = self.high[i] - np.arange(count) if from_high else self.low[i] + np.arange(count)
@@ -279,7 +282,7 @@ class StreamedInput:
         if self.cached + grown <= STREAM_CACHE_VALUES:
             self.cache[(i, from_high)] = made
             self.cached += grown
-        return made
+        return made[:asked]
 
     def joint_lower(self, lam: np.ndarray, mu: np.ndarray) -> np.ndarray:
         """A sound lower bound per row of mu . x + lam . e over the box (`RoundingTable.joint_lower`
