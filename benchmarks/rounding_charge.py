@@ -31,6 +31,9 @@ Instances (`--instances`, comma-separated groups):
   images-int8   the same on their int8 models
   --names GLOB  keeps instances whose name matches (comma-separated globs)
 
+Where the search reads an open root's input layer exactly (fixed point, an input layer too wide
+for a table: `operand_rounding.StreamedInput`), a last line gives that root's bound and charge.
+
 Usage:
   python benchmarks/rounding_charge.py --instances verify [--top 5] [--alpha-steps 20]
   python benchmarks/rounding_charge.py --instances digits784 --names 'img01*0.015'
@@ -49,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -56,10 +60,13 @@ sys.path.insert(0, str(ROOT))
 from qverify.engine.netlevel.bounds import (
     Bounds,
     backsubstitute,
+    exact_input_lower,
+    input_layer,
     node_bounds,
     optimised_bound,
     tighten_intermediate,
 )
+from qverify.engine.netlevel.operand_rounding import StreamedInput
 from qverify.engine.netlevel.query import Arithmetic, NetworkQuery, query_for
 from qverify.engine.netlevel.search import INPUT_SPLIT_DIMENSIONS, INTERMEDIATE_ALPHA_STEPS, Search
 from qverify.engine.result import EngineOptions, Recorder
@@ -340,6 +347,49 @@ def report(instance: Instance, alpha_steps: int, top: int) -> None:
         print(
             f"| {j + 1} | {len(values)} | {int(np.max(count))} | {values.sum():.4g} | {share:.0%} | {tops} |"
         )
+    exact = exact_input_root(impl, alpha_steps)
+    if exact is not None:
+        bound, unstable, seconds = exact
+        print(
+            f"the input layer's roundings read exactly (the search's open root: `StreamedInput`): "
+            f"{bound:.4g}, charge {real_bound - bound:.4g}; open neurons {unstable}; {seconds:.1f} s"
+        )
+
+
+def exact_input_root(found: Root, alpha_steps: int) -> tuple[float, list[int], float] | None:
+    """What the search's open root does where its input layer has no table (`Search.process`,
+    `EXACT_INPUT_SHARE`): the hidden layers' bounds again and the atoms' with the input layer's
+    roundings read exactly; (the worst clause's bound, open neurons per layer, seconds) or None
+    where it does not apply. (Tightens `found.bounds` in place: call it last.)"""
+    search, model = found.search, found.search.model
+    if not search.reads_input_exactly(found.bounds, found.xl, found.xu):
+        return None
+    started = time.perf_counter()
+    reader = StreamedInput(model, input_layer(model), found.xl, found.xu)
+    phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
+    with threadpool_limits(limits=1, user_api="blas"):  # (as the search runs it: `search.decide`)
+        bounds = tighten_intermediate(
+            model,
+            found.bounds,
+            found.xl,
+            found.xu,
+            phases,
+            INTERMEDIATE_ALPHA_STEPS,
+            time.monotonic() + 3600,
+            reader,
+        )
+        assert bounds is not None, "the root holds no execution"
+        linear = optimised_bound(
+            model, bounds, search.atom_matrix, found.xl, found.xu, max(alpha_steps, 1), input_statement=True
+        )
+        lower = exact_input_lower(linear, reader) + search.atom_shift(
+            *bounds.post(model, len(model.layers) - 1)
+        )
+    unstable = [
+        int(layer.open_neurons(bounds.pre_lo[k], bounds.pre_hi[k]).sum())
+        for k, layer in enumerate(model.layers)
+    ]
+    return worst_clause(search, np.maximum(lower, found.alpha))[1], unstable, time.perf_counter() - started
 
 
 def main() -> None:

@@ -21,25 +21,23 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from qverify.engine.netlevel import operand_rounding
+from qverify.engine.netlevel import operand_rounding, search
 from qverify.engine.netlevel.bounds import (
     exact_input_lower,
     input_layer,
-    node_bounds,
     optimised_bound,
     tighten_intermediate,
 )
-from qverify.engine.netlevel.model import build_model
 from qverify.engine.netlevel.operand_rounding import StreamedInput, error_numerators
 from qverify.engine.netlevel.points import enumerate_box
 from qverify.engine.netlevel.query import NO_VIOLATION, query_for
 from qverify.engine.netlevel.search import decide
 from qverify.engine.result import EngineStatus, Recorder
 from qverify.network import Activation
-from qverify.quant import FixedFormat, ImplementationOptions, Overflow, Rounding, quantize_network, simulate
+from qverify.quant import FixedFormat, ImplementationOptions, Rounding, quantize_network, simulate
 from qverify.quant.fixed import round_shift
 from tests.conftest import budgeted, random_network
-from tests.test_rounding_charge import FIXED, _fixed_box, _property
+from tests.test_rounding_charge import FIXED, _fixed_box, _fixed_case, _property
 
 
 @pytest.fixture
@@ -58,24 +56,15 @@ def test_error_numerators_are_round_shifts():
             assert np.array_equal(error_numerators(words, weights, frac_bits, rounding), expected)
 
 
-def _case(rng, options, sizes, words):
-    qnet = quantize_network(random_network(rng, sizes, Activation.RELU, scale=0.7), options)
-    lo, hi = _fixed_box(rng, qnet.number.scale, sizes[0], words)
-    query = query_for(qnet, _property(lo, hi, Fraction(0)))
-    model = build_model(query)
-    region = query.regions[0]
-    xl, xu = model.input_reals(region.lo), model.input_reals(region.hi)
-    grid = enumerate_box(qnet, region.lo, region.hi)
-    return qnet, query, model, xl, xu, grid, simulate(qnet, grid, trace=True)
-
-
 def _first_layer_values(qnet, grid, run, lam, mu) -> np.ndarray:
     """mu . x + lam . e per execution (rows: executions), exact rationals: e the first layer's
     rounding term z - (W x + b)."""
     frac = qnet.number.frac_bits
     words = grid.astype(np.int64)
     layer = qnet.layers[0]
-    exact = words @ np.asarray(layer.weights, dtype=np.int64).T + (np.asarray(layer.bias, dtype=np.int64) << frac)
+    exact = words @ np.asarray(layer.weights, dtype=np.int64).T + (
+        np.asarray(layer.bias, dtype=np.int64) << frac
+    )
     error = run.layers[0].pre.astype(np.int64) * (1 << frac) - exact
     values = []
     for x, e in zip(words, error):
@@ -93,7 +82,7 @@ def test_streamed_reading_is_the_exact_minimum(options, monkeypatch):
     rng = np.random.default_rng(4531)
     checked = 0
     for sizes, words in (((3, 5, 2), 9), ((2, 6, 2), 40)):
-        qnet, _, model, xl, xu, grid, run = _case(rng, options, sizes, words)
+        qnet, model, _, xl, xu, grid, run = _fixed_case(rng, options, sizes, words)
         fine = ~run.overflowed
         if not fine.all():
             continue  # (an overflowing execution leaves the statement)
@@ -124,16 +113,17 @@ def test_root_read_exactly_contains_every_execution(options, no_tables):
     rng = np.random.default_rng(4532)
     tightened = 0
     for sizes, words in (((4, 6, 5, 2), 5), ((3, 8, 6, 3), 9), ((5, 6, 6, 2), 3)):
-        qnet, _, model, xl, xu, grid, run = _case(rng, options, sizes, words)
+        _, model, bounds, xl, xu, _, run = _fixed_case(rng, options, sizes, words)
         phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
-        bounds = node_bounds(model, xl, xu, phases, region_words=(grid.min(axis=0), grid.max(axis=0)))
         fine = ~run.overflowed
         if bounds is None:
             assert not fine.any()
             continue
         before = [hi - lo for lo, hi in zip(bounds.pre_lo, bounds.pre_hi)]
         reader = StreamedInput(model, input_layer(model), xl, xu)
-        bounds = tighten_intermediate(model, bounds, xl, xu, phases, 4, time.monotonic() + 600, exact_input=reader)
+        bounds = tighten_intermediate(
+            model, bounds, xl, xu, phases, 4, time.monotonic() + 600, exact_input=reader
+        )
         if bounds is None:
             assert not fine.any()
             continue
@@ -154,11 +144,16 @@ def test_root_read_exactly_contains_every_execution(options, no_tables):
     assert tightened  # (the exact reading narrowed some bounds)
 
 
-@pytest.mark.parametrize("options", FIXED[:3] + [ImplementationOptions(FixedFormat(5, 11))], ids=lambda o: o.key())
-def test_verdicts_with_the_exact_input_reading_agree_with_brute_force(options, no_tables, phase_splitting_above_8_inputs):
+@pytest.mark.parametrize(
+    "options", FIXED[:3] + [ImplementationOptions(FixedFormat(5, 11))], ids=lambda o: o.key()
+)
+def test_verdicts_with_the_exact_input_reading_agree_with_brute_force(
+    options, no_tables, phase_splitting_above_8_inputs, monkeypatch
+):
     """decide() on 10-input networks, thresholds at the exact maximum of Y_0 and one word above:
-    the open roots read their input layer exactly (`netlevel.exact_input`), and every verdict is
-    brute force's."""
+    the open roots read their input layer exactly (`netlevel.exact_input`; here from 10 roundings
+    a neuron), and every verdict is brute force's."""
+    monkeypatch.setattr(search, "EXACT_INPUT_MIN_ROUNDINGS", 1)
     rng = np.random.default_rng(4533)
     ran = 0
     for _ in range(2):

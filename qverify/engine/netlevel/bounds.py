@@ -37,6 +37,7 @@ each box's own product-rounding tables, `operand_rounding.BoxTables`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -1036,9 +1037,19 @@ def optimised_bound(
         k for k in range(min(index + post, last)) if model.layers[k].relu and bounds.unstable(model, k).any()
     ]
     stairs = stair_layers(model, bounds, index + post) if np.ndim(xl) == 1 else []
-    best = start or backsubstitute(
-        model, bounds, coefficients, index, post, xl, xu, keep=True, input_statement=input_statement
+    substitute = functools.partial(
+        backsubstitute,
+        model,
+        bounds,
+        coefficients,
+        index,
+        post,
+        xl,
+        xu,
+        keep=True,
+        input_statement=input_statement,
     )
+    best = start or substitute()
     if not (hidden or stairs) or steps <= 0:
         return best
     alphas: dict[int, np.ndarray | RowRelaxation] = {}
@@ -1059,9 +1070,7 @@ def optimised_bound(
     current = best
     best_rhos = dict(own)  # (kept only for `warm`)
     if warmed:  # the parent's slopes, where they bound a row better than this node's own lines
-        current = backsubstitute(
-            model, bounds, coefficients, index, post, xl, xu, alphas, keep=True, input_statement=input_statement
-        )
+        current = substitute(alphas)
         better = current.lower > best.lower
         best = _best_rows(best, current, better)
         best_rhos = {k: np.where(better[:, None], rhos[k], own[k]) for k in stairs}
@@ -1076,9 +1085,7 @@ def optimised_bound(
             alphas[k] = stair_relaxation(model, bounds, k, rhos[k], setups[k])
         alpha_step *= ALPHA_STEP_DECAY
         stair_step *= STAIR_STEP_DECAY
-        current = backsubstitute(
-            model, bounds, coefficients, index, post, xl, xu, alphas, keep=True, input_statement=input_statement
-        )
+        current = substitute(alphas)
         better = current.lower > best.lower
         if better.any():
             best = _best_rows(best, current, better)

@@ -229,7 +229,6 @@ class BoxTables:
         return found
 
 
-
 U32 = 2.0**-24  # float32 unit roundoff: the streamed reading's dot products
 STREAM_FLOAT32_FRAC_BITS = 23  # up to here every error numerator (|n| <= 2^l) is a float32 integer
 STREAM_WINDOW_MAX = 256  # words of one input read at most per row (the rest: linear part less reach)
@@ -324,7 +323,11 @@ class StreamedInput:
                     count = np.minimum(1 << np.ceil(np.log2(window)).astype(np.int64), words)
                     count = np.minimum(count, STREAM_WINDOW_MAX)
                 numerators = self.numerators(i, from_high, int(count.max()))
-                v = self.high[i] - np.arange(len(numerators) + 1) if from_high else self.low[i] + np.arange(len(numerators) + 1)
+                v = (
+                    self.high[i] - np.arange(len(numerators) + 1)
+                    if from_high
+                    else self.low[i] + np.arange(len(numerators) + 1)
+                )
                 reals = v * unit
                 for size in np.unique(count):
                     chosen = members[count == size]

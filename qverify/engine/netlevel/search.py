@@ -152,8 +152,13 @@ INTERMEDIATE_ALPHA_STEPS = 4
 INTERMEDIATE_ALPHA_SHARE = 0.25  # of the remaining time, at most
 # fixed point, high dimensions: an open root reads its input layer's product roundings exactly
 # (`operand_rounding.StreamedInput`) on its hidden layers' and atoms' bounds, within this share of
-# the remaining time (digits784 <16,16> img06 eps 0.015: the root -3.31 -> +1.28, 4 s)
+# the remaining time (digits784 <16,16> img06 eps 0.015: the root -3.31 -> +1.28, 4 s) ...
 EXACT_INPUT_SHARE = 0.25
+# ... where the input layer's neurons sum at least this many roundings: their interval grows with
+# the count, their exact minimum far more slowly (digits784: 779 a neuron; a 3x3 convolution's 9-27
+# gain little for many rows: digits28-avgpool img00 eps 0.025 +0.002 in 28 s, digits32rgb-conv
+# img00 eps 0.008 +0.02 in 4 s)
+EXACT_INPUT_MIN_ROUNDINGS = 64
 COMBINATION_STEPS = 12  # supergradient steps choosing the weights of a clause's atoms
 BATCH_NODES = 64  # input splitting: open nodes bounded in one batch (`bounds.batch_bounds`)
 # ReLU splitting: open nodes bounded in one batch (`batch.split_batch_bounds`, alpha-beta-CROWN's
@@ -617,16 +622,7 @@ class Search:
             # the root of ReLU splitting: every node inherits its intermediate bounds
             with self.rec.timer("netlevel.bounds"):
                 with self.rec.timer("netlevel.intermediate_alpha"):
-                    budget = INTERMEDIATE_ALPHA_SHARE * (self.deadline - time.monotonic())
-                    bounds = tighten_intermediate(
-                        model,
-                        bounds,
-                        xl,
-                        xu,
-                        node.phases,
-                        self.intermediate_alpha_steps,
-                        time.monotonic() + budget,
-                    )
+                    bounds = self.tighten_root(node, bounds, xl, xu, INTERMEDIATE_ALPHA_SHARE)
                 if bounds is None:
                     return NodeVerdict(closed=True)
                 steps = ROOT_STAIR_ALPHA_STEPS if model.stepped else None
@@ -636,25 +632,27 @@ class Search:
                 # (779 a neuron on digits784) widened each hidden layer's bounds
                 with self.rec.timer("netlevel.bounds"), self.rec.timer("netlevel.exact_input"):
                     reader = StreamedInput(model, input_layer(model), xl, xu)
-                    budget = EXACT_INPUT_SHARE * (self.deadline - time.monotonic())
-                    bounds = tighten_intermediate(
-                        model,
-                        bounds,
-                        xl,
-                        xu,
-                        node.phases,
-                        self.intermediate_alpha_steps,
-                        time.monotonic() + budget,
-                        exact_input=reader,
-                    )
+                    bounds = self.tighten_root(node, bounds, xl, xu, EXACT_INPUT_SHARE, reader)
                     if bounds is None:
                         return NodeVerdict(closed=True)
-                    lower, lam_input, lam_post, refuted = self.node_atoms(node, bounds, xl, xu, exact_input=reader)
+                    lower, lam_input, lam_post, refuted = self.node_atoms(
+                        node, bounds, xl, xu, exact_input=reader
+                    )
         verdict = self.conclude(node, bounds, xl, xu, lower, lam_input, lam_post, refuted)
         for child in verdict.children:
             child.inherited_lower, child.inherited_refuted = lower, refuted
             child.alphas, child.betas = node.alphas, node.betas
         return verdict
+
+    def tighten_root(
+        self, node: Node, bounds: Bounds, xl, xu, share: float, exact_input: StreamedInput | None = None
+    ) -> Bounds | None:
+        """The root's hidden layers by alpha-CROWN (`tighten_intermediate`), within `share` of the
+        remaining time."""
+        deadline = time.monotonic() + share * (self.deadline - time.monotonic())
+        return tighten_intermediate(
+            self.model, bounds, xl, xu, node.phases, self.intermediate_alpha_steps, deadline, exact_input
+        )
 
     def open_root_attack(self, seconds: float) -> Counterexample | None:
         """High dimensions: the longer gradient attack (from the centre and random points) a root
@@ -679,14 +677,18 @@ class Search:
     def reads_input_exactly(self, bounds: Bounds, xl: np.ndarray, xu: np.ndarray) -> bool:
         """Does an open root read its input layer's roundings exactly (`EXACT_INPUT_SHARE`)? Fixed
         point in its own arithmetic, high dimensions, one layer reading the input, whose products
-        `operand_rounding` reads and which has no table already (its operands too wide)."""
+        `operand_rounding` reads, whose neurons sum `EXACT_INPUT_MIN_ROUNDINGS` or more, and which
+        has no table already (its operands too wide)."""
         if not self.high_dimensional or self.real or not self.model.is_fixed:
             return False
-        first = input_layer(self.model)
+        model = self.model
+        first = input_layer(model)
+        if first is None or not streams_input(model, first, xl):
+            return False
+        roundings = model.rounding_count(first, np.maximum(np.abs(xl), np.abs(xu)))
         return (
-            first is not None
-            and streams_input(self.model, first, xl)
-            and bounds.operand_table(self.model, first, xl, xu) is None
+            roundings.max() >= EXACT_INPUT_MIN_ROUNDINGS
+            and bounds.operand_table(model, first, xl, xu) is None
         )
 
     def optimised_atoms(self, bounds, rows, xl, xu, phases, warm_alphas, warm_betas):
