@@ -17,8 +17,8 @@ value cannot change over v's range it is exact there, and both fall out of the e
 
 A table per layer and node (`rounding_table`) holds, for each operand whose range has at most
 `OPERAND_RANGE_MAX` words, the exact rounding errors of its products with every consumer (integers
-in int64: p = w v, R(p) as `quant.fixed.round_shift` rounds (`error_numerators`), the error (R(p) 2^l - p) 2^-2l exact in
-float64), within `OPERAND_TABLE_VALUES` entries a layer; wider operands keep the per-product
+in int64: p = w v, R(p) as `quant.fixed.round_shift` rounds it (`error_numerators`), the error
+(R(p) 2^l - p) 2^-2l exact in float64), within `OPERAND_TABLE_VALUES` entries a layer; wider operands keep the per-product
 interval, and a layer whose table would cover less than `ENUMERATED_SHARE` of its live products
 gets none (a 784-256 layer at <16,16>, operands of ~2,000 words: 8 of 784 operands fit, at the cost
 of 4 million multiply-adds per row). `RoundingTable.lower` gives a sound lower bound of lam . e per row, the float64 dot
@@ -31,7 +31,10 @@ h = x, and the row's whole dependence on an enumerated input, mu_i x_i + D_i(x_i
 input coefficients), is one function of one word, minimised over the input's own words -- D_i read
 where the linear part pins x_i, not at its own worst word. For the input layer's own neurons that
 is their exact minimum over the box (tests/test_rounding_charge.py).
-"""
+
+An input layer too wide for a table is read the same way, without one, where it pays: at an open
+root of the search, each input's errors computed when read and only over the words that can hold a
+row's minimum (`StreamedInput`; digits784 at <16,16>: the root's margin -3.31 -> +1.28)."""
 
 from __future__ import annotations
 
