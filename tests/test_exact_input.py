@@ -108,6 +108,18 @@ def test_streamed_reading_is_the_exact_minimum(options, monkeypatch):
     assert checked
 
 
+def test_a_reading_past_its_deadline_keeps_the_interval_reading(no_tables):
+    rng = np.random.default_rng(4535)
+    _, model, bounds, xl, xu, _, _ = _fixed_case(rng, FIXED[0], (4, 6, 2), 9)
+    rows = rng.normal(0, 1, (5, model.layers[-1].n_out))
+    linear = optimised_bound(model, bounds, rows, xl, xu, 2, input_statement=True)
+    late = StreamedInput(model, input_layer(model), xl, xu, deadline=time.monotonic() - 1)
+    assert np.all(late.joint_lower(linear.input_rows, linear.lam_input) == -np.inf)
+    assert np.array_equal(exact_input_lower(linear, late), linear.lower)
+    timely = StreamedInput(model, input_layer(model), xl, xu, deadline=time.monotonic() + 600)
+    assert np.all(exact_input_lower(linear, timely) >= linear.lower)
+
+
 @pytest.mark.parametrize("options", FIXED, ids=lambda o: o.key())
 def test_root_read_exactly_contains_every_execution(options, no_tables):
     rng = np.random.default_rng(4532)

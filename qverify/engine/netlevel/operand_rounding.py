@@ -39,6 +39,7 @@ row's minimum (`StreamedInput`; digits784 at <16,16>: the root's margin -3.31 ->
 from __future__ import annotations
 
 import functools
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -236,6 +237,7 @@ U32 = 2.0**-24  # float32 unit roundoff: the streamed reading's dot products
 STREAM_FLOAT32_FRAC_BITS = 23  # up to here every error numerator (|n| <= 2^l) is a float32 integer
 STREAM_WINDOW_MAX = 256  # words of one input read at most per row (the rest: linear part less reach)
 STREAM_CACHE_VALUES = 1 << 27  # errors a `StreamedInput` keeps between readings (512 MB in float32)
+STREAM_DEADLINE_INPUTS = 64  # inputs read between two looks at the deadline
 
 
 class StreamedInput:
@@ -252,9 +254,13 @@ class StreamedInput:
     `STREAM_FLOAT32_FRAC_BITS`; lam rounded to float32), their rounding charged as gamma32_(n+2) of
     the reach, the rest as in `joint_lower`. The numerators read are kept for the next reading on
     the same box (the root reads every hidden layer's rows, then the atoms'), up to
-    `STREAM_CACHE_VALUES`."""
+    `STREAM_CACHE_VALUES`. Past `deadline` (time.monotonic()) a reading gives up: its rows read
+    -inf (the caller keeps its interval reading)."""
 
-    def __init__(self, model, layer_index: int, lo: np.ndarray, hi: np.ndarray) -> None:
+    def __init__(
+        self, model, layer_index: int, lo: np.ndarray, hi: np.ndarray, deadline: float = float("inf")
+    ) -> None:
+        self.deadline = deadline
         self.unit = model.unit
         self.columns, _, self.weighted, _ = _columns(model.layers[layer_index].op, self.unit)
         self.frac_bits = model.qnet.number.frac_bits
@@ -299,6 +305,8 @@ class StreamedInput:
         magnitude = np.zeros(len(rows))  # |least| and the linear parts (the float64 sums)
         widest = 1
         for i in range(len(self.low)):
+            if i % STREAM_DEADLINE_INPUTS == 0 and time.monotonic() > self.deadline:
+                return np.full(lam.shape[:-1], -np.inf)
             start, end = columns.indptr[i], columns.indptr[i + 1]
             consumers = columns.indices[start:end][self.weighted[start:end]]
             m = mu[:, i]

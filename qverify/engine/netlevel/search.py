@@ -622,7 +622,10 @@ class Search:
             # the root of ReLU splitting: every node inherits its intermediate bounds
             with self.rec.timer("netlevel.bounds"):
                 with self.rec.timer("netlevel.intermediate_alpha"):
-                    bounds = self.tighten_root(node, bounds, xl, xu, INTERMEDIATE_ALPHA_SHARE)
+                    deadline = time.monotonic() + INTERMEDIATE_ALPHA_SHARE * (
+                        self.deadline - time.monotonic()
+                    )
+                    bounds = self.tighten_root(node, bounds, xl, xu, deadline)
                 if bounds is None:
                     return NodeVerdict(closed=True)
                 steps = ROOT_STAIR_ALPHA_STEPS if model.stepped else None
@@ -631,8 +634,9 @@ class Search:
                 # the input layer's roundings read exactly: its every product's worst case at once
                 # (779 a neuron on digits784) widened each hidden layer's bounds
                 with self.rec.timer("netlevel.bounds"), self.rec.timer("netlevel.exact_input"):
-                    reader = StreamedInput(model, input_layer(model), xl, xu)
-                    bounds = self.tighten_root(node, bounds, xl, xu, EXACT_INPUT_SHARE, reader)
+                    deadline = time.monotonic() + EXACT_INPUT_SHARE * (self.deadline - time.monotonic())
+                    reader = StreamedInput(model, input_layer(model), xl, xu, deadline)
+                    bounds = self.tighten_root(node, bounds, xl, xu, deadline, reader)
                     if bounds is None:
                         return NodeVerdict(closed=True)
                     lower, lam_input, lam_post, refuted = self.node_atoms(
@@ -645,11 +649,9 @@ class Search:
         return verdict
 
     def tighten_root(
-        self, node: Node, bounds: Bounds, xl, xu, share: float, exact_input: StreamedInput | None = None
+        self, node: Node, bounds: Bounds, xl, xu, deadline: float, exact_input: StreamedInput | None = None
     ) -> Bounds | None:
-        """The root's hidden layers by alpha-CROWN (`tighten_intermediate`), within `share` of the
-        remaining time."""
-        deadline = time.monotonic() + share * (self.deadline - time.monotonic())
+        """The root's hidden layers by alpha-CROWN (`tighten_intermediate`), until `deadline`."""
         return tighten_intermediate(
             self.model, bounds, xl, xu, node.phases, self.intermediate_alpha_steps, deadline, exact_input
         )
