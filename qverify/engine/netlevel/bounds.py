@@ -486,19 +486,19 @@ def backsubstitute(
         if statements is not None:
             statements[j] = lam
         table = bounds.operand_table(model, j, xl, xu) if model.is_fixed and not model.real else None
-        if table is None and input_statement and streams_input(model, j, xl):
-            center, charge = bounds.bias_terms(model, j, xl, xu)
-            term = interval_error(lam, bounds.err_lo[j], bounds.err_hi[j])
-            const = const + matvec(lam, center) + term
-            kept_input = (lam, term)
-        elif table is None:
+        streamed = table is None and input_statement and streams_input(model, j, xl)
+        if table is None and not streamed:
             center, charge = bounds.affine_terms(model, j, xl, xu)
             const = const + matvec(lam, center)
-        else:  # the error term read per operand (`operand_rounding`), or as the interval if better
+        else:  # the error term on its own: per operand (`operand_rounding`) or the interval, the better
             center, charge = bounds.bias_terms(model, j, xl, xu)
-            term = np.maximum(table.lower(lam), interval_error(lam, bounds.err_lo[j], bounds.err_hi[j]))
+            term = interval_error(lam, bounds.err_lo[j], bounds.err_hi[j])
+            if table is not None:
+                term = np.maximum(table.lower(lam), term)
             const = const + matvec(lam, center) + term
-            if model.producers(j) == (NETWORK_INPUT,) and _input_readers(model) == 1:
+            if streamed:
+                kept_input = (lam, term)  # (read exactly by the caller: `exact_input_lower`)
+            elif model.producers(j) == (NETWORK_INPUT,) and _input_readers(model) == 1:
                 joint = (table, lam, term)  # (read with the input's own coefficients at the end)
         slack = slack + matvec(np.abs(lam), charge)
         lam = layer.op.backward(lam)
@@ -522,10 +522,7 @@ def backsubstitute(
         # the input layer's roundings and the input's linear part minimised together, word by word
         # (`RoundingTable.joint_lower`): the rest of the bound is offset without that layer's term
         table, lam_first, term = joint
-        found = table.joint_lower(lam_first, lam_input, model.unit, xl, xu)
-        together = offset - term + found
-        together = together - 4 * U64 * (np.abs(offset) + np.abs(term) + np.abs(found)) - TINY
-        lower = np.maximum(lower, together)
+        lower = _with_joint(lower, offset, term, table.joint_lower(lam_first, lam_input, model.unit, xl, xu))
     if kept_input is not None:
         return LinearBound(lower, lam_input, lam_post, offset, *kept_input)
     return LinearBound(lower, lam_input, lam_post, offset)
@@ -557,10 +554,16 @@ def exact_input_lower(linear: LinearBound, reader: StreamedInput) -> np.ndarray:
     if linear.input_rows is None:
         return linear.lower
     found = reader.joint_lower(linear.input_rows, linear.lam_input)
-    offset, term = linear.offset, linear.input_term
+    return _with_joint(linear.lower, linear.offset, linear.input_term, found)
+
+
+def _with_joint(lower: np.ndarray, offset: np.ndarray, term: np.ndarray, found: np.ndarray) -> np.ndarray:
+    """Each row's better bound: `lower`, or the input layer's roundings read jointly with the input
+    (`found`) in place of the `term` that `offset` holds for them (the float64 subtraction and
+    addition charged)."""
     together = offset - term + found
     together = together - 4 * U64 * (np.abs(offset) + np.abs(term) + np.abs(found)) - TINY
-    return np.maximum(linear.lower, together)
+    return np.maximum(lower, together)
 
 
 def _input_readers(model: NetModel) -> int:
