@@ -30,6 +30,7 @@ from qverify.engine.netlevel.bounds import (
     BoundTerms,
     LinearBound,
     backsubstitute,
+    best_rows,
     relaxed_gradients,
     stair_layers,
     stair_relaxation,
@@ -81,6 +82,7 @@ def optimise_output_bounds(
     steps: int,
     alphas: dict[int, np.ndarray] | None = None,
     betas: dict[int, np.ndarray] | None = None,
+    input_statement: bool = False,
 ) -> Optimised:
     """Lower bounds of coefficients @ (the outputs) over the node, optimised over the lower slopes
     of its open ReLUs and the multipliers of its fixed phases (module docstring), starting from
@@ -90,7 +92,10 @@ def optimise_output_bounds(
     optimised as one: every parameter and bound carries the leading batch axis ((B, rows, n_k)),
     each step is one back-substitution of all the boxes' rows, and since every step is elementwise
     per row, each box's result is the one it would get alone (ReLU layers; staircases one node at
-    a time)."""
+    a time).
+
+    `input_statement`: the bounds keep the input layer's rows (`bounds.backsubstitute`), which the
+    search reads jointly with the input (`operand_rounding.SpanReader`)."""
     last = len(model.layers) - 1
     rows = np.atleast_2d(coefficients).shape[0]
     batch = np.shape(xl)[:-1]
@@ -123,7 +128,20 @@ def optimise_output_bounds(
     def substituted() -> tuple[LinearBound, dict]:
         lines = {k: stair_relaxation(model, bounds, k, current_alphas[k], setups[k]) for k in stairs}
         slopes = {**current_alphas, **lines}
-        return backsubstitute(model, bounds, coefficients, last, True, xl, xu, slopes, True, splits), slopes
+        linear = backsubstitute(
+            model,
+            bounds,
+            coefficients,
+            last,
+            True,
+            xl,
+            xu,
+            slopes,
+            True,
+            splits,
+            input_statement=input_statement,
+        )
+        return linear, slopes
 
     current, slopes = substituted()
     best = Optimised(current, dict(current_alphas), dict(splits.nus))
@@ -162,12 +180,7 @@ def _better(
 ) -> Optimised:
     """Per row (of each box), `current` (and the parameters that gave it) where `better`, else `best`."""
     column = better[..., None]
-    bound = LinearBound(
-        np.where(better, current.lower, best.bound.lower),
-        np.where(column, current.lam_input, best.bound.lam_input),
-        {k: np.where(column, current.lam_post[k], best.bound.lam_post[k]) for k in best.bound.lam_post},
-        np.where(better, current.offset, best.bound.offset),
-    )
+    bound = best_rows(best.bound, current, better)
     return Optimised(
         bound,
         {k: np.where(column, alphas[k], best.alphas[k]) for k in best.alphas},

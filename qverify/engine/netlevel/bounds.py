@@ -47,7 +47,7 @@ import numpy as np
 from qverify.engine.netlevel import operand_rounding
 from qverify.engine.netlevel.activations import Relaxation, relu_lower_slopes, scatter
 from qverify.engine.netlevel.model import NetLayer, NetModel
-from qverify.engine.netlevel.operand_rounding import BoxTables, RoundingTable, StreamedInput
+from qverify.engine.netlevel.operand_rounding import BoxTables, RoundingTable, SpanReader, StreamedInput
 from qverify.engine.netlevel.roundoff import TINY, U64, gamma
 from qverify.engine.netlevel.staircase import SidesOn
 from qverify.network import NETWORK_INPUT
@@ -537,10 +537,10 @@ def input_layer(model: NetModel) -> int | None:
 
 def streams_input(model: NetModel, j: int, xl: np.ndarray) -> bool:
     """Is layer j the one that alone reads the network's input, with product roundings
-    `operand_rounding` can read exactly, on one node (`backsubstitute(input_statement=True)`)?"""
+    `operand_rounding` can read exactly (`backsubstitute(input_statement=True)`: one node, or a
+    batch of ReLU-split nodes on one box)?"""
     return (
-        xl.ndim == 1
-        and model.producers(j) == (NETWORK_INPUT,)
+        model.producers(j) == (NETWORK_INPUT,)
         and _input_readers(model) == 1
         and operand_rounding.applies(model, j)
     )
@@ -555,6 +555,34 @@ def exact_input_lower(linear: LinearBound, reader: StreamedInput) -> np.ndarray:
         return linear.lower
     found = reader.joint_lower(linear.input_rows, linear.lam_input)
     return _with_joint(linear.lower, linear.offset, linear.input_term, found)
+
+
+def span_input_lower(
+    linear: LinearBound,
+    reader: SpanReader,
+    err_lo: np.ndarray,
+    err_hi: np.ndarray,
+    chosen: np.ndarray,
+    own: np.ndarray,
+) -> np.ndarray:
+    """A batch's bounds (`linear`: (B, R), kept with `input_statement`) with the rows `chosen` read
+    again through `reader` (the input layer's roundings jointly with the input, row r on basis row
+    own[r]: `operand_rounding.SpanReader`; err_lo/err_hi the layer's error intervals (B, n)), each
+    the better of the two readings."""
+    lower = linear.lower.copy()
+    boxes, rows = np.nonzero(chosen)
+    if len(boxes):
+        found = reader.joint_lower(
+            linear.input_rows[boxes, rows],
+            linear.lam_input[boxes, rows],
+            own[rows],
+            err_lo[boxes],
+            err_hi[boxes],
+        )
+        lower[boxes, rows] = _with_joint(
+            linear.lower[boxes, rows], linear.offset[boxes, rows], linear.input_term[boxes, rows], found
+        )
+    return lower
 
 
 def _with_joint(lower: np.ndarray, offset: np.ndarray, term: np.ndarray, found: np.ndarray) -> np.ndarray:
@@ -1075,7 +1103,7 @@ def optimised_bound(
     if warmed:  # the parent's slopes, where they bound a row better than this node's own lines
         current = substitute(alphas)
         better = current.lower > best.lower
-        best = _best_rows(best, current, better)
+        best = best_rows(best, current, better)
         best_rhos = {k: np.where(better[:, None], rhos[k], own[k]) for k in stairs}
     alpha_step, stair_step = ALPHA_STEP, STAIR_STEP
     for _ in range(steps):
@@ -1091,7 +1119,7 @@ def optimised_bound(
         current = substitute(alphas)
         better = current.lower > best.lower
         if better.any():
-            best = _best_rows(best, current, better)
+            best = best_rows(best, current, better)
             if warm is not None:
                 for k in stairs:
                     best_rhos[k] = np.where(better[:, None], rhos[k], best_rhos[k])
@@ -1101,7 +1129,7 @@ def optimised_bound(
     return best
 
 
-def _best_rows(best: LinearBound, current: LinearBound, better: np.ndarray) -> LinearBound:
+def best_rows(best: LinearBound, current: LinearBound, better: np.ndarray) -> LinearBound:
     """Per row, `current`'s back-substitution result where `better` (its bound the higher), else
     `best`'s."""
     kept = current.input_rows is not None and best.input_rows is not None

@@ -238,6 +238,7 @@ STREAM_FLOAT32_FRAC_BITS = 23  # up to here every error numerator (|n| <= 2^l) i
 STREAM_WINDOW_MAX = 256  # words of one input read at most per row (the rest: linear part less reach)
 STREAM_CACHE_VALUES = 1 << 27  # errors a `StreamedInput` keeps between readings (512 MB in float32)
 STREAM_DEADLINE_INPUTS = 64  # inputs read between two looks at the deadline
+SPAN_BLOCK = 16  # `SpanReader`: words read one by one from a range's end, then per block of this many
 
 
 class StreamedInput:
@@ -356,6 +357,117 @@ class StreamedInput:
             + gamma(len(self.low) + 4) * magnitude
         )
         return total - charge - TINY
+
+
+class SpanReader:
+    """`StreamedInput`'s exact reading carried to the nodes of a ReLU-splitting search on the root's
+    box, at a cost a node can pay. A node's atom row lam differs from the same atom's row at the root
+    (its basis row b) by its splits' multipliers and slopes, so it is read as c b plus a residual:
+
+        lam . e = sum_i c G_i(x_i) + (lam - c b) . e,   G_i(v) = sum over input i's consumers o of b_o d_oi(v),
+
+    with c the projection of lam on b weighted by each neuron's error interval (what the interval
+    reading charges), the first part minimised jointly with the input's linear part word by word,
+    the residual by its interval. G is computed once, at the root, for each input's first
+    `STREAM_WINDOW_MAX` words from either end of its range (the end where a row's linear part is
+    least; float32 products of the error numerators with b rounded to float32, which is then the
+    basis), and kept as its first `SPAN_BLOCK` words and the least and greatest of each block of
+    `SPAN_BLOCK` words after them: a word in block k is read as its block's extreme plus the linear
+    part at the block's first word (sound, short of the exact minimum by at most the linear part's
+    rise over one block), the words past the window as `StreamedInput` reads them. A node then reads
+    ~32 numbers per input and row, not ~256 words by the layer's 256 consumers."""
+
+    def __init__(
+        self, reader: StreamedInput, basis: np.ndarray, err_lo: np.ndarray, err_hi: np.ndarray
+    ) -> None:
+        basis32 = np.asarray(basis, dtype=np.float32)
+        self.basis = basis32.astype(np.float64)  # (K, n_out): exactly the float32 basis
+        self.unit, self.dot_unit = reader.unit, reader.dot_unit
+        self.low, self.high = reader.low, reader.high
+        self.words = self.high - self.low + 1
+        columns, weighted = reader.columns, reader.weighted
+        n_inputs, count = len(self.low), len(self.basis)
+        size = int(min(self.words.max(), STREAM_WINDOW_MAX))
+        blocks = -(-size // SPAN_BLOCK)
+        scale = self.unit * self.unit
+        self.first = np.zeros((n_inputs, 2, count, SPAN_BLOCK))  # G's first words from either end
+        self.block_lo = np.full((n_inputs, 2, count, blocks), np.inf)  # per block: least G ...
+        self.block_hi = np.full((n_inputs, 2, count, blocks), -np.inf)  # ... and greatest
+        self.basis_reach = np.zeros((count, n_inputs))  # per basis row and input: sum |b_o| max|d|
+        self.widest = 1
+        for i in range(n_inputs):
+            start, end = columns.indptr[i], columns.indptr[i + 1]
+            consumers = columns.indices[start:end][weighted[start:end]]
+            self.widest = max(self.widest, len(consumers))
+            part = basis32[:, consumers].T.astype(reader.dtype)
+            read = int(min(self.words[i], size))
+            padded = np.full((blocks * SPAN_BLOCK, count), np.nan)
+            for from_high in (False, True):
+                padded[:read] = (reader.numerators(i, from_high, read) @ part).astype(np.float64) * scale
+                table = padded.T.reshape(count, blocks, SPAN_BLOCK)
+                self.first[i, int(from_high), :, : min(read, SPAN_BLOCK)] = table[
+                    :, 0, : min(read, SPAN_BLOCK)
+                ]
+                with np.errstate(invalid="ignore"):
+                    self.block_lo[i, int(from_high)] = np.fmin.reduce(table, axis=2, initial=np.inf)
+                    self.block_hi[i, int(from_high)] = np.fmax.reduce(table, axis=2, initial=-np.inf)
+            self.basis_reach[:, i] = np.abs(self.basis[:, consumers]).sum(axis=1) * reader.bound
+        self.size = size
+        self.weights = np.square(np.maximum(np.asarray(err_hi, float) - np.asarray(err_lo, float), 0.0))
+
+    def joint_lower(
+        self, lam: np.ndarray, mu: np.ndarray, own: np.ndarray, err_lo: np.ndarray, err_hi: np.ndarray
+    ) -> np.ndarray:
+        """A sound lower bound per row of mu . x + lam . e over the root's box: rows lam (M, n_out)
+        and mu (M, n), each row's basis row `own` (M,), the layer's error intervals on each row's
+        box (M, n_out)."""
+        b = self.basis[own]
+        weighted = b * self.weights[None, :]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            c = np.nan_to_num((lam * weighted).sum(axis=1) / (b * weighted).sum(axis=1))
+        residual = lam - c[:, None] * b
+        # the residual's interval reading, and the float64 residual's error (|delta|) charged
+        terms = np.minimum(residual * err_lo, residual * err_hi)
+        term = terms.sum(axis=1)
+        magnitude = np.abs(terms).sum(axis=1)
+        delta = 2 * U64 * (np.abs(lam) + np.abs(c[:, None] * b))
+        term = term - (delta * np.maximum(np.abs(err_lo), np.abs(err_hi))).sum(axis=1)
+        reach = np.abs(c)[:, None] * self.basis_reach[own]  # (M, n): |c G_i| <= reach
+        least = self.least(c, own, mu, reach)
+        extent = np.maximum(np.abs(self.low), np.abs(self.high)) * self.unit
+        # (each value: the linear part at a word, at most 3 |mu_i| extent_i, plus c G_i(v))
+        magnitude += np.abs(least).sum(axis=1) + 3 * (np.abs(mu) @ extent) + reach.sum(axis=1)
+        # G's float32 products (gamma32 of the basis row's reach, times |c|), c G's product and the
+        # float64 sums
+        charge = (gamma(self.widest + 2, self.dot_unit) + 2 * U64) * reach.sum(axis=1) * (1 + 1e-6)
+        charge = charge + gamma(len(self.low) + lam.shape[1] + SPAN_BLOCK + 8) * magnitude
+        return term + least.sum(axis=1) - charge - TINY
+
+    @np.errstate(invalid="ignore")
+    def least(self, c: np.ndarray, own: np.ndarray, mu: np.ndarray, reach: np.ndarray) -> np.ndarray:
+        """Per row m and input i, a lower bound of mu_mi v unit + c_m G_i(v) over the input's words
+        (class docstring): its first words exactly, then block by block, then past the window."""
+        inputs = np.arange(len(self.low))[None, :]
+        ends = (mu < 0).astype(np.int64)
+        rows = own[:, None]
+        # the linear part at the word that ends the range from where it is least, and its rise a word
+        start = np.where(mu < 0, self.high[None, :], self.low[None, :]) * self.unit * mu
+        rise = np.abs(mu) * self.unit
+        steps = np.arange(SPAN_BLOCK)  # (past a narrow input's words: +inf, and 0 x inf below)
+        first = c[:, None, None] * self.first[inputs, ends, rows] + start[..., None] + rise[..., None] * steps
+        first = np.where(steps < self.words[None, :, None], first, np.inf)
+        least = first.min(axis=2)
+        extreme = np.where(
+            (c >= 0)[:, None, None], self.block_lo[inputs, ends, rows], self.block_hi[inputs, ends, rows]
+        )
+        blocks = np.arange(1, extreme.shape[2])
+        if len(blocks):
+            at = blocks * SPAN_BLOCK
+            values = c[:, None, None] * extreme[..., 1:] + start[..., None] + rise[..., None] * at
+            values = np.where(at < np.minimum(self.words, self.size)[None, :, None], values, np.inf)
+            least = np.minimum(least, values.min(axis=2))
+        beyond = start + rise * self.size - reach * (1 + 1e-6)
+        return np.where(self.words[None, :] > self.size, np.minimum(least, beyond), least)
 
 
 def error_numerators(v: np.ndarray, weights: np.ndarray, frac_bits: int, rounding) -> np.ndarray:

@@ -61,6 +61,7 @@ from qverify.engine.netlevel.batch import split_batch_bounds, warm_start
 from qverify.engine.netlevel.beta import optimise_output_bounds
 from qverify.engine.netlevel.bounds import (
     Bounds,
+    LinearBound,
     Undecidable,
     backsubstitute,
     batch_bounds,
@@ -70,6 +71,7 @@ from qverify.engine.netlevel.bounds import (
     matvec,
     node_bounds,
     optimised_bound,
+    span_input_lower,
     streams_input,
     tighten_intermediate,
     with_phase,
@@ -77,7 +79,7 @@ from qverify.engine.netlevel.bounds import (
 from qverify.engine.netlevel.branching import choose_relu
 from qverify.engine.netlevel.lp import NodeSolution, solve_node
 from qverify.engine.netlevel.model import NetModel, build_model, unsupported_reason
-from qverify.engine.netlevel.operand_rounding import StreamedInput
+from qverify.engine.netlevel.operand_rounding import SpanReader, StreamedInput
 from qverify.engine.netlevel.query import Arithmetic, InputRegion, NetworkQuery
 from qverify.engine.netlevel.roundoff import U64, gamma
 from qverify.engine.netlevel.splitting import input_split_scores
@@ -159,6 +161,11 @@ EXACT_INPUT_SHARE = 0.25
 # gain little for many rows: digits28-avgpool img00 eps 0.025 +0.002 in 28 s, digits32rgb-conv
 # img00 eps 0.008 +0.02 in 4 s)
 EXACT_INPUT_MIN_ROUNDINGS = 64
+# ... and its split children read their atoms' input layer on the span of the root's atom rows
+# (`operand_rounding.SpanReader`; False: the interval), where a row is open by at most SPAN_REACH
+# times its interval term
+SPAN_ROWS = True
+SPAN_REACH = 2.0
 COMBINATION_STEPS = 12  # supergradient steps choosing the weights of a clause's atoms
 BATCH_NODES = 64  # input splitting: open nodes bounded in one batch (`bounds.batch_bounds`)
 # ReLU splitting: open nodes bounded in one batch (`batch.split_batch_bounds`, alpha-beta-CROWN's
@@ -293,6 +300,10 @@ class Search:
         # low dimensions: the share of the regions the LP/MILP and the bounds (with enumeration)
         # have closed (`lp_affordable`; in each worker, what it closed itself)
         self.closed_share = {"lp": 0.0, "bounds": 0.0}
+        # an open root that read its input layer exactly: its split children read theirs through
+        # the span of its atom rows (`operand_rounding.SpanReader`), on its box
+        self.span: SpanReader | None = None
+        self.span_box: tuple[np.ndarray, np.ndarray] | None = None
 
     # ------------------------------------------------------------------ results
 
@@ -706,6 +717,7 @@ class Search:
             self.beta_steps,
             warm_alphas,
             warm_betas,
+            input_statement=self.span is not None and np.ndim(xl) == 2,
         )
 
     def node_atoms(
@@ -738,6 +750,13 @@ class Search:
             linear = optimised_bound(model, bounds, self.atom_matrix, xl, xu, steps, input_statement=True)
             shift = self.atom_shift(*bounds.post(model, len(model.layers) - 1))
             lower = np.maximum(lower, exact_input_lower(linear, exact_input) + shift)
+            if self.splits_in_batches and SPAN_ROWS and time.monotonic() < exact_input.deadline:
+                with self.rec.timer("netlevel.span_setup"):
+                    first = input_layer(model)
+                    self.span = SpanReader(
+                        exact_input, linear.input_rows, bounds.err_lo[first], bounds.err_hi[first]
+                    )
+                    self.span_box = (xl, xu)
         if node.inherited_lower is not None:
             lower = np.maximum(lower, node.inherited_lower)
         refuted = self.refuted_clauses(lower[None], lam_input[None], offset[None], xl[None], xu[None])[0]
@@ -875,7 +894,10 @@ class Search:
                 found = self.optimised_atoms(bounds, rows, xl, xu, phases, warm_alphas, warm_betas)
             shift = self.atom_shift(*bounds.post(model, len(model.layers) - 1))[:, rows]
             mine = open_rows[:, rows]
-            lower[:, rows] = np.where(mine, found.bound.lower + shift, -np.inf)
+            found_lower = found.bound.lower
+            if found.bound.input_rows is not None:
+                found_lower = self.span_lower(found.bound, bounds, xl, xu, mine, shift, rows)
+            lower[:, rows] = np.where(mine, found_lower + shift, -np.inf)
             offset[:, rows] = np.where(mine, found.bound.offset + shift, -np.inf)
             lam_input[:, rows] = np.where(mine[..., None], found.bound.lam_input, 0.0)
             for b, node in enumerate(members):
@@ -887,6 +909,25 @@ class Search:
                 lower[b] = np.maximum(lower[b], node.inherited_lower)
         refuted = self.refuted_clauses(lower, lam_input, offset, xl, xu) | inherited
         return lower, lam_input, (rows, lam_post), refuted
+
+    def span_lower(self, bound: LinearBound, bounds: Bounds, xl, xu, mine, shift, atoms) -> np.ndarray:
+        """A batch's bounds of the atom rows `atoms` (before `shift`; `mine`: the rows each box
+        optimised) with the input layer's roundings read on the root's rows (`SpanReader`) where
+        that may refute the row: open on a box of the root's, by less than SPAN_REACH times its
+        interval term (the joint reading gains at most about the term and the rounding's reach;
+        past that, rows cost their reading and are seldom lifted to refuted)."""
+        assert self.span is not None and self.span_box is not None
+        on_root_box = np.all(xl == self.span_box[0], axis=1) & np.all(xu == self.span_box[1], axis=1)
+        lower = bound.lower + shift
+        chosen = mine & on_root_box[:, None] & (lower < 0) & (lower - SPAN_REACH * bound.input_term > 0)
+        if not chosen.any():
+            return bound.lower
+        with self.rec.timer("netlevel.span"):
+            self.rec.add("netlevel.span_rows", int(chosen.sum()))
+            first = input_layer(self.model)
+            return span_input_lower(
+                bound, self.span, bounds.err_lo[first], bounds.err_hi[first], chosen, atoms
+            )
 
     def conclude_box(self, node: Node, bounds: Bounds, b: int, xl, xu, atoms) -> NodeVerdict:
         """Box b of a ReLU-split batch concluded as `process` concludes one node (its candidate
