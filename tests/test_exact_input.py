@@ -7,7 +7,11 @@ exactly at an open root (`operand_rounding.StreamedInput`), against brute force:
   are cut short (`STREAM_WINDOW_MAX`);
 - the root's hidden layers tightened with it (`tighten_intermediate(exact_input=...)`) and the
   atoms read with it contain every execution, in every fixed-point rounding and overflow mode;
-- the search that runs it decides as brute force does, and runs it.
+- the search that runs it decides as brute force does, and runs it;
+- the root's reading carried to its ReLU-split children (`operand_rounding.SpanReader`: a row as
+  a multiple of the same atom's root row, exact, plus a residual by its interval) is a lower bound
+  of the enumerated minimum, meets it on the root's own rows, and the children's atom bounds read
+  with it contain every execution with their phases.
 
 The tables are switched off (`OPERAND_TABLE_VALUES` 0) so that these small networks take the path
 of a 784-input layer at <16,16>.
@@ -28,7 +32,7 @@ from qverify.engine.netlevel.bounds import (
     optimised_bound,
     tighten_intermediate,
 )
-from qverify.engine.netlevel.operand_rounding import StreamedInput, error_numerators
+from qverify.engine.netlevel.operand_rounding import SpanReader, StreamedInput, error_numerators
 from qverify.engine.netlevel.points import enumerate_box
 from qverify.engine.netlevel.query import NO_VIOLATION, query_for
 from qverify.engine.netlevel.search import decide
@@ -188,3 +192,95 @@ def test_verdicts_with_the_exact_input_reading_agree_with_brute_force(
                 assert query.violation(np.array(result.counterexample)) != NO_VIOLATION
             ran += "netlevel.exact_input" in recorder.times
     assert ran
+
+
+@pytest.mark.parametrize("options", FIXED, ids=lambda o: o.key())
+def test_span_reading_is_a_lower_bound(options, monkeypatch):
+    """SpanReader: a row on its basis row alone reads the enumerated minimum of mu . x + lam . e
+    (one word a block, every word in the window) and a lower bound of it with blocks of 4 words
+    and 2-word windows; rows off their basis row (a residual read by its interval, scaled rows,
+    a negated row: c < 0) still bound it from below."""
+    rng = np.random.default_rng(4536)
+    checked = 0
+    for sizes, words in (((3, 5, 2), 9), ((2, 6, 2), 40)):
+        qnet, model, bounds, xl, xu, grid, run = _fixed_case(rng, options, sizes, words)
+        if bounds is None or not (~run.overflowed).all():
+            continue  # (an overflowing execution leaves the statement)
+        n_out = model.layers[0].n_out
+        basis = rng.normal(0, 1, (4, n_out)).astype(np.float32).astype(np.float64)
+        own = np.array([0, 1, 2, 3, 0, 1, 2, 3])
+        lam = basis[own].copy()
+        lam[4] += rng.normal(0, 0.3, n_out)  # (a residual)
+        lam[5] *= 2.5
+        lam[6] *= -1.0
+        lam[7] = rng.normal(0, 1, n_out)
+        weights = np.asarray(model.layers[0].op.rows().todense())
+        mu = lam @ weights
+        mu[3] *= 1e-3  # (a small linear part: the minimum far from the range's end)
+        least = _first_layer_values(qnet, grid, run, lam, mu).min(axis=0)
+        err_lo = np.broadcast_to(bounds.err_lo[0], lam.shape)
+        err_hi = np.broadcast_to(bounds.err_hi[0], lam.shape)
+        readings = {}
+        for block, window in ((1, 1 << 20), (4, 1 << 20), (4, 2)):
+            monkeypatch.setattr(operand_rounding, "SPAN_BLOCK", block)
+            monkeypatch.setattr(operand_rounding, "STREAM_WINDOW_MAX", window)
+            reader = SpanReader(StreamedInput(model, 0, xl, xu), basis, bounds.err_lo[0], bounds.err_hi[0])
+            readings[block, window] = reader.joint_lower(lam, mu, own, err_lo, err_hi)
+        for r in range(len(lam)):
+            for found in readings.values():
+                assert Fraction(float(found[r])) <= least[r], r
+        exact = readings[1, 1 << 20]
+        for r in range(4):  # (on the basis row: the enumerated minimum less the float charges)
+            assert float(least[r]) - exact[r] <= 1e-6 * (1 + abs(float(least[r]))), r
+        checked += 1
+    assert checked
+
+
+@pytest.mark.parametrize("options", FIXED, ids=lambda o: o.key())
+def test_split_nodes_read_on_the_span_contain_every_execution(
+    options, no_tables, phase_splitting_above_8_inputs, monkeypatch
+):
+    """The root's exact stage run, then its ReLU-split children bounded as one batch with every open
+    atom row read on the root's span (`SPAN_REACH` unbounded): each child's atom bounds lie below
+    the margin of every enumerated execution with the child's phases."""
+    monkeypatch.setattr(search, "EXACT_INPUT_MIN_ROUNDINGS", 1)
+    monkeypatch.setattr(search, "SPAN_REACH", np.inf)
+    rng = np.random.default_rng(4537)
+    read = 0
+    for _ in range(6):
+        qnet = quantize_network(random_network(rng, (10, 12, 8, 3), Activation.RELU, 1.0), options)
+        lo, hi = _fixed_box(rng, qnet.number.scale, 10, 3)
+        probe = query_for(qnet, _property(lo, hi, Fraction(0)))
+        grid = enumerate_box(qnet, probe.regions[0].lo, probe.regions[0].hi)
+        run = simulate(qnet, grid, trace=True)
+        fine = ~run.overflowed if run.detect_mode else np.ones(len(grid), dtype=bool)
+        if not fine.any():
+            continue
+        top = qnet.output_reals(run.outputs[fine][int(np.argmax(run.outputs[fine, 0]))])[0]
+        # (one word above the maximum: SAFE by a word, so the root stays open)
+        query = query_for(qnet, _property(lo, hi, top + Fraction(1, qnet.number.scale)))
+        recorder = Recorder()
+        finder = search.Search(query, budgeted(disable=("attack",)), time.monotonic() + 600, recorder)
+        model = finder.model
+        phases = [np.zeros(layer.n_out, dtype=np.int8) for layer in model.layers]
+        region = query.regions[0]
+        verdict = finder.process(search.Node(0, region.lo.copy(), region.hi.copy(), phases, None, 0, 0))
+        children = [child for child in verdict.children if child.split is not None]
+        if finder.span is None or not children:
+            continue
+        found = search.split_batch_bounds(model, children, finder.invariants, search.REBOUND_AFTER_SPLIT)
+        if found.bounds is None:
+            continue
+        members = [children[i] for i in found.members]
+        lower = finder.split_batch_atoms(members, found.bounds, found.xl, found.xu)[0]
+        margins = (run.outputs.astype(np.float64) * model.unit) @ finder.atom_matrix.T + finder.atom_constants
+        for b, child in enumerate(members):
+            inside = fine.copy()
+            for k, phase in enumerate(child.phases):
+                pre = run.layers[k].pre.astype(np.float64)
+                inside &= np.all(
+                    np.where(phase > 0, pre >= 0, True) & np.where(phase < 0, pre <= 0, True), axis=1
+                )
+            assert np.all(margins[inside] >= lower[b] - 1e-12)
+        read += recorder.counts.get("netlevel.span_rows", 0)
+    assert read  # (some child's rows were read on the span)
