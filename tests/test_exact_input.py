@@ -160,6 +160,20 @@ def test_root_read_exactly_contains_every_execution(options, no_tables):
     assert tightened  # (the exact reading narrowed some bounds)
 
 
+def _ten_inputs(rng, options, sizes, scale):
+    """A random network on a 10-input box of 3 words an input, every execution of the box traced,
+    which ones keep the statements (no overflow), and the largest Y_0 among them (None: none)."""
+    qnet = quantize_network(random_network(rng, sizes, Activation.RELU, scale), options)
+    lo, hi = _fixed_box(rng, qnet.number.scale, 10, 3)
+    probe = query_for(qnet, _property(lo, hi, Fraction(0)))
+    run = simulate(qnet, enumerate_box(qnet, probe.regions[0].lo, probe.regions[0].hi), trace=True)
+    fine = ~run.overflowed if run.detect_mode else np.ones(len(run.outputs), dtype=bool)
+    if not fine.any():
+        return qnet, lo, hi, run, fine, None
+    top = qnet.output_reals(run.outputs[fine][int(np.argmax(run.outputs[fine, 0]))])[0]
+    return qnet, lo, hi, run, fine, top
+
+
 @pytest.mark.parametrize(
     "options", FIXED[:3] + [ImplementationOptions(FixedFormat(5, 11))], ids=lambda o: o.key()
 )
@@ -173,13 +187,7 @@ def test_verdicts_with_the_exact_input_reading_agree_with_brute_force(
     rng = np.random.default_rng(4533)
     ran = 0
     for _ in range(2):
-        qnet = quantize_network(random_network(rng, (10, 8, 6, 2), Activation.RELU, 0.7), options)
-        lo, hi = _fixed_box(rng, qnet.number.scale, 10, 3)
-        probe = query_for(qnet, _property(lo, hi, Fraction(0)))
-        grid = enumerate_box(qnet, probe.regions[0].lo, probe.regions[0].hi)
-        run = simulate(qnet, grid)
-        fine = ~run.overflowed if run.detect_mode else np.ones(len(grid), dtype=bool)
-        top = qnet.output_reals(run.outputs[fine][int(np.argmax(run.outputs[fine, 0]))])[0]
+        qnet, lo, hi, _, fine, top = _ten_inputs(rng, options, (10, 8, 6, 2), 0.7)
         best = top if fine.all() else None  # (a detected overflow: a violation)
         for threshold in (top, top + Fraction(1, qnet.number.scale)):
             query = query_for(qnet, _property(lo, hi, threshold))
@@ -248,15 +256,9 @@ def test_split_nodes_read_on_the_span_contain_every_execution(
     rng = np.random.default_rng(4537)
     read = 0
     for _ in range(6):
-        qnet = quantize_network(random_network(rng, (10, 12, 8, 3), Activation.RELU, 1.0), options)
-        lo, hi = _fixed_box(rng, qnet.number.scale, 10, 3)
-        probe = query_for(qnet, _property(lo, hi, Fraction(0)))
-        grid = enumerate_box(qnet, probe.regions[0].lo, probe.regions[0].hi)
-        run = simulate(qnet, grid, trace=True)
-        fine = ~run.overflowed if run.detect_mode else np.ones(len(grid), dtype=bool)
-        if not fine.any():
+        qnet, lo, hi, run, fine, top = _ten_inputs(rng, options, (10, 12, 8, 3), 1.0)
+        if top is None:
             continue
-        top = qnet.output_reals(run.outputs[fine][int(np.argmax(run.outputs[fine, 0]))])[0]
         # (one word above the maximum: SAFE by a word, so the root stays open)
         query = query_for(qnet, _property(lo, hi, top + Fraction(1, qnet.number.scale)))
         recorder = Recorder()
