@@ -453,10 +453,10 @@ def backsubstitute(
     coefficients on its statement z_j = W h + b + e_j ((..., R, n_j)), which its error term is
     charged by.
 
-    `input_statement` (one node, fixed point): where the layer that alone reads the input has no
-    operand table (too wide), its roundings are read as their interval term and the rows'
-    coefficients on its statement kept with that term (`LinearBound.input_rows`), for
-    `exact_input_lower`."""
+    `input_statement` (fixed point; one node, or a batch of ReLU-split nodes on one box): where the
+    layer that alone reads the input has no operand table (too wide), its roundings are read as
+    their interval term and the rows' coefficients on its statement kept with that term
+    (`LinearBound.input_rows`), for `exact_input_lower` and `span_input_lower`."""
     lam = np.array(coefficients, dtype=np.float64, ndmin=2)
     if xl.ndim == 2 and lam.ndim == 2:
         lam = np.broadcast_to(lam, (xl.shape[0], *lam.shape))
@@ -486,7 +486,7 @@ def backsubstitute(
         if statements is not None:
             statements[j] = lam
         table = bounds.operand_table(model, j, xl, xu) if model.is_fixed and not model.real else None
-        streamed = table is None and input_statement and streams_input(model, j, xl)
+        streamed = table is None and input_statement and streams_input(model, j)
         if table is None and not streamed:
             center, charge = bounds.affine_terms(model, j, xl, xu)
             const = const + matvec(lam, center)
@@ -535,7 +535,7 @@ def input_layer(model: NetModel) -> int | None:
     return next(k for k in range(len(model.layers)) if NETWORK_INPUT in model.producers(k))
 
 
-def streams_input(model: NetModel, j: int, xl: np.ndarray) -> bool:
+def streams_input(model: NetModel, j: int) -> bool:
     """Is layer j the one that alone reads the network's input, with product roundings
     `operand_rounding` can read exactly (`backsubstitute(input_statement=True)`: one node, or a
     batch of ReLU-split nodes on one box)?"""

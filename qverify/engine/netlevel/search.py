@@ -696,7 +696,7 @@ class Search:
             return False
         model = self.model
         first = input_layer(model)
-        if first is None or not streams_input(model, first, xl):
+        if first is None or not streams_input(model, first):
             return False
         roundings = model.rounding_count(first, np.maximum(np.abs(xl), np.abs(xu)))
         return (
